@@ -1,0 +1,42 @@
+import { join } from "node:path"
+import {
+  type CommandSpec,
+  ExitCode,
+  formatOrderResult,
+  Ledger,
+  openQueue,
+  reportFiles,
+  resolveRoot,
+  runCommand,
+  writeFileAtomic,
+} from "@spool/core"
+import orderCheckSql from "@spool/core/sql/order-check.sql" with { type: "text" }
+
+const spec = {
+  name: "order-check",
+  usage: "bun run order-check [--root DIR]",
+  summary:
+    "Runs order-check.sql against ROOT/ledger.db: every order_no whose stored seq values are duplicated or\n" +
+    "have a gap in 1..max(seq). Copies the SQL to ROOT/order-check.sql (run it yourself with\n" +
+    "sqlite3 ROOT/ledger.db < ROOT/order-check.sql) and writes ROOT/order-result.txt: OK, or the problems.",
+  options: { root: { type: "string" } },
+  help: ["--root DIR            queue root (default: $SPOOL_ROOT, else ./spool)"],
+} satisfies CommandSpec<Record<string, { type: "string" }>>
+
+/** `bun run order-check`: per-order sequence gaps and duplicates. Exit 1 when any are found. */
+export async function main(argv: readonly string[]): Promise<number> {
+  return runCommand(spec, argv, ({ values }) => {
+    const queue = openQueue(resolveRoot(values.root))
+    const ledger = Ledger.open(queue.ledger)
+    try {
+      const problems = ledger.orderProblems()
+      writeFileAtomic(join(queue.root, reportFiles.orderCheck), orderCheckSql)
+      const text = formatOrderResult(problems)
+      writeFileAtomic(join(queue.root, reportFiles.orderResult), text)
+      process.stdout.write(text)
+      return problems.length === 0 ? ExitCode.ok : ExitCode.check
+    } finally {
+      ledger.close()
+    }
+  })
+}

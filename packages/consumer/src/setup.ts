@@ -1,0 +1,34 @@
+import { fileURLToPath } from "node:url"
+import { type CommandSpec, createQueue, ExitCode, resolveRoot, runCommand, seedFrom } from "@spool/core"
+
+/** The sample queue shipped with spool. */
+export const bundledFixtures = fileURLToPath(new URL("../../../fixtures", import.meta.url))
+
+const spec = {
+  name: "setup",
+  usage: "bun run setup [--root DIR] [--from DIR]",
+  summary:
+    "Creates ROOT/{inbox,processing,done,error} (and tmp/, where files are written before they are\n" +
+    "renamed into inbox/), then copies every regular *.json file directly in --from into inbox/.\n" +
+    "Names already anywhere in the queue are skipped, so running it twice changes nothing.",
+  options: { root: { type: "string" }, from: { type: "string" } },
+  help: [
+    "--root DIR            queue root (default: $SPOOL_ROOT, else ./spool)",
+    "--from DIR            directory of messages to copy (default: the bundled fixtures/)",
+  ],
+} satisfies CommandSpec<Record<string, { type: "string" }>>
+
+/** `bun run setup`: create a queue and seed its inbox. */
+export async function main(argv: readonly string[]): Promise<number> {
+  return runCommand(spec, argv, ({ values }) => {
+    const queue = createQueue(resolveRoot(values.root))
+    const from = values.from ?? bundledFixtures
+    const s = seedFrom(queue, from)
+    process.stderr.write(
+      `setup: queue ready at ${queue.root}; copied ${s.copied} message(s) from ${from} into inbox/` +
+        (s.skipped.length > 0 ? `, skipped ${s.skipped.length} already in the queue` : "") +
+        "\n",
+    )
+    return ExitCode.ok
+  })
+}

@@ -1,0 +1,480 @@
+import fs from "node:fs"
+import { join } from "node:path"
+import { crashIfPoison, fault } from "./_fault.ts"
+import { errnoOf, SpoolError } from "./errors.ts"
+import { fsyncDir, openDir, renameNoReplace } from "./files.ts"
+import type { Claim, ClaimRow, Effect, Ledger, Outcome, Verdict } from "./ledger.ts"
+import { type Log, silentLog } from "./log.ts"
+import { decodeMessage, Message, type MessageType, type RejectReason, rawNumberField } from "./message.ts"
+import { currentOwner, type Owner, ownerLiveness } from "./owner.ts"
+import { alternateName, isMessageName, type Queue, scanDir } from "./queue.ts"
+
+/** Settings of a consume run; every one has a default a demanding operator can live with. */
+export interface ConsumeOptions<T extends Message = Message> {
+  readonly queue: Queue
+  readonly ledger: Ledger
+  /** The message type; defaults to spool's Message. Must require at least Message's fields. */
+  readonly type?: MessageType<T>
+  /** A business effect committed in the same transaction as the processed row. */
+  readonly effect?: Effect
+  /** Messages per ledger transaction. */
+  readonly batchSize?: number
+  /** Claims a file may take before it is declared poison (it crashed the consumer each time). */
+  readonly maxAttempts?: number
+  /** Files larger than this are sent to error/ as too-large without being read. */
+  readonly maxBytes?: number
+  /** Leave files younger than this (by mtime) for later: their producer may still be writing. */
+  readonly minAgeMs?: number
+  /** fsync directories after renames (the Maildir rule). Off only with --no-fsync. */
+  readonly durable?: boolean
+  /** How long another host's consumer may be silent before its claims count as abandoned. */
+  readonly leaseMs?: number
+  /** Stop claiming when aborted; the batch in hand is finished. */
+  readonly signal?: AbortSignal
+  readonly log?: Log
+  /** Called after every committed batch, for progress displays. */
+  readonly onBatch?: (summary: Readonly<ConsumeSummary>) => void
+}
+
+/** What a run did. */
+export interface ConsumeSummary {
+  claimed: number
+  processed: number
+  duplicates: number
+  conflicts: number
+  rejected: number
+  rejectedBy: Partial<Record<RejectReason, number>>
+  recovered: number
+  batches: number
+}
+
+export const defaults = {
+  batchSize: 1000,
+  maxAttempts: 3,
+  maxBytes: 1024 * 1024,
+  minAgeMs: 0,
+  leaseMs: 120_000,
+} as const
+
+interface Item extends Claim {
+  outcome?: Outcome
+  committed?: boolean
+  /** readdir said it is a regular file; anything else is lstat-ed before it could be opened. */
+  isRegular?: boolean
+}
+
+type QueueDirName = "inbox" | "processing" | "done" | "error"
+
+const O_READ = fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK
+
+/**
+ * Drains inbox/ once: recovers abandoned claims, then claims, processes, commits and moves
+ * batch after batch until a full pass over inbox/ claims nothing.
+ *
+ * The delivery protocol, and what is durable after each step:
+ * 1. claim: a ledger transaction records (name, claim_id, owner) for a batch of names.
+ *    Only then is each file renamed inbox/ -> processing/ (no-replace); processing/ is fsynced.
+ *    A file in processing/ therefore always has a claim row naming its owner.
+ * 2. commit: one transaction writes processed/duplicates/failures and marks each claim
+ *    committed with its destination. After COMMIT (synchronous=FULL) the effect is durable.
+ * 3. move: each file is renamed to done/ or error/ (no-replace), and the directories fsynced.
+ *    The move is the acknowledgement; it happens only after the commit.
+ * 4. forget: the committed claim rows are deleted in the next claim transaction.
+ * Recovery takes dead owners' claims: a committed claim is only moved (never re-processed,
+ * so it is not a duplicate); a claimed one is processed again, counting an attempt.
+ */
+export async function consume<T extends Message = Message>(options: ConsumeOptions<T>): Promise<ConsumeSummary> {
+  const engine = new Engine(options)
+  return engine.run()
+}
+
+class Engine<T extends Message> {
+  readonly #o: ConsumeOptions<T>
+  readonly #q: Queue
+  readonly #ledger: Ledger
+  readonly #log: Log
+  readonly #owner: Owner = currentOwner()
+  readonly #type: MessageType<T>
+  readonly #batchSize: number
+  readonly #maxAttempts: number
+  readonly #maxBytes: number
+  readonly #minAgeMs: number
+  readonly #durable: boolean
+  readonly #buffer: Buffer
+  /** Items this run has in processing/ and has not yet moved out. */
+  #inHand: Item[] = []
+  readonly #dirFds: { inbox: number; processing: number; done: number; error: number }
+  readonly summary: ConsumeSummary = {
+    claimed: 0,
+    processed: 0,
+    duplicates: 0,
+    conflicts: 0,
+    rejected: 0,
+    rejectedBy: {},
+    recovered: 0,
+    batches: 0,
+  }
+
+  constructor(o: ConsumeOptions<T>) {
+    this.#o = o
+    this.#q = o.queue
+    this.#ledger = o.ledger
+    this.#log = o.log ?? silentLog
+    this.#type = o.type ?? (Message as unknown as MessageType<T>)
+    this.#batchSize = Math.max(1, o.batchSize ?? defaults.batchSize)
+    this.#maxAttempts = Math.max(1, o.maxAttempts ?? defaults.maxAttempts)
+    this.#maxBytes = o.maxBytes ?? defaults.maxBytes
+    this.#minAgeMs = o.minAgeMs ?? defaults.minAgeMs
+    this.#durable = o.durable ?? true
+    this.#buffer = Buffer.allocUnsafe(Math.min(this.#maxBytes, 64 * 1024 * 1024) + 1)
+    this.#dirFds = {
+      inbox: openDir(this.#q.inbox),
+      processing: openDir(this.#q.processing),
+      done: openDir(this.#q.done),
+      error: openDir(this.#q.error),
+    }
+  }
+
+  get #isStopping(): boolean {
+    return this.#o.signal?.aborted === true
+  }
+
+  async run(): Promise<ConsumeSummary> {
+    this.#ledger.registerConsumer(this.#owner, now())
+    try {
+      await this.#recover()
+      while (!this.#isStopping) {
+        const claimedAny = await this.#pass()
+        if (!claimedAny) break
+      }
+      this.#ledger.unregisterConsumer(this.#owner.ownerId)
+    } catch (error) {
+      this.#handBack()
+      throw error
+    } finally {
+      for (const fd of Object.values(this.#dirFds)) fs.closeSync(fd)
+    }
+    return this.summary
+  }
+
+  /**
+   * After a fatal error (disk full, ledger gone read-only) leave nothing in processing/:
+   * committed files go on to done/ or error/, the rest back to inbox/. Best effort: what
+   * cannot be done here, recovery does on the next start.
+   */
+  #handBack(): void {
+    for (const item of this.#inHand) {
+      try {
+        const o = item.committed ? item.outcome : undefined
+        if (o !== undefined)
+          this.#moveOut(
+            o.name,
+            o.kind === "accepted" ? "done" : "error",
+            o.kind === "rejected" ? o.destName : o.name,
+            o.claimId,
+          )
+        else if (renameNoReplace(join(this.#q.processing, item.name), join(this.#q.inbox, item.name)) === "moved")
+          this.#ledger.release(this.#owner.ownerId, [item])
+      } catch {}
+    }
+    this.#inHand = []
+    try {
+      this.#sync("inbox", "processing", "done", "error")
+    } catch {}
+  }
+
+  /** One pass over inbox/: claims and finishes batches; true if it claimed anything. */
+  async #pass(): Promise<boolean> {
+    let claimedAny = false
+    const names: string[] = []
+    const regular = new Set<string>()
+    const cutoff = Date.now() - this.#minAgeMs
+    for (const e of scanDir(this.#q.inbox, 1024)) {
+      if (!isMessageName(e.name)) continue
+      if (this.#minAgeMs > 0 && !this.#isOldEnough(e.name, cutoff)) continue
+      names.push(e.name)
+      if (e.isFile()) regular.add(e.name)
+      if (names.length < this.#batchSize) continue
+      claimedAny = (await this.#claimAndProcess(names, regular)) || claimedAny
+      names.length = 0
+      regular.clear()
+      if (this.#isStopping) return claimedAny
+    }
+    if (names.length > 0) claimedAny = (await this.#claimAndProcess(names, regular)) || claimedAny
+    return claimedAny
+  }
+
+  #isOldEnough(name: string, cutoff: number): boolean {
+    try {
+      return fs.lstatSync(join(this.#q.inbox, name)).mtimeMs <= cutoff
+    } catch {
+      return false
+    }
+  }
+
+  async #claimAndProcess(names: readonly string[], regular: ReadonlySet<string>): Promise<boolean> {
+    const claims = this.#ledger.claim(this.#owner.ownerId, names, now())
+    if (claims.length === 0) return false
+    const held: Item[] = []
+    const gone: Claim[] = []
+    for (const c of claims) {
+      const moved = renameNoReplace(join(this.#q.inbox, c.name), join(this.#q.processing, c.name))
+      if (moved === "moved") held.push({ ...c, isRegular: regular.has(c.name) })
+      else {
+        if (moved === "exists")
+          this.#log.warn("stray-file", {
+            file: c.name,
+            problem:
+              "processing/ already holds a file of this name with no claim; it is left in inbox/ until recovery takes the other one",
+          })
+        gone.push(c)
+      }
+    }
+    this.#inHand = held
+    this.#ledger.release(this.#owner.ownerId, gone)
+    if (held.length === 0) return gone.length < claims.length
+    this.#sync("inbox", "processing")
+    fault("after-claim")
+    this.summary.claimed += held.length
+    this.#finish(held)
+    // Let signal handlers run between batches: SIGTERM is honoured at a batch boundary.
+    await new Promise((r) => setImmediate(r))
+    return true
+  }
+
+  /** Decides, commits and moves a batch of items that are in processing/. */
+  #finish(items: Item[]): void {
+    for (const item of items) item.outcome = this.#decide(item)
+    const outcomes = items.map((i) => i.outcome as Outcome)
+    const verdicts = this.#ledger.commit(outcomes, now(), this.#o.effect)
+    for (const item of items) item.committed = true
+    fault("after-commit")
+    for (const [i, o] of outcomes.entries()) this.#count(o, verdicts[i] as Verdict)
+    for (const o of outcomes)
+      this.#moveOut(
+        o.name,
+        o.kind === "accepted" ? "done" : "error",
+        o.kind === "rejected" ? o.destName : o.name,
+        o.claimId,
+      )
+    this.#inHand = []
+    this.#sync("processing", "done", "error")
+    fault("after-move")
+    this.summary.batches++
+    this.#o.onBatch?.(this.summary)
+  }
+
+  #count(o: Outcome, v: Verdict): void {
+    switch (v) {
+      case "processed":
+        this.summary.processed++
+        return
+      case "conflict":
+        this.summary.conflicts++
+        this.summary.duplicates++
+        this.#log.warn("conflict", { file: o.name, msg_id: o.kind === "accepted" ? o.msgId : undefined })
+        return
+      case "duplicate":
+        this.summary.duplicates++
+        this.#log.debug("duplicate", { file: o.name, msg_id: o.kind === "accepted" ? o.msgId : undefined })
+        return
+      case "rejected": {
+        if (o.kind !== "rejected") return
+        const reason = o.reason as RejectReason
+        this.summary.rejected++
+        this.summary.rejectedBy[reason] = (this.summary.rejectedBy[reason] ?? 0) + 1
+        this.#log.debug("rejected", { file: o.name, reason: o.reason, detail: o.detail })
+      }
+    }
+  }
+
+  /** Reads and judges one claimed file. Never opens anything that is not a regular file. */
+  #decide(item: Item): Outcome {
+    const path = join(this.#q.processing, item.name)
+    if (item.attempts > this.#maxAttempts)
+      return this.#reject(item, "poison", `crashed the consumer on each of ${item.attempts - 1} attempts`, null)
+    if (!item.isRegular) {
+      // Never open what might be a FIFO (blocks), a device (side effects) or a link.
+      let st: fs.Stats
+      try {
+        st = fs.lstatSync(path)
+      } catch (error) {
+        throw new SpoolError("io", `cannot stat ${path}: ${String(error)}`, { cause: error })
+      }
+      if (st.isSymbolicLink()) return this.#reject(item, "symlink", "a symbolic link; its target was not touched", null)
+      if (!st.isFile()) return this.#reject(item, "not-regular", kindOf(st), null)
+    }
+    let fd: number
+    try {
+      fd = fs.openSync(path, O_READ)
+    } catch (error) {
+      const code = errnoOf(error)
+      if (code === "ELOOP") return this.#reject(item, "symlink", "a symbolic link; its target was not touched", null)
+      if (code === "ENXIO") return this.#reject(item, "not-regular", "a socket", null)
+      throw new SpoolError("io", `cannot open ${path}: ${String(error)}`, { cause: error })
+    }
+    let bytes: Buffer
+    try {
+      const st = fs.fstatSync(fd)
+      if (!st.isFile()) return this.#reject(item, "not-regular", kindOf(st), null)
+      if (st.size > this.#maxBytes)
+        return this.#reject(item, "too-large", `${st.size} bytes, over the ${this.#maxBytes}-byte limit`, null)
+      const n = fs.readSync(fd, this.#buffer, 0, this.#buffer.length, 0)
+      if (n > this.#maxBytes) return this.#reject(item, "too-large", `grew past the ${this.#maxBytes}-byte limit`, null)
+      bytes = this.#buffer.subarray(0, n)
+    } finally {
+      fs.closeSync(fd)
+    }
+    crashIfPoison(item.name)
+    const hash = new Bun.CryptoHasher("sha256").update(bytes).digest("hex")
+    const decoded = decodeMessage(bytes, this.#type)
+    if (!decoded.ok) return this.#reject(item, decoded.reason, decoded.detail, hash)
+    const m = decoded.message
+    return {
+      kind: "accepted",
+      name: item.name,
+      claimId: item.claimId,
+      msgId: m.msg_id,
+      orderNo: m.order_no,
+      seq: m.seq,
+      amount: rawNumberField(decoded.text, "amount") ?? String(m.amount),
+      hash,
+    }
+  }
+
+  #reject(item: Item, reason: RejectReason, detail: string, hash: string | null): Outcome {
+    return {
+      kind: "rejected",
+      name: item.name,
+      claimId: item.claimId,
+      destName: this.#freeName(this.#q.error, item.name),
+      reason,
+      detail,
+      hash,
+    }
+  }
+
+  /** The first of name, name~1, name~2, ... that does not exist in dir. */
+  #freeName(dir: string, name: string): string {
+    for (let k = 0; ; k++) {
+      const candidate = k === 0 ? name : alternateName(name, k)
+      try {
+        fs.lstatSync(join(dir, candidate))
+      } catch (error) {
+        if (errnoOf(error) === "ENOENT") return candidate
+        throw error
+      }
+    }
+  }
+
+  /** Moves a committed file out of processing/, never replacing anything. */
+  #moveOut(name: string, dest: "done" | "error", preferred: string, claimId: string): void {
+    const from = join(this.#q.processing, name)
+    const dir = this.#q[dest]
+    for (let k = 0; ; k++) {
+      const to = k === 0 ? preferred : alternateName(name, k)
+      const r = renameNoReplace(from, join(dir, to))
+      if (r === "exists") continue
+      if (r === "missing") throw new SpoolError("io", `${from} vanished before it could be moved to ${dir}/`)
+      if (dest === "error" && to !== preferred) this.#ledger.renameFailure(claimId, to)
+      return
+    }
+  }
+
+  #sync(...dirs: QueueDirName[]): void {
+    if (!this.#durable) return
+    for (const d of dirs) fsyncDir(this.#dirFds[d])
+  }
+
+  // ---- recovery ------------------------------------------------------------------------
+
+  /**
+   * Takes back what dead consumers left: committed claims are moved on, claimed ones are
+   * processed again (attempt counted), orphans in processing/ are claimed afresh.
+   */
+  async #recover(): Promise<void> {
+    const batch: Item[] = []
+    const suspects: Item[] = []
+    for (const row of this.#ledger.listClaims()) {
+      if (row.ownerId === this.#owner.ownerId || this.#isOwnerAlive(row)) continue
+      const inProcessing = exists(join(this.#q.processing, row.name))
+      if (row.state === "committed") {
+        const taken = this.#ledger.adopt(row, this.#owner.ownerId, 0)
+        if (!taken) continue
+        if (inProcessing) {
+          const dest = row.dest ?? "done"
+          this.#moveOut(row.name, dest, row.destName ?? row.name, row.claimId)
+          this.#sync("processing", "done", "error")
+          this.#log.warn("recovered", { file: row.name, step: "committed, not yet moved", dest: row.dest })
+          this.summary.recovered++
+        }
+        this.#ledger.dropClaim(row.name, row.claimId)
+        continue
+      }
+      if (!inProcessing) {
+        // Claimed but never renamed (or removed by hand): nothing started, nothing to undo.
+        const taken = this.#ledger.adopt(row, this.#owner.ownerId, 0)
+        if (taken) this.#ledger.dropClaim(row.name, row.claimId)
+        continue
+      }
+      // Once a file has failed to finish twice, process it alone so a crash is pinned on it.
+      const isSuspect = row.attempts >= 2
+      const taken = this.#ledger.adopt(row, this.#owner.ownerId, isSuspect ? 0 : 1)
+      if (!taken) continue
+      this.summary.recovered++
+      this.#log.warn("recovered", { file: row.name, step: "claimed, not committed", attempts: taken.attempts })
+      ;(isSuspect ? suspects : batch).push({ ...taken })
+    }
+    // Read the claims before the directory: a file that appears in processing/ meanwhile had
+    // its claim row committed first, so claimOrphan's insert will conflict and skip it.
+    const claimed = new Set(this.#ledger.listClaims().map((r) => r.name))
+    for (const e of scanDir(this.#q.processing)) {
+      if (claimed.has(e.name)) continue
+      const c = this.#ledger.claimOrphan(e.name, this.#owner.ownerId, now())
+      if (!c) continue
+      if (!exists(join(this.#q.processing, e.name))) {
+        // Finished by its owner between our listing and our claim.
+        this.#ledger.dropClaim(c.name, c.claimId)
+        continue
+      }
+      this.#log.warn("recovered", { file: e.name, step: "orphan in processing/ with no claim" })
+      this.summary.recovered++
+      batch.push({ ...c })
+    }
+    for (let i = 0; i < batch.length; i += this.#batchSize) {
+      this.#inHand = batch.slice(i, i + this.#batchSize)
+      this.#finish(this.#inHand)
+    }
+    for (const s of suspects) {
+      this.#inHand = [this.#ledger.bumpAttempt(s, this.#owner.ownerId)]
+      this.#finish(this.#inHand)
+    }
+    if (batch.length + suspects.length > 0) this.summary.claimed += batch.length + suspects.length
+  }
+
+  #isOwnerAlive(row: ClaimRow): boolean {
+    if (row.owner === undefined) return false
+    const liveness = ownerLiveness(row.owner)
+    if (liveness !== "unknown") return liveness === "alive"
+    return Date.now() - Date.parse(row.owner.heartbeatAt) < (this.#o.leaseMs ?? defaults.leaseMs)
+  }
+}
+
+function exists(path: string): boolean {
+  try {
+    fs.lstatSync(path)
+    return true
+  } catch {
+    return false
+  }
+}
+
+function kindOf(st: fs.Stats): string {
+  if (st.isDirectory()) return "a directory"
+  if (st.isFIFO()) return "a FIFO (named pipe)"
+  if (st.isSocket()) return "a socket"
+  if (st.isCharacterDevice() || st.isBlockDevice()) return "a device"
+  return "not a regular file"
+}
+
+const now = (): string => new Date().toISOString()

@@ -1,0 +1,165 @@
+import { dlopen, FFIType, ptr, read } from "bun:ffi"
+import fs from "node:fs"
+import { basename, dirname, join } from "node:path"
+import { errnoOf, SpoolError } from "./errors.ts"
+
+const AT_FDCWD = -100
+const RENAME_NOREPLACE = 1
+const EEXIST = 17
+const ENOENT = 2
+
+type Renameat2 = (olddirfd: number, oldpath: Buffer, newdirfd: number, newpath: Buffer, flags: number) => number
+
+// renameat2(RENAME_NOREPLACE) is the only single syscall that moves a file without ever
+// replacing one at the destination. Node exposes only rename(2), which overwrites, so we
+// reach libc through bun:ffi and fall back to link(2)+unlink(2) where it is unavailable.
+const native = ((): { renameat2: Renameat2; errno: () => number } | undefined => {
+  if (process.platform !== "linux" || process.env.SPOOL_NO_RENAMEAT2 === "1") return undefined
+  for (const name of ["libc.so.6", "libc.so"]) {
+    try {
+      const lib = dlopen(name, {
+        renameat2: {
+          args: [FFIType.i32, FFIType.ptr, FFIType.i32, FFIType.ptr, FFIType.u32],
+          returns: FFIType.i32,
+        },
+        __errno_location: { args: [], returns: FFIType.ptr },
+      })
+      const errnoPtr = lib.symbols.__errno_location
+      return {
+        renameat2: (a, b, c, d, e) => lib.symbols.renameat2(a, ptr(b), c, ptr(d), e),
+        errno: () => {
+          const p = errnoPtr()
+          return p === null ? 0 : read.i32(p, 0)
+        },
+      }
+    } catch {}
+  }
+  return undefined
+})()
+
+let isRenameat2Usable = native !== undefined
+
+const cString = (path: string): Buffer => Buffer.from(`${path}\0`)
+
+/** The result of a move that must not replace anything. */
+export type MoveResult = "moved" | "exists" | "missing"
+
+/**
+ * Moves `from` to `to` atomically, never replacing an existing `to`. Works for any kind of
+ * directory entry (file, FIFO, symlink, directory) without opening it.
+ */
+export function renameNoReplace(from: string, to: string): MoveResult {
+  if (isRenameat2Usable && native) {
+    if (native.renameat2(AT_FDCWD, cString(from), AT_FDCWD, cString(to), RENAME_NOREPLACE) === 0) return "moved"
+    const errno = native.errno()
+    if (errno === EEXIST) return "exists"
+    if (errno === ENOENT) return fs.existsSync(dirname(to)) ? "missing" : fail(from, to, "ENOENT")
+    // EINVAL/ENOSYS: the filesystem (NFS, some FUSE) cannot do it; fall back for good.
+    if (errno !== 22 && errno !== 38 && errno !== 95) fail(from, to, `errno ${errno}`)
+    isRenameat2Usable = false
+  }
+  return linkThenUnlink(from, to)
+}
+
+function linkThenUnlink(from: string, to: string): MoveResult {
+  let st: fs.Stats
+  try {
+    st = fs.lstatSync(from)
+  } catch (error) {
+    if (errnoOf(error) === "ENOENT") return "missing"
+    throw error
+  }
+  // link(2) cannot take directories; they are rare in a queue and rename is fine when the
+  // destination is absent (checked just before, a race we accept only for directories).
+  if (st.isDirectory()) {
+    if (fs.existsSync(to)) return "exists"
+    fs.renameSync(from, to)
+    return "moved"
+  }
+  try {
+    fs.linkSync(from, to)
+  } catch (error) {
+    const code = errnoOf(error)
+    if (code === "ENOENT") return "missing"
+    if (code !== "EEXIST") throw error
+    // A crash between link and unlink leaves both names on one inode: finish the move.
+    if (!isSameInode(st, to)) return "exists"
+  }
+  fs.unlinkSync(from)
+  return "moved"
+}
+
+function isSameInode(st: fs.Stats, path: string): boolean {
+  try {
+    const other = fs.lstatSync(path)
+    return other.ino === st.ino && other.dev === st.dev
+  } catch {
+    return false
+  }
+}
+
+function fail(from: string, to: string, why: string): never {
+  throw new SpoolError("io", `cannot move ${from} to ${to}: ${why}`)
+}
+
+/** True when both paths name the same inode (a half-finished link+unlink move). */
+export function isSameFile(a: string, b: string): boolean {
+  try {
+    return isSameInode(fs.lstatSync(a), b)
+  } catch {
+    return false
+  }
+}
+
+/** Flushes a directory's entries to disk: a rename is durable only after this (the Maildir rule). */
+export function fsyncDir(fd: number): void {
+  fs.fsyncSync(fd)
+}
+
+/** Opens a directory for fsync; the descriptor is kept for the run. */
+export function openDir(path: string): number {
+  return fs.openSync(path, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY)
+}
+
+/**
+ * Writes a file so that readers see either the old or the new content, never a torn one:
+ * temp file in the same directory, fsync, rename over, fsync the directory. `data` may be a
+ * stream of chunks, written in 64 KiB pieces, so a large report never sits whole in memory.
+ */
+export function writeFileAtomic(path: string, data: string | Iterable<string>, mode = 0o644): void {
+  const tmp = join(dirname(path), `.${basename(path)}.${process.pid}.tmp`)
+  const fd = fs.openSync(tmp, "w", mode)
+  try {
+    fs.fchmodSync(fd, mode)
+    if (typeof data === "string") fs.writeSync(fd, data)
+    else {
+      let buffered = ""
+      for (const chunk of data) {
+        buffered += chunk
+        if (buffered.length >= 65536) {
+          fs.writeSync(fd, buffered)
+          buffered = ""
+        }
+      }
+      if (buffered.length > 0) fs.writeSync(fd, buffered)
+    }
+    fs.fsyncSync(fd)
+  } catch (error) {
+    fs.closeSync(fd)
+    fs.rmSync(tmp, { force: true })
+    throw error
+  }
+  fs.closeSync(fd)
+  try {
+    fs.renameSync(tmp, path)
+  } catch (error) {
+    fs.rmSync(tmp, { force: true })
+    throw error
+  }
+  const dfd = openDir(dirname(path))
+  try {
+    fs.fsyncSync(dfd)
+  } finally {
+    fs.closeSync(dfd)
+  }
+}

@@ -1,0 +1,31 @@
+export type { CommandSpec } from "./command.ts"
+export { helpText, parseBytes, parseDuration, parseInteger, runCommand } from "./command.ts"
+export type { ConsumeOptions, ConsumeSummary } from "./consumer.ts"
+export { consume, defaults } from "./consumer.ts"
+export type { EnqueueSummary } from "./enqueue.ts"
+export { enqueueBytes, seedFrom } from "./enqueue.ts"
+export type { SpoolErrorCode } from "./errors.ts"
+export { ExitCode, errnoOf, exitCodeFor, SpoolError } from "./errors.ts"
+export { renameNoReplace, writeFileAtomic } from "./files.ts"
+export type { Claim, ClaimRow, Effect, LedgerOptions, OrderProblem, Outcome, Verdict } from "./ledger.ts"
+export { Ledger, schemaVersion } from "./ledger.ts"
+export type { Log, LogFormat, LogLevel } from "./log.ts"
+export { createLog, silentLog } from "./log.ts"
+export type { Accepted, Decoded, MessageType, Rejected, RejectReason } from "./message.ts"
+export { decodeMessage, Message, rawNumberField, requiredFields } from "./message.ts"
+export type { Liveness, Owner } from "./owner.ts"
+export { currentOwner, ownerLiveness } from "./owner.ts"
+export type { Queue, QueueDir } from "./queue.ts"
+export {
+  countFiles,
+  createQueue,
+  isMessageName,
+  openQueue,
+  queueDirs,
+  queuePaths,
+  resolveRoot,
+  scanDir,
+} from "./queue.ts"
+export { csvField, csvRow, formatOrderResult, reportFiles, writeReports } from "./reports.ts"
+export type { FieldInfo, FieldRole, JsonType } from "./schema.ts"
+export { formatSchema, inferSchema } from "./schema.ts"

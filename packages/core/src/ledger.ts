@@ -1,0 +1,395 @@
+import { Database, type Statement } from "bun:sqlite"
+import fs from "node:fs"
+import orderCheckSql from "../sql/order-check.sql" with { type: "text" }
+import init0001 from "../sql/sqlite/0001-init.sql" with { type: "text" }
+import { SpoolError } from "./errors.ts"
+import type { Owner } from "./owner.ts"
+
+/** Schema migrations, applied in order; the index + 1 is the schema version. */
+const migrations: readonly string[] = [init0001]
+
+/** The newest schema version this spool writes. */
+export const schemaVersion = migrations.length
+
+/** A file a consumer has claimed. */
+export interface Claim {
+  readonly name: string
+  readonly claimId: string
+  readonly attempts: number
+}
+
+/** A claim as stored, with what is known of its owner. */
+export interface ClaimRow extends Claim {
+  readonly ownerId: string | null
+  readonly state: "claimed" | "committed"
+  readonly dest: "done" | "error" | null
+  readonly destName: string | null
+  readonly payloadHash: string | null
+  readonly owner: (Owner & { readonly heartbeatAt: string }) | undefined
+}
+
+/** What the consumer decided for one claimed file, to be committed with its batch. */
+export type Outcome =
+  | {
+      readonly kind: "accepted"
+      readonly name: string
+      readonly claimId: string
+      readonly msgId: string
+      readonly orderNo: string
+      readonly seq: number
+      readonly amount: string
+      readonly hash: string
+    }
+  | {
+      readonly kind: "rejected"
+      readonly name: string
+      readonly claimId: string
+      /** The name the file will have in error/ (chosen before commit so reports can join on it). */
+      readonly destName: string
+      readonly reason: string
+      readonly detail: string
+      readonly hash: string | null
+    }
+
+/** What the ledger made of an outcome. */
+export type Verdict = "processed" | "duplicate" | "conflict" | "rejected"
+
+/** One row of the order check. */
+export interface OrderProblem {
+  readonly order_no: string
+  readonly seq: number
+  readonly problem: "duplicate" | "missing"
+}
+
+/** Options for opening a ledger. */
+export interface LedgerOptions {
+  /** Make every commit durable against power loss (synchronous=FULL). Default true. */
+  readonly durable?: boolean
+  /** How long to wait for another process's write lock before failing, in ms. */
+  readonly busyTimeoutMs?: number
+  /** Open without creating or migrating (reports, replay). */
+  readonly readonly?: boolean
+}
+
+/**
+ * A called-back business effect that runs inside the commit transaction of a message that is
+ * processed for the first time; its writes commit or roll back with the ledger's.
+ */
+export type Effect = (outcome: Extract<Outcome, { kind: "accepted" }>, db: Database) => void
+
+/** The SQLite ledger: one file next to the queue, WAL mode, short IMMEDIATE transactions. */
+export class Ledger {
+  readonly db: Database
+  readonly path: string
+  #claimCounter = 0
+  readonly #s: ReturnType<typeof prepare>
+
+  private constructor(db: Database, path: string) {
+    this.db = db
+    this.path = path
+    this.#s = prepare(db)
+  }
+
+  /** Opens (creating and migrating as needed) the ledger at `path`. */
+  static open(path: string, options: LedgerOptions = {}): Ledger {
+    const isNew = !fs.existsSync(path)
+    let db: Database
+    try {
+      db = new Database(path, { create: !options.readonly, readwrite: true, strict: true })
+    } catch (error) {
+      throw new SpoolError("ledger", `cannot open the ledger ${path}: ${describe(error)}`, { cause: error })
+    }
+    try {
+      if (isNew) fs.chmodSync(path, 0o640)
+      db.exec(`PRAGMA busy_timeout = ${Math.max(0, Math.trunc(options.busyTimeoutMs ?? 10_000))}`)
+      db.exec("PRAGMA journal_mode = WAL")
+      // FULL: the WAL is fsynced at every commit, so a reported commit survives power loss.
+      // NORMAL (the --no-fsync choice) survives a process crash but not a power cut.
+      db.exec(`PRAGMA synchronous = ${options.durable === false ? "NORMAL" : "FULL"}`)
+      if (!options.readonly) migrate(db, path)
+      else if (userVersion(db) === 0)
+        throw new SpoolError("ledger", `${path} has no spool ledger yet; run consume first`)
+    } catch (error) {
+      db.close()
+      throw asLedgerError(error, path)
+    }
+    return new Ledger(db, path)
+  }
+
+  /** Runs `fn` in a BEGIN IMMEDIATE transaction: the write lock is taken up front, so COMMIT cannot hit a busy lock. */
+  transaction<T>(fn: () => T): T {
+    try {
+      return this.db.transaction(fn).immediate()
+    } catch (error) {
+      throw asLedgerError(error, this.path)
+    }
+  }
+
+  registerConsumer(owner: Owner, now: string): void {
+    this.transaction(() => {
+      this.#s.registerConsumer.run(owner.ownerId, owner.host, owner.pid, owner.bootId, owner.startTicks, now, now)
+    })
+  }
+
+  unregisterConsumer(ownerId: string): void {
+    this.transaction(() => {
+      this.#s.deleteCommittedClaims.run(ownerId)
+      this.#s.unregisterConsumer.run(ownerId)
+    })
+  }
+
+  /**
+   * Claims those of `names` that nobody holds, for `ownerId`, in one transaction. The same
+   * transaction forgets the owner's committed claims, whose files have left processing/.
+   */
+  claim(ownerId: string, names: readonly string[], now: string): Claim[] {
+    const claimed: Claim[] = []
+    this.transaction(() => {
+      this.#s.deleteCommittedClaims.run(ownerId)
+      this.#s.heartbeat.run(now, ownerId)
+      for (const name of names) {
+        const claimId = `${ownerId}.${(this.#claimCounter++).toString(36)}`
+        if (this.#s.insertClaim.run(name, claimId, ownerId, now).changes === 1) {
+          claimed.push({ name, claimId, attempts: 1 })
+        }
+      }
+    })
+    return claimed
+  }
+
+  /** Gives up claims whose files vanished before they could be moved. */
+  release(ownerId: string, claims: readonly Claim[]): void {
+    if (claims.length === 0) return
+    this.transaction(() => {
+      for (const c of claims) this.#s.releaseClaim.run(c.name, c.claimId, ownerId)
+    })
+  }
+
+  /**
+   * Commits a batch of outcomes in one transaction: processed rows (the PRIMARY KEY decides
+   * duplicates), duplicate and failure history, and each claim marked committed.
+   */
+  commit(outcomes: readonly Outcome[], now: string, effect?: Effect): Verdict[] {
+    const s = this.#s
+    return this.transaction(() =>
+      outcomes.map((o): Verdict => {
+        if (o.kind === "rejected") {
+          s.insertFailure.run(o.destName, o.name, o.reason, o.detail, o.hash, o.claimId, now)
+          s.commitClaim.run("error", o.destName, o.hash, o.name, o.claimId)
+          return "rejected"
+        }
+        s.commitClaim.run("done", null, o.hash, o.name, o.claimId)
+        if (s.insertProcessed.run(o.msgId, o.orderNo, o.seq, o.amount, o.name, o.hash, o.claimId, now).changes === 1) {
+          effect?.(o, this.db)
+          return "processed"
+        }
+        const first = s.processedHash.get(o.msgId) as { payload_hash: string } | null
+        const isConflict = first !== null && first.payload_hash !== o.hash
+        s.insertDuplicate.run(o.msgId, o.name, o.hash, isConflict ? 1 : 0, o.claimId, now)
+        return isConflict ? "conflict" : "duplicate"
+      }),
+    )
+  }
+
+  /** Every claim with its owner's identity, for recovery. */
+  listClaims(): ClaimRow[] {
+    return (this.#s.listClaims.all() as RawClaimRow[]).map(toClaimRow)
+  }
+
+  /**
+   * Takes over a claim from a dead owner. Only one consumer can win: the row must still
+   * name the old owner. `bump` adds to the attempt count (the poison counter).
+   */
+  adopt(row: ClaimRow, ownerId: string, bump: number): Claim | undefined {
+    return this.transaction(() => {
+      const r = this.#s.adoptClaim.run(ownerId, bump, row.name, row.claimId, row.ownerId)
+      return r.changes === 1 ? { name: row.name, claimId: row.claimId, attempts: row.attempts + bump } : undefined
+    })
+  }
+
+  /** Counts one more attempt on a claim just before it is processed on its own. */
+  bumpAttempt(claim: Claim, ownerId: string): Claim {
+    return this.transaction(() => {
+      this.#s.adoptClaim.run(ownerId, 1, claim.name, claim.claimId, ownerId)
+      return { ...claim, attempts: claim.attempts + 1 }
+    })
+  }
+
+  /** Claims a file found in processing/ with no claim row (an orphan, e.g. after a ledger restore). */
+  claimOrphan(name: string, ownerId: string, now: string): Claim | undefined {
+    return this.claim(ownerId, [name], now)[0]
+  }
+
+  /** Forgets a claim whose file is finished or gone. */
+  dropClaim(name: string, claimId: string): void {
+    this.transaction(() => this.#s.dropClaim.run(name, claimId))
+  }
+
+  /** Records the final name of a file in error/ when the chosen one was taken at move time. */
+  renameFailure(claimId: string, file: string): void {
+    this.transaction(() => this.#s.renameFailure.run(file, claimId))
+  }
+
+  /** The distinct msg_ids ever seen as duplicates, ascending. */
+  *duplicateIds(): Generator<string> {
+    for (const row of this.#s.duplicateIds.iterate() as IterableIterator<{ msg_id: string }>) yield row.msg_id
+  }
+
+  /** The reason of the latest unreplayed failure recorded under `file` in error/. */
+  failureReason(file: string): string | undefined {
+    return (this.#s.failureReason.get(file) as { reason: string } | null)?.reason
+  }
+
+  /** Marks the failure record of a file replayed from error/ and logs the replay. */
+  markReplayed(file: string, now: string): boolean {
+    return this.transaction(() => {
+      const row = this.#s.latestFailure.get(file) as { id: number } | null
+      this.#s.insertReplay.run(file, row?.id ?? null, now)
+      if (row === null) return false
+      this.#s.markReplayed.run(now, row.id)
+      return true
+    })
+  }
+
+  /** Runs order-check.sql as checked in. */
+  orderProblems(): OrderProblem[] {
+    return this.db.query(orderCheckSql).all() as OrderProblem[]
+  }
+
+  close(): void {
+    this.db.close()
+  }
+}
+
+function prepare(db: Database) {
+  const q = (sql: string): Statement => db.prepare(sql)
+  return {
+    registerConsumer: q(
+      "INSERT OR REPLACE INTO consumers (owner_id, host, pid, boot_id, start_ticks, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+    ),
+    unregisterConsumer: q("DELETE FROM consumers WHERE owner_id = ?"),
+    heartbeat: q("UPDATE consumers SET heartbeat_at = ? WHERE owner_id = ?"),
+    deleteCommittedClaims: q("DELETE FROM claims WHERE owner_id = ? AND state = 'committed'"),
+    insertClaim: q(
+      "INSERT INTO claims (name, claim_id, owner_id, attempts, state, claimed_at) VALUES (?, ?, ?, 1, 'claimed', ?) ON CONFLICT (name) DO NOTHING",
+    ),
+    releaseClaim: q("DELETE FROM claims WHERE name = ? AND claim_id = ? AND owner_id = ?"),
+    commitClaim: q(
+      "UPDATE claims SET state = 'committed', dest = ?, dest_name = ?, payload_hash = ? WHERE name = ? AND claim_id = ?",
+    ),
+    insertProcessed: q(
+      "INSERT INTO processed (msg_id, order_no, seq, amount, file, payload_hash, claim_id, processed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (msg_id) DO NOTHING",
+    ),
+    processedHash: q("SELECT payload_hash FROM processed WHERE msg_id = ?"),
+    insertDuplicate: q(
+      "INSERT INTO duplicates (msg_id, file, payload_hash, is_conflict, claim_id, seen_at) VALUES (?, ?, ?, ?, ?, ?)",
+    ),
+    insertFailure: q(
+      "INSERT INTO failures (file, original, reason, detail, payload_hash, claim_id, failed_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+    ),
+    listClaims: q(
+      `SELECT c.name, c.claim_id, c.owner_id, c.attempts, c.state, c.dest, c.dest_name, c.payload_hash,
+              o.host, o.pid, o.boot_id, o.start_ticks, o.heartbeat_at
+       FROM claims c LEFT JOIN consumers o ON o.owner_id = c.owner_id ORDER BY c.name`,
+    ),
+    adoptClaim: q(
+      "UPDATE claims SET owner_id = ?, attempts = attempts + ? WHERE name = ? AND claim_id = ? AND owner_id IS ?",
+    ),
+    dropClaim: q("DELETE FROM claims WHERE name = ? AND claim_id = ?"),
+    renameFailure: q("UPDATE failures SET file = ? WHERE claim_id = ?"),
+    duplicateIds: q("SELECT DISTINCT msg_id FROM duplicates ORDER BY msg_id"),
+    failureReason: q("SELECT reason FROM failures WHERE file = ? AND replayed_at IS NULL ORDER BY id DESC LIMIT 1"),
+    latestFailure: q("SELECT id FROM failures WHERE file = ? AND replayed_at IS NULL ORDER BY id DESC LIMIT 1"),
+    markReplayed: q("UPDATE failures SET replayed_at = ? WHERE id = ?"),
+    insertReplay: q("INSERT INTO replays (file, failure_id, replayed_at) VALUES (?, ?, ?)"),
+  }
+}
+
+interface RawClaimRow {
+  name: string
+  claim_id: string
+  owner_id: string | null
+  attempts: number
+  state: "claimed" | "committed"
+  dest: "done" | "error" | null
+  dest_name: string | null
+  payload_hash: string | null
+  host: string | null
+  pid: number | null
+  boot_id: string | null
+  start_ticks: string | null
+  heartbeat_at: string | null
+}
+
+function toClaimRow(r: RawClaimRow): ClaimRow {
+  return {
+    name: r.name,
+    claimId: r.claim_id,
+    ownerId: r.owner_id,
+    attempts: r.attempts,
+    state: r.state,
+    dest: r.dest,
+    destName: r.dest_name,
+    payloadHash: r.payload_hash,
+    owner:
+      r.owner_id !== null && r.host !== null
+        ? {
+            ownerId: r.owner_id,
+            host: r.host,
+            pid: r.pid ?? 0,
+            bootId: r.boot_id ?? "",
+            startTicks: r.start_ticks ?? "",
+            heartbeatAt: r.heartbeat_at ?? "",
+          }
+        : undefined,
+  }
+}
+
+function userVersion(db: Database): number {
+  return (db.query("PRAGMA user_version").get() as { user_version: number }).user_version
+}
+
+function migrate(db: Database, path: string): void {
+  if (userVersion(db) >= migrations.length) {
+    if (userVersion(db) > migrations.length)
+      throw new SpoolError("ledger", `${path} was written by a newer spool (schema ${userVersion(db)}); upgrade spool`)
+    return
+  }
+  // IMMEDIATE, and the version read again inside: two consumers starting at once must not
+  // both run the same migration.
+  db.transaction(() => {
+    for (let v = userVersion(db); v < migrations.length; v++) {
+      db.exec(migrations[v] as string)
+      db.exec(`PRAGMA user_version = ${v + 1}`)
+    }
+  }).immediate()
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error)
+}
+
+/** Turns SQLite's errors into ones that say what to do. */
+function asLedgerError(error: unknown, path: string): unknown {
+  if (error instanceof SpoolError) return error
+  const message = describe(error)
+  const code = typeof error === "object" && error !== null && "code" in error ? String(error.code) : ""
+  if (code.startsWith("SQLITE_BUSY") || /database is locked/i.test(message))
+    return new SpoolError(
+      "ledger",
+      `the ledger ${path} stayed locked by another process for longer than the busy timeout; find the process holding it (fuser ${path}) or raise --busy-timeout`,
+      { cause: error },
+    )
+  if (code.startsWith("SQLITE_READONLY") || /readonly/i.test(message))
+    return new SpoolError(
+      "ledger",
+      `the ledger ${path} is read-only; give the consumer write access to it and to its directory`,
+      { cause: error },
+    )
+  if (code.startsWith("SQLITE_FULL") || /disk is full|database or disk is full/i.test(message))
+    return new SpoolError("io", `the disk holding ${path} is full; free space and run again`, { cause: error })
+  if (code.startsWith("SQLITE_CORRUPT") || code.startsWith("SQLITE_NOTADB"))
+    return new SpoolError("ledger", `the ledger ${path} is damaged or not a spool ledger: ${message}`, { cause: error })
+  if (code.startsWith("SQLITE_")) return new SpoolError("ledger", `ledger ${path}: ${message}`, { cause: error })
+  return error
+}

@@ -1,0 +1,172 @@
+import { type } from "arktype"
+
+const finiteNumber = type("number").narrow((n, ctx) => Number.isFinite(n) || ctx.mustBe("a finite number"))
+
+/** The fields every spool message must carry; other fields are kept but not interpreted. */
+export const Message = type({
+  msg_id: "string > 0",
+  order_no: "string > 0",
+  seq: "number.safe & number.integer >= 1",
+  amount: finiteNumber,
+  "+": "ignore",
+})
+export type Message = typeof Message.infer
+
+/** The names of the required fields, in the order reports list them. */
+export const requiredFields = ["msg_id", "order_no", "seq", "amount"] as const
+
+/** Why a file went to error/. */
+export type RejectReason =
+  | "parse" // not UTF-8 JSON, or not a JSON object
+  | "missing-field" // a required field is absent or null
+  | "invalid-field" // a required field has the wrong type or range
+  | "too-large" // larger than the configured limit; never read
+  | "not-regular" // a directory, FIFO, socket or device named *.json
+  | "symlink" // a symbolic link; moved as a link, its target untouched
+  | "poison" // crashed the consumer on every one of its allowed attempts
+  | "handler" // a library handler rejected it
+
+/** A message that passed validation, with what the ledger needs to record it. */
+export interface Accepted<T> {
+  readonly ok: true
+  readonly message: T
+  /** The value parsed from the file (all fields). */
+  readonly value: Record<string, unknown>
+  /** The JSON text, used to recover the exact decimal spelling of numbers. */
+  readonly text: string
+}
+
+/** A message that cannot be processed, with the reason and a human-readable detail. */
+export interface Rejected {
+  readonly ok: false
+  readonly reason: RejectReason
+  readonly detail: string
+}
+
+export type Decoded<T> = Accepted<T> | Rejected
+
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false })
+
+/**
+ * Decodes and validates one message file's bytes against an arktype type. A UTF-8 byte
+ * order mark is accepted and dropped (Windows producers write one); anything else that is
+ * not strict UTF-8 JSON text whose top level is an object is `parse`.
+ */
+export function decodeMessage<T extends object>(bytes: Uint8Array, schema: MessageType<T>): Decoded<T> {
+  let text: string
+  try {
+    text = utf8.decode(bytes)
+  } catch {
+    return { ok: false, reason: "parse", detail: "not valid UTF-8" }
+  }
+  let value: unknown
+  try {
+    value = JSON.parse(text)
+  } catch (error) {
+    return { ok: false, reason: "parse", detail: error instanceof Error ? error.message : String(error) }
+  }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    const kind = value === null ? "null" : Array.isArray(value) ? "an array" : `a ${typeof value}`
+    return { ok: false, reason: "parse", detail: `top-level JSON value is ${kind}, not an object` }
+  }
+  const record = value as Record<string, unknown>
+  const out = schema(record)
+  if (out instanceof type.errors) {
+    const missing = out.filter((e) => {
+      const key = e.path[0]
+      return e.path.length === 1 && typeof key === "string" && (!Object.hasOwn(record, key) || record[key] === null)
+    })
+    if (missing.length > 0) {
+      const keys = [...new Set(missing.map((e) => String(e.path[0])))]
+      return { ok: false, reason: "missing-field", detail: `missing ${keys.join(", ")}` }
+    }
+    return { ok: false, reason: "invalid-field", detail: out.summary.replaceAll("\n", "; ") }
+  }
+  return { ok: true, message: out as T, value: record, text }
+}
+
+/** The shape a message validator must have: an arktype type (or any function like one). */
+export type MessageType<T> = (data: unknown) => T | InstanceType<typeof type.errors>
+
+/**
+ * The exact source spelling of a top-level number field (the last one, as JSON.parse keeps
+ * the last of duplicate keys), so money is stored as written: `0.1` stays `0.1`.
+ * `text` must already be known to be valid JSON with an object at the top.
+ */
+export function rawNumberField(text: string, field: string): string | undefined {
+  let i = text.indexOf("{") + 1
+  let found: string | undefined
+  const n = text.length
+  while (i < n) {
+    i = skipSpace(text, i)
+    const c = text.charCodeAt(i)
+    if (c === 0x7d /* } */) break
+    if (c === 0x2c /* , */) {
+      i++
+      continue
+    }
+    // key
+    const keyEnd = endOfString(text, i)
+    const rawKey = text.slice(i, keyEnd)
+    const key = rawKey.includes("\\") ? (JSON.parse(rawKey) as string) : rawKey.slice(1, -1)
+    i = skipSpace(text, keyEnd) + 1 // past ':'
+    i = skipSpace(text, i)
+    const valueEnd = endOfValue(text, i)
+    if (key === field) found = text.slice(i, valueEnd)
+    i = valueEnd
+  }
+  return found
+}
+
+function skipSpace(s: string, i: number): number {
+  while (i < s.length) {
+    const c = s.charCodeAt(i)
+    if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) return i
+    i++
+  }
+  return i
+}
+
+/** Index just past the closing quote of the string starting at `i`. */
+function endOfString(s: string, i: number): number {
+  let j = i + 1
+  for (;;) {
+    const q = s.indexOf('"', j)
+    if (q < 0) return s.length
+    let backslashes = 0
+    for (let k = q - 1; s.charCodeAt(k) === 0x5c; k--) backslashes++
+    if (backslashes % 2 === 0) return q + 1
+    j = q + 1
+  }
+}
+
+/** Index just past the JSON value starting at `i`; iterative, so any nesting depth is fine. */
+function endOfValue(s: string, i: number): number {
+  const c = s.charCodeAt(i)
+  if (c === 0x22) return endOfString(s, i)
+  if (c === 0x7b || c === 0x5b) {
+    let depth = 0
+    let j = i
+    while (j < s.length) {
+      const d = s.charCodeAt(j)
+      if (d === 0x22) {
+        j = endOfString(s, j)
+        continue
+      }
+      if (d === 0x7b || d === 0x5b) depth++
+      else if (d === 0x7d || d === 0x5d) {
+        depth--
+        if (depth === 0) return j + 1
+      }
+      j++
+    }
+    return j
+  }
+  let j = i
+  while (j < s.length) {
+    const d = s.charCodeAt(j)
+    if (d === 0x2c || d === 0x7d || d === 0x20 || d === 0x0a || d === 0x0d || d === 0x09) break
+    j++
+  }
+  return j
+}

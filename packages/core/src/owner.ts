@@ -1,0 +1,58 @@
+import fs from "node:fs"
+import { hostname } from "node:os"
+
+/** Who holds a claim: enough to tell, after a crash, whether that process still runs. */
+export interface Owner {
+  readonly ownerId: string
+  readonly host: string
+  readonly pid: number
+  /** Changes on every boot, so a pid from before a reboot is never mistaken for a live one. */
+  readonly bootId: string
+  /** Start time of the process in clock ticks since boot: survives pid reuse. */
+  readonly startTicks: string
+}
+
+/** Whether an owner is alive, dead, or cannot be judged from this host. */
+export type Liveness = "alive" | "dead" | "unknown"
+
+const readText = (path: string): string | undefined => {
+  try {
+    return fs.readFileSync(path, "utf8")
+  } catch {
+    return undefined
+  }
+}
+
+const thisBootId = (readText("/proc/sys/kernel/random/boot_id") ?? "no-boot-id").trim()
+const thisHost = hostname()
+
+/** The start time (field 22 of /proc/PID/stat) of a process, or undefined when it is gone. */
+export function processStartTicks(pid: number): string | undefined {
+  const stat = readText(`/proc/${pid}/stat`)
+  if (stat === undefined) return undefined
+  // The command name (field 2) may contain spaces and parentheses: split after the last ')'.
+  return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]
+}
+
+/** The identity of the running process as a claim owner. */
+export function currentOwner(): Owner {
+  return {
+    ownerId: crypto.randomUUID().replaceAll("-", "").slice(0, 16),
+    host: thisHost,
+    pid: process.pid,
+    bootId: thisBootId,
+    startTicks: processStartTicks(process.pid) ?? "0",
+  }
+}
+
+/**
+ * Judges an owner from this host: dead if the host and boot match and the pid is gone or
+ * was reused (different start time); unknown for another host, which only its heartbeat
+ * can tell about.
+ */
+export function ownerLiveness(owner: Owner): Liveness {
+  if (owner.host !== thisHost) return "unknown"
+  if (owner.bootId !== thisBootId) return "dead"
+  const ticks = processStartTicks(owner.pid)
+  return ticks !== undefined && ticks === owner.startTicks ? "alive" : "dead"
+}

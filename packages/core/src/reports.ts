@@ -1,0 +1,55 @@
+import { join } from "node:path"
+import { writeFileAtomic } from "./files.ts"
+import type { Ledger, OrderProblem } from "./ledger.ts"
+import { type Queue, scanDir } from "./queue.ts"
+
+/** Report files written into the queue root. */
+export const reportFiles = {
+  duplicates: "dup.txt",
+  errors: "error.csv",
+  schema: "schema.csv",
+  orderCheck: "order-check.sql",
+  orderResult: "order-result.txt",
+} as const
+
+/** Quotes one CSV field per RFC 4180: quoted when it holds a comma, quote, CR or LF. */
+export function csvField(value: string | number): string {
+  const s = String(value)
+  return /[",\r\n]/.test(s) ? `"${s.replaceAll('"', '""')}"` : s
+}
+
+/** One CSV record, CRLF-free: RFC 4180 allows LF line ends and every tool reads them. */
+export function csvRow(fields: readonly (string | number)[]): string {
+  return `${fields.map(csvField).join(",")}\n`
+}
+
+/**
+ * Rewrites dup.txt (every msg_id ever ignored as a duplicate, distinct, ascending) and
+ * error.csv (one row per file now in error/, by name), each atomically.
+ */
+export function writeReports(queue: Queue, ledger: Ledger): void {
+  writeFileAtomic(
+    join(queue.root, reportFiles.duplicates),
+    (function* () {
+      for (const id of ledger.duplicateIds()) yield `${id}\n`
+    })(),
+  )
+  writeFileAtomic(join(queue.root, reportFiles.errors), errorRows(queue, ledger))
+}
+
+function* errorRows(queue: Queue, ledger: Ledger): Generator<string> {
+  yield "file,reason\n"
+  // error/ is expected to stay small (it is a to-do list for operators); sorting it gives a
+  // report that does not depend on directory order.
+  const names: string[] = []
+  // Every entry counts, including the links, FIFOs and directories consume put there.
+  for (const e of scanDir(queue.error)) names.push(e.name)
+  names.sort()
+  for (const name of names) yield csvRow([name, ledger.failureReason(name) ?? "unknown"])
+}
+
+/** The text of order-result.txt: `OK`, or a header and one CSV row per problem. */
+export function formatOrderResult(problems: readonly OrderProblem[]): string {
+  if (problems.length === 0) return "OK\n"
+  return `order_no,seq,problem\n${problems.map((p) => csvRow([p.order_no, p.seq, p.problem])).join("")}`
+}
