@@ -1,0 +1,53 @@
+import { describe, expect, it } from "bun:test"
+import { decodeMessage, Message, rawNumberField } from "./message.ts"
+
+const enc = (s: string) => new TextEncoder().encode(s)
+const valid = { msg_id: "m1", order_no: "o1", seq: 1, amount: 1.5 }
+
+describe("decodeMessage", () => {
+  it.each([
+    ["not JSON", "hello", "parse"],
+    ["truncated JSON", '{"msg_id": "m1"', "parse"],
+    ["an empty file", "", "parse"],
+    ["an array", "[1,2]", "parse"],
+    ["a string", '"x"', "parse"],
+    ["null", "null", "parse"],
+    ["a number", "42", "parse"],
+    ["msg_id missing", JSON.stringify({ ...valid, msg_id: undefined }), "missing-field"],
+    ["order_no null", JSON.stringify({ ...valid, order_no: null }), "missing-field"],
+    ["msg_id empty", JSON.stringify({ ...valid, msg_id: "" }), "invalid-field"],
+    ["seq zero", JSON.stringify({ ...valid, seq: 0 }), "invalid-field"],
+    ["seq fractional", JSON.stringify({ ...valid, seq: 1.5 }), "invalid-field"],
+    ["seq a string", JSON.stringify({ ...valid, seq: "1" }), "invalid-field"],
+    ["amount a string", JSON.stringify({ ...valid, amount: "1.5" }), "invalid-field"],
+    ["amount 1e400", '{"msg_id":"m1","order_no":"o1","seq":1,"amount":1e400}', "invalid-field"],
+  ])("rejects %s as %s", (_, text, reason) => {
+    const d = decodeMessage(enc(text), Message)
+    expect(d.ok).toBe(false)
+    if (!d.ok) expect(d.reason).toBe(reason as string)
+  })
+
+  it("accepts a valid message with extra fields and a byte order mark", () => {
+    const d = decodeMessage(enc(`\uFEFF${JSON.stringify({ ...valid, currency: "EUR" })}`), Message)
+    expect(d.ok).toBe(true)
+  })
+
+  it("rejects bytes that are not UTF-8 as parse", () => {
+    const d = decodeMessage(new Uint8Array([0x7b, 0xff, 0xfe, 0x7d]), Message)
+    expect(d).toMatchObject({ ok: false, reason: "parse" })
+  })
+})
+
+describe("rawNumberField", () => {
+  it.each([
+    ['{"amount": 1137.25}', "1137.25"],
+    ['{"amount":0.1}', "0.1"],
+    ['{"amount": 12345678901234567.89}', "12345678901234567.89"],
+    ['{"x": {"amount": 2}, "amount": 3.10}', "3.10"],
+    ['{"s": "\\"amount\\": 9", "amount": -0.5e-3}', "-0.5e-3"],
+    ['{"amount": 1, "amount": 2.50}', "2.50"],
+    ['{"am\\u006funt": 7.70}', "7.70"],
+  ])("finds the source spelling in %s", (text, expected) => {
+    expect(rawNumberField(text, "amount")).toBe(expected)
+  })
+})
