@@ -1,0 +1,44 @@
+#!/usr/bin/env bun
+// The quick start: set up a queue from the bundled sample, drain it, and show what happened.
+// Every step is the real command, run as its own process, exactly as an operator would.
+import fs from "node:fs"
+import { join, resolve } from "node:path"
+
+const repo = resolve(import.meta.dir, "..")
+const root = resolve(process.env.SPOOL_ROOT || join(repo, "spool"))
+
+async function step(title: string, cmd: string[]): Promise<number> {
+  process.stdout.write(`\n$ ${cmd.join(" ")}   # ${title}\n`)
+  const p = Bun.spawn(cmd, { cwd: repo, stdio: ["ignore", "inherit", "inherit"] })
+  return p.exited
+}
+
+const bin = (c: string) => join(repo, "packages/consumer/bin", `${c}.ts`)
+let failed = 0
+failed |= (await step("create the queue and copy the sample into inbox/", ["bun", bin("setup"), "--root", root])) !== 0 ? 1 : 0
+failed |= (await step("drain inbox/ into the ledger", ["bun", bin("consume"), "--root", root])) !== 0 ? 1 : 0
+failed |= (await step("work out the message structure", ["bun", bin("schema"), "--root", root])) !== 0 ? 1 : 0
+failed |= (await step("check per-order sequences", ["bun", bin("order-check"), "--root", root])) !== 0 ? 1 : 0
+const lag = await step("queue lag (exit 1 above the threshold)", ["bun", join(repo, "scripts/lag.ts"), root, "0"])
+if (lag > 1) failed = 1
+
+const count = (d: string) => fs.readdirSync(join(root, d)).length
+const rows = (f: string) =>
+  fs.existsSync(join(root, f)) ? fs.readFileSync(join(root, f), "utf8").trimEnd().split("\n") : ["(missing)"]
+const { Database } = await import("bun:sqlite")
+const db = new Database(join(root, "ledger.db"), { readonly: true })
+const processed = (db.query("SELECT COUNT(*) AS n FROM processed").get() as { n: number }).n
+db.close()
+
+process.stdout.write(`
+Outcome in ${root}
+  done/        ${count("done")} files
+  error/       ${count("error")} files
+  processing/  ${count("processing")} files
+  inbox/       ${count("inbox")} files
+  processed    ${processed} rows in ledger.db (one per distinct msg_id)
+  dup.txt      ${rows("dup.txt").join(" ")}
+  error.csv    ${rows("error.csv").join("\n               ")}
+  order-check  ${rows("order-result.txt").join(" ")}
+`)
+process.exitCode = failed
