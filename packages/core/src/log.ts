@@ -1,4 +1,4 @@
-/** How much a command says on stderr. */
+/** How much a command says on stderr: quiet = warnings only, verbose = one line per claim too. */
 export type LogLevel = "quiet" | "info" | "verbose"
 
 /** Human text (default) or one JSON object per line. */
@@ -8,34 +8,78 @@ export type LogFormat = "text" | "json"
 export interface Log {
   /** Something an operator should look at (recoveries, conflicts, refusals). */
   warn(event: string, fields?: Record<string, unknown>): void
-  /** Normal progress (run summary). */
+  /** Normal outcomes (duplicates, rejections, run summaries). */
   info(event: string, fields?: Record<string, unknown>): void
-  /** Per-message detail (claims, duplicates, rejections). */
+  /** Per-message detail (claims). */
   debug(event: string, fields?: Record<string, unknown>): void
+}
+
+/** Where and how a log writes. */
+export interface LogOptions {
+  /** Receives each finished line, newline included; defaults to stderr. */
+  readonly write?: (line: string) => void
+  /** Colour the level in text lines; defaults to stderr being a TTY and NO_COLOR unset. */
+  readonly color?: boolean
 }
 
 /** A log that writes nothing (library default). */
 export const silentLog: Log = { warn() {}, info() {}, debug() {} }
 
-/** A log to stderr in the chosen format and level. */
+/** The log levels and formats a command accepts, for validating flags. */
+export const logLevels: readonly LogLevel[] = ["quiet", "info", "verbose"]
+export const logFormats: readonly LogFormat[] = ["text", "json"]
+
+/** True when colour may be used on stderr: a TTY, and NO_COLOR (https://no-color.org) unset or empty. */
+export function isColorWanted(env: NodeJS.ProcessEnv = process.env, isTTY = process.stderr.isTTY === true): boolean {
+  return isTTY && !env.NO_COLOR && env.TERM !== "dumb"
+}
+
+// The fields every JSON line starts with; a caller's field of the same name cannot replace them.
+const reserved = new Set(["time", "level", "event"])
+
+/**
+ * A log to stderr in the chosen format and level. Text lines read `spool: warn: conflict
+ * file=a.json msg_id=m-1`; JSON lines are `{"time","level","event",...fields}`.
+ */
 export function createLog(
   level: LogLevel = "info",
   format: LogFormat = "text",
-  write = (line: string) => process.stderr.write(line),
+  write: ((line: string) => void) | LogOptions = {},
 ): Log {
-  const emit = (lvl: string, event: string, fields: Record<string, unknown> = {}) => {
+  const o: LogOptions = typeof write === "function" ? { write } : write
+  const out = o.write ?? ((line: string) => void process.stderr.write(line))
+  const color = format === "text" && (o.color ?? isColorWanted())
+  const emit = (lvl: "warn" | "info" | "debug", event: string, fields: Record<string, unknown> = {}) => {
+    const defined = Object.entries(fields).filter(([k, v]) => v !== undefined && !reserved.has(k))
     if (format === "json") {
-      write(`${JSON.stringify({ time: new Date().toISOString(), level: lvl, event, ...fields })}\n`)
+      const record = { time: new Date().toISOString(), level: lvl, event, ...Object.fromEntries(defined) }
+      out(`${JSON.stringify(record, jsonValue)}\n`)
       return
     }
-    const parts = Object.entries(fields).map(
-      ([k, v]) => `${k}=${typeof v === "string" && !/[\s"=]/.test(v) ? v : JSON.stringify(v)}`,
-    )
-    write(`spool: ${lvl === "info" ? "" : `${lvl}: `}${event}${parts.length > 0 ? ` ${parts.join(" ")}` : ""}\n`)
+    const parts = defined.map(([k, v]) => `${k}=${textValue(v)}`)
+    const tag = lvl === "info" ? "" : `${color ? paint(lvl) : lvl}: `
+    out(`spool: ${tag}${event}${parts.length > 0 ? ` ${parts.join(" ")}` : ""}\n`)
   }
   return {
     warn: (e, f) => emit("warn", e, f),
     info: (e, f) => level !== "quiet" && emit("info", e, f),
     debug: (e, f) => level === "verbose" && emit("debug", e, f),
   }
+}
+
+function jsonValue(_key: string, value: unknown): unknown {
+  if (typeof value === "bigint") return value.toString()
+  if (value instanceof Error) return value.message
+  return value
+}
+
+/** A bare word when it cannot be misread (no space, quote, `=` or control character), else JSON-quoted. */
+function textValue(v: unknown): string {
+  if (typeof v === "string") return v !== "" && !/[\s"=\\\p{Cc}]/u.test(v) ? v : JSON.stringify(v)
+  if (typeof v === "number" || typeof v === "boolean" || typeof v === "bigint" || v === null) return String(v)
+  return JSON.stringify(v, jsonValue) ?? String(v)
+}
+
+function paint(lvl: "warn" | "debug"): string {
+  return lvl === "warn" ? `\x1b[33m${lvl}\x1b[39m` : `\x1b[2m${lvl}\x1b[22m`
 }
