@@ -5,7 +5,14 @@ import { errnoOf, SpoolError } from "./errors.ts"
 import { fsyncDir, openDir, renameNoReplace } from "./files.ts"
 import type { Claim, ClaimRow, Effect, Ledger, Outcome, Verdict } from "./ledger.ts"
 import { type Log, silentLog } from "./log.ts"
-import { decodeMessage, Message, type MessageType, type RejectReason, rawNumberField } from "./message.ts"
+import {
+  canonicalJson,
+  decodeMessage,
+  Message,
+  type MessageType,
+  type RejectReason,
+  rawNumberField,
+} from "./message.ts"
 import { currentOwner, type Owner, ownerLiveness } from "./owner.ts"
 import { alternateName, isMessageName, type Queue, scanDir } from "./queue.ts"
 
@@ -249,14 +256,12 @@ class Engine<T extends Message> {
     const verdicts = this.#ledger.commit(outcomes, now(), this.#o.effect)
     for (const item of items) item.committed = true
     fault("after-commit")
-    for (const [i, o] of outcomes.entries()) this.#count(o, verdicts[i] as Verdict)
-    for (const o of outcomes)
-      this.#moveOut(
-        o.name,
-        o.kind === "accepted" ? "done" : "error",
-        o.kind === "rejected" ? o.destName : o.name,
-        o.claimId,
-      )
+    for (const [i, o] of outcomes.entries()) {
+      const verdict = verdicts[i] as Verdict
+      this.#count(o, verdict)
+      const isError = o.kind === "rejected" || verdict === "handler-rejected"
+      this.#moveOut(o.name, isError ? "error" : "done", o.kind === "rejected" ? o.destName : o.name, o.claimId)
+    }
     this.#inHand = []
     this.#sync("processing", "done", "error")
     fault("after-move")
@@ -278,12 +283,13 @@ class Engine<T extends Message> {
         this.summary.duplicates++
         this.#log.debug("duplicate", { file: o.name, msg_id: o.kind === "accepted" ? o.msgId : undefined })
         return
-      case "rejected": {
-        if (o.kind !== "rejected") return
-        const reason = o.reason as RejectReason
+      case "rejected":
+      case "handler-rejected": {
+        const reason: RejectReason = o.kind === "rejected" ? (o.reason as RejectReason) : "handler"
         this.summary.rejected++
         this.summary.rejectedBy[reason] = (this.summary.rejectedBy[reason] ?? 0) + 1
-        this.#log.debug("rejected", { file: o.name, reason: o.reason, detail: o.detail })
+        if (o.kind === "rejected") this.#log.debug("rejected", { file: o.name, reason, detail: o.detail })
+        else this.#log.warn("rejected", { file: o.name, reason, msg_id: o.msgId, note: "the handler threw" })
       }
     }
   }
@@ -339,6 +345,8 @@ class Engine<T extends Message> {
       seq: m.seq,
       amount: rawNumberField(decoded.text, "amount") ?? String(m.amount),
       hash,
+      contentHash: new Bun.CryptoHasher("sha256").update(canonicalJson(decoded.value)).digest("hex"),
+      message: m,
     }
   }
 

@@ -39,6 +39,10 @@ export type Outcome =
       readonly seq: number
       readonly amount: string
       readonly hash: string
+      /** sha256 of the message's canonical JSON: equal for the same content however it is formatted. */
+      readonly contentHash: string
+      /** The validated message, handed to the effect. */
+      readonly message: unknown
     }
   | {
       readonly kind: "rejected"
@@ -51,8 +55,8 @@ export type Outcome =
       readonly hash: string | null
     }
 
-/** What the ledger made of an outcome. */
-export type Verdict = "processed" | "duplicate" | "conflict" | "rejected"
+/** What the ledger made of an outcome. `handler-rejected`: the effect threw; the message goes to error/. */
+export type Verdict = "processed" | "duplicate" | "conflict" | "rejected" | "handler-rejected"
 
 /** One row of the order check. */
 export interface OrderProblem {
@@ -71,11 +75,16 @@ export interface LedgerOptions {
   readonly readonly?: boolean
 }
 
+/** An accepted outcome, as an effect sees it. */
+export type AcceptedOutcome = Extract<Outcome, { kind: "accepted" }>
+
 /**
- * A called-back business effect that runs inside the commit transaction of a message that is
- * processed for the first time; its writes commit or roll back with the ledger's.
+ * A business effect that runs inside the commit transaction of a message processed for the
+ * first time (never for a duplicate); its writes commit or roll back with the ledger's. If it
+ * throws, its writes and the processed row are rolled back and the message goes to error/
+ * with reason `handler`; the rest of the batch commits.
  */
-export type Effect = (outcome: Extract<Outcome, { kind: "accepted" }>, db: Database) => void
+export type Effect = (outcome: AcceptedOutcome, db: Database) => void
 
 /** The SQLite ledger: one file next to the queue, WAL mode, short IMMEDIATE transactions. */
 export class Ledger {
@@ -178,14 +187,32 @@ export class Ledger {
           s.commitClaim.run("error", o.destName, o.hash, o.name, o.claimId)
           return "rejected"
         }
-        s.commitClaim.run("done", null, o.hash, o.name, o.claimId)
-        if (s.insertProcessed.run(o.msgId, o.orderNo, o.seq, o.amount, o.name, o.hash, o.claimId, now).changes === 1) {
-          effect?.(o, this.db)
+        if (effect !== undefined) this.db.exec("SAVEPOINT spool_effect")
+        if (
+          s.insertProcessed.run(o.msgId, o.orderNo, o.seq, o.amount, o.name, o.hash, o.contentHash, o.claimId, now)
+            .changes === 1
+        ) {
+          if (effect !== undefined) {
+            try {
+              effect(o, this.db)
+              this.db.exec("RELEASE spool_effect")
+            } catch (error) {
+              this.db.exec("ROLLBACK TO spool_effect")
+              this.db.exec("RELEASE spool_effect")
+              const detail = error instanceof Error ? error.message : String(error)
+              s.insertFailure.run(o.name, o.name, "handler", detail, o.hash, o.claimId, now)
+              s.commitClaim.run("error", o.name, o.hash, o.name, o.claimId)
+              return "handler-rejected"
+            }
+          }
+          s.commitClaim.run("done", null, o.hash, o.name, o.claimId)
           return "processed"
         }
-        const first = s.processedHash.get(o.msgId) as { payload_hash: string } | null
-        const isConflict = first !== null && first.payload_hash !== o.hash
-        s.insertDuplicate.run(o.msgId, o.name, o.hash, isConflict ? 1 : 0, o.claimId, now)
+        if (effect !== undefined) this.db.exec("RELEASE spool_effect")
+        s.commitClaim.run("done", null, o.hash, o.name, o.claimId)
+        const first = s.processedHash.get(o.msgId) as { content_hash: string } | null
+        const isConflict = first !== null && first.content_hash !== o.contentHash
+        s.insertDuplicate.run(o.msgId, o.name, o.hash, o.contentHash, isConflict ? 1 : 0, o.claimId, now)
         return isConflict ? "conflict" : "duplicate"
       }),
     )
@@ -278,11 +305,11 @@ function prepare(db: Database) {
       "UPDATE claims SET state = 'committed', dest = ?, dest_name = ?, payload_hash = ? WHERE name = ? AND claim_id = ?",
     ),
     insertProcessed: q(
-      "INSERT INTO processed (msg_id, order_no, seq, amount, file, payload_hash, claim_id, processed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (msg_id) DO NOTHING",
+      "INSERT INTO processed (msg_id, order_no, seq, amount, file, payload_hash, content_hash, claim_id, processed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (msg_id) DO NOTHING",
     ),
-    processedHash: q("SELECT payload_hash FROM processed WHERE msg_id = ?"),
+    processedHash: q("SELECT content_hash FROM processed WHERE msg_id = ?"),
     insertDuplicate: q(
-      "INSERT INTO duplicates (msg_id, file, payload_hash, is_conflict, claim_id, seen_at) VALUES (?, ?, ?, ?, ?, ?)",
+      "INSERT INTO duplicates (msg_id, file, payload_hash, content_hash, is_conflict, claim_id, seen_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
     ),
     insertFailure: q(
       "INSERT INTO failures (file, original, reason, detail, payload_hash, claim_id, failed_at) VALUES (?, ?, ?, ?, ?, ?, ?)",

@@ -24,7 +24,7 @@ describe("decodeMessage", () => {
   ])("rejects %s as %s", (_, text, reason) => {
     const d = decodeMessage(enc(text), Message)
     expect(d.ok).toBe(false)
-    if (!d.ok) expect(d.reason).toBe(reason as string)
+    if (!d.ok) expect(d.reason as string).toBe(reason)
   })
 
   it("accepts a valid message with extra fields and a byte order mark", () => {

@@ -170,3 +170,43 @@ function endOfValue(s: string, i: number): number {
   }
   return j
 }
+
+/**
+ * JSON with object keys sorted at every level: two files that say the same thing, whatever
+ * their whitespace or key order, have the same canonical text (conflict detection uses it).
+ * Iterative, so hostile nesting depth cannot overflow the stack.
+ */
+export function canonicalJson(value: unknown): string {
+  let out = ""
+  // Work items: a value still to write, or literal punctuation already decided.
+  const stack: ({ readonly value: unknown } | { readonly text: string })[] = [{ value }]
+  for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
+    if ("text" in item) {
+      out += item.text
+      continue
+    }
+    const v = item.value
+    if (v === null || typeof v !== "object") {
+      out += JSON.stringify(v) ?? "null"
+      continue
+    }
+    if (Array.isArray(v)) {
+      out += "["
+      stack.push({ text: "]" })
+      for (let i = v.length - 1; i >= 0; i--) {
+        stack.push({ value: v[i] })
+        if (i > 0) stack.push({ text: "," })
+      }
+      continue
+    }
+    out += "{"
+    stack.push({ text: "}" })
+    const keys = Object.keys(v).sort()
+    for (let i = keys.length - 1; i >= 0; i--) {
+      const k = keys[i] as string
+      stack.push({ value: (v as Record<string, unknown>)[k] })
+      stack.push({ text: `${i > 0 ? "," : ""}${JSON.stringify(k)}:` })
+    }
+  }
+  return out
+}

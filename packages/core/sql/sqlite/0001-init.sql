@@ -9,7 +9,8 @@ CREATE TABLE processed (
   seq          INTEGER NOT NULL,
   amount       TEXT NOT NULL,      -- the decimal exactly as written in the message
   file         TEXT NOT NULL,      -- name of the file that delivered it
-  payload_hash TEXT NOT NULL,      -- sha256 of the file's bytes
+  payload_hash TEXT NOT NULL,      -- sha256 of the file's bytes: which delivery it was
+  content_hash TEXT NOT NULL,      -- sha256 of the canonical JSON: what it said
   claim_id     TEXT NOT NULL UNIQUE,
   processed_at TEXT NOT NULL
 );
@@ -21,7 +22,8 @@ CREATE TABLE duplicates (
   msg_id       TEXT NOT NULL,
   file         TEXT NOT NULL,
   payload_hash TEXT NOT NULL,
-  is_conflict  INTEGER NOT NULL DEFAULT 0, -- 1 when the payload differs from the processed one
+  content_hash TEXT NOT NULL,
+  is_conflict  INTEGER NOT NULL DEFAULT 0, -- 1 when the content differs from the processed one
   claim_id     TEXT NOT NULL UNIQUE,
   seen_at      TEXT NOT NULL
 );
