@@ -1,0 +1,91 @@
+import type { Database } from "bun:sqlite"
+import { type ConsumeSummary, consume } from "./consumer.ts"
+import { Ledger } from "./ledger.ts"
+import type { Log } from "./log.ts"
+import type { Message, MessageType } from "./message.ts"
+import { openQueue, type Queue, resolveRoot } from "./queue.ts"
+import { writeReports } from "./reports.ts"
+
+/** Which delivery a handler is applying. */
+export interface Delivery {
+  readonly file: string
+  readonly msgId: string
+  /** sha256 of the file's bytes. */
+  readonly payloadHash: string
+}
+
+/** How to build a consumer for your own message type and business effect. */
+export interface ConsumerConfig<T extends Message> {
+  /** Queue root; default `$SPOOL_ROOT`, else `./spool`. */
+  readonly root?: string
+  /**
+   * Your message type: an arktype type that includes spool's required fields, typically
+   * `Message.and({ ... })`. Files it rejects go to error/ as missing-field or invalid-field.
+   */
+  readonly type?: MessageType<T>
+  /** Creates or upgrades your tables in the ledger database; runs in one transaction at open. */
+  readonly setup?: (db: Database) => void
+  /**
+   * Applies a message the first time its msg_id is seen, inside the ledger transaction: your
+   * writes on `db` commit together with the processed row, or not at all. Never called for a
+   * duplicate. Throwing sends the message to error/ with reason `handler` (your writes for it
+   * are rolled back) and lets the rest of the batch commit. Keep it to database work: a call to
+   * another system here cannot be rolled back.
+   */
+  readonly handle?: (message: T, db: Database, delivery: Delivery) => void
+  readonly batchSize?: number
+  readonly maxAttempts?: number
+  readonly maxBytes?: number
+  readonly minAgeMs?: number
+  readonly durable?: boolean
+  readonly log?: Log
+}
+
+/** A consumer bound to one queue and ledger. Dispose it (or call close) when done. */
+export interface SpoolConsumer extends Disposable {
+  readonly queue: Queue
+  readonly ledger: Ledger
+  /** Drains inbox/ once and rewrites the reports; stops at a batch boundary when `signal` aborts. */
+  drain(signal?: AbortSignal): Promise<ConsumeSummary>
+  close(): void
+}
+
+/**
+ * Builds a typed consumer: spool's claim/commit/move protocol with your message type and a
+ * handler whose effects commit in the same transaction as the idempotency record.
+ */
+export function createConsumer<T extends Message>(config: ConsumerConfig<T> = {}): SpoolConsumer {
+  const queue = openQueue(resolveRoot(config.root))
+  const ledger = Ledger.open(queue.ledger, { durable: config.durable ?? true })
+  if (config.setup) {
+    const setup = config.setup
+    ledger.transaction(() => setup(ledger.db))
+  }
+  const handle = config.handle
+  const close = () => ledger.close()
+  return {
+    queue,
+    ledger,
+    async drain(signal) {
+      const summary = await consume<T>({
+        queue,
+        ledger,
+        ...(config.type && { type: config.type }),
+        ...(handle && {
+          effect: (o, db) => handle(o.message as T, db, { file: o.name, msgId: o.msgId, payloadHash: o.hash }),
+        }),
+        ...(signal && { signal }),
+        ...(config.batchSize !== undefined && { batchSize: config.batchSize }),
+        ...(config.maxAttempts !== undefined && { maxAttempts: config.maxAttempts }),
+        ...(config.maxBytes !== undefined && { maxBytes: config.maxBytes }),
+        ...(config.minAgeMs !== undefined && { minAgeMs: config.minAgeMs }),
+        ...(config.durable !== undefined && { durable: config.durable }),
+        ...(config.log && { log: config.log }),
+      })
+      writeReports(queue, ledger)
+      return summary
+    },
+    close,
+    [Symbol.dispose]: close,
+  }
+}
