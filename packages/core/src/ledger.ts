@@ -58,6 +58,15 @@ export type Outcome =
 /** What the ledger made of an outcome. `handler-rejected`: the effect threw; the message goes to error/. */
 export type Verdict = "processed" | "duplicate" | "conflict" | "rejected" | "handler-rejected"
 
+/** A redelivery whose content differs from the processed message with the same msg_id. */
+export interface ConflictRow {
+  readonly msg_id: string
+  readonly file: string
+  readonly content_hash: string
+  readonly processed_file: string
+  readonly processed_content_hash: string
+}
+
 /** One row of the order check. */
 export interface OrderProblem {
   readonly order_no: string
@@ -262,6 +271,11 @@ export class Ledger {
     for (const row of this.#s.duplicateIds.iterate() as IterableIterator<{ msg_id: string }>) yield row.msg_id
   }
 
+  /** Every conflicting redelivery with the delivery that was processed, by msg_id. */
+  *conflicts(): Generator<ConflictRow> {
+    yield* this.#s.conflicts.iterate() as IterableIterator<ConflictRow>
+  }
+
   /** The reason of the latest unreplayed failure recorded under `file` in error/. */
   failureReason(file: string): string | undefined {
     return (this.#s.failureReason.get(file) as { reason: string } | null)?.reason
@@ -325,6 +339,11 @@ function prepare(db: Database) {
     dropClaim: q("DELETE FROM claims WHERE name = ? AND claim_id = ?"),
     renameFailure: q("UPDATE failures SET file = ? WHERE claim_id = ?"),
     duplicateIds: q("SELECT DISTINCT msg_id FROM duplicates ORDER BY msg_id"),
+    conflicts: q(
+      `SELECT d.msg_id, d.file, d.content_hash, p.file AS processed_file, p.content_hash AS processed_content_hash
+       FROM duplicates d JOIN processed p ON p.msg_id = d.msg_id
+       WHERE d.is_conflict = 1 ORDER BY d.msg_id, d.id`,
+    ),
     failureReason: q("SELECT reason FROM failures WHERE file = ? AND replayed_at IS NULL ORDER BY id DESC LIMIT 1"),
     latestFailure: q("SELECT id FROM failures WHERE file = ? AND replayed_at IS NULL ORDER BY id DESC LIMIT 1"),
     markReplayed: q("UPDATE failures SET replayed_at = ? WHERE id = ?"),

@@ -7,6 +7,7 @@ import { type Queue, scanDir } from "./queue.ts"
 export const reportFiles = {
   duplicates: "dup.txt",
   errors: "error.csv",
+  conflicts: "conflicts.csv",
   schema: "schema.csv",
   orderCheck: "order-check.sql",
   orderResult: "order-result.txt",
@@ -24,8 +25,9 @@ export function csvRow(fields: readonly (string | number)[]): string {
 }
 
 /**
- * Rewrites dup.txt (every msg_id ever ignored as a duplicate, distinct, ascending) and
- * error.csv (one row per file now in error/, by name), each atomically.
+ * Rewrites dup.txt (every msg_id ever ignored as a duplicate, distinct, ascending), error.csv
+ * (one row per file now in error/, by name) and conflicts.csv (redeliveries of a processed
+ * msg_id whose content differs), each atomically.
  */
 export function writeReports(queue: Queue, ledger: Ledger): void {
   writeFileAtomic(
@@ -35,6 +37,14 @@ export function writeReports(queue: Queue, ledger: Ledger): void {
     })(),
   )
   writeFileAtomic(join(queue.root, reportFiles.errors), errorRows(queue, ledger))
+  writeFileAtomic(
+    join(queue.root, reportFiles.conflicts),
+    (function* () {
+      yield "msg_id,file,processed_file,content_hash,processed_content_hash\n"
+      for (const c of ledger.conflicts())
+        yield csvRow([c.msg_id, c.file, c.processed_file, c.content_hash, c.processed_content_hash])
+    })(),
+  )
 }
 
 function* errorRows(queue: Queue, ledger: Ledger): Generator<string> {
