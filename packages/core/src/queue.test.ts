@@ -1,0 +1,189 @@
+import { describe, expect, it } from "bun:test"
+import fs from "node:fs"
+import os from "node:os"
+import { join, resolve } from "node:path"
+import { SpoolError } from "./errors.ts"
+import {
+  alternateName,
+  countFiles,
+  createQueue,
+  isMessageName,
+  openQueue,
+  queueDirs,
+  queuePaths,
+  resolveRoot,
+  scanDir,
+} from "./queue.ts"
+
+async function tempDir(): Promise<{ path: string } & AsyncDisposable> {
+  const path = fs.mkdtempSync(join(os.tmpdir(), "spool-queue-"))
+  return { path, [Symbol.asyncDispose]: async () => fs.rmSync(path, { recursive: true, force: true }) }
+}
+
+function thrown(fn: () => unknown): SpoolError {
+  try {
+    fn()
+  } catch (error) {
+    if (error instanceof SpoolError) return error
+    throw error
+  }
+  throw new Error("expected a SpoolError, nothing was thrown")
+}
+
+describe("resolveRoot", () => {
+  it.each([
+    ["--root wins over SPOOL_ROOT", "/flag", { SPOOL_ROOT: "/env" }, "/flag"],
+    ["SPOOL_ROOT is used without --root", undefined, { SPOOL_ROOT: "/env" }, "/env"],
+    ["./spool is the default", undefined, {}, resolve("spool")],
+    ["an empty SPOOL_ROOT counts as unset", undefined, { SPOOL_ROOT: "" }, resolve("spool")],
+    ["a relative --root is taken from the working directory", "rel/q", { SPOOL_ROOT: "/env" }, resolve("rel/q")],
+    ["a relative SPOOL_ROOT is taken from the working directory", undefined, { SPOOL_ROOT: "q2" }, resolve("q2")],
+  ] as const)("%s", (_, flag, env, expected) => {
+    expect(resolveRoot(flag, env)).toBe(expected)
+  })
+})
+
+describe("openQueue", () => {
+  it("returns the absolute paths of a complete queue", async () => {
+    await using d = await tempDir()
+    createQueue(join(d.path, "q"))
+    const q = openQueue(join(d.path, "q"))
+    expect(q).toEqual(queuePaths(join(d.path, "q")))
+    expect(q.ledger).toBe(join(d.path, "q", "ledger.db"))
+  })
+
+  it("says the root is not a queue and names bun run setup when it does not exist", async () => {
+    await using d = await tempDir()
+    const e = thrown(() => openQueue(join(d.path, "nothing")))
+    expect(e.code).toBe("not-a-queue")
+    expect(e.message).toContain("inbox/ is missing")
+    expect(e.message).toContain(`bun run setup --root ${join(d.path, "nothing")}`)
+  })
+
+  it.each(queueDirs)("names %s/ when only that directory is missing", async (missing) => {
+    await using d = await tempDir()
+    const q = createQueue(join(d.path, "q"))
+    fs.rmSync(q[missing], { recursive: true })
+    const e = thrown(() => openQueue(q.root))
+    expect(e.code).toBe("not-a-queue")
+    expect(e.message).toContain(`${missing}/ is missing`)
+  })
+
+  it("refuses a queue directory that is a regular file", async () => {
+    await using d = await tempDir()
+    const q = createQueue(join(d.path, "q"))
+    fs.rmSync(q.done, { recursive: true })
+    fs.writeFileSync(q.done, "")
+    const e = thrown(() => openQueue(q.root))
+    expect(e.code).toBe("not-a-queue")
+    expect(e.message).toBe(`${q.done} is not a directory`)
+  })
+})
+
+describe("createQueue", () => {
+  it("creates the four directories and tmp/, and is idempotent", async () => {
+    await using d = await tempDir()
+    const root = join(d.path, "a", "q")
+    createQueue(root)
+    fs.writeFileSync(join(root, "inbox", "keep.json"), "{}")
+    createQueue(root)
+    expect(fs.readdirSync(root).sort()).toEqual(["done", "error", "inbox", "processing", "tmp"])
+    expect(fs.readdirSync(join(root, "inbox"))).toEqual(["keep.json"])
+  })
+})
+
+describe("isMessageName", () => {
+  it.each([
+    ["a.json", true],
+    ["a.JSON", false],
+    ["a.json.tmp", false],
+    [".a.json", false],
+    ["json", false],
+    [".json", false],
+    ["a.txt", false],
+  ] as const)("%s -> %p", (name, expected) => {
+    expect(isMessageName(name)).toBe(expected)
+  })
+})
+
+describe("alternateName", () => {
+  it.each([
+    ["a.json", 1, "a~1.json"],
+    ["a.json", 12, "a~12.json"],
+    ["a.b.json", 2, "a.b~2.json"],
+    ["noext", 3, "noext~3"],
+    ["a.json.tmp", 1, "a.json.tmp~1"],
+  ] as const)("%s #%d -> %s", (name, k, expected) => {
+    expect(alternateName(name, k)).toBe(expected)
+  })
+
+  it("keeps a 255-byte name within 255 bytes and keeps its .json ending", () => {
+    const name = `${"n".repeat(250)}.json`
+    expect(Buffer.byteLength(name)).toBe(255)
+    for (const k of [1, 9, 10, 12345]) {
+      const alt = alternateName(name, k)
+      expect(Buffer.byteLength(alt)).toBeLessThanOrEqual(255)
+      expect(alt.endsWith(`~${k}.json`)).toBe(true)
+      expect(alt).not.toBe(name)
+    }
+  })
+
+  it("shortens a multi-byte stem by whole characters, never splitting one", () => {
+    const name = `${"é".repeat(125)}.json` // 250 + 5 bytes; 124 é + "~1.json" is exactly 255
+    const alt = alternateName(name, 1)
+    expect(Buffer.byteLength(alt)).toBeLessThanOrEqual(255)
+    expect(alt).toBe(`${"é".repeat(124)}~1.json`)
+    expect(Buffer.from(alt).toString("utf8")).toBe(alt)
+  })
+
+  it("gives a name the filesystem accepts for a name at the limit", async () => {
+    await using d = await tempDir()
+    const name = `${"x".repeat(250)}.json`
+    fs.writeFileSync(join(d.path, name), "a")
+    fs.writeFileSync(join(d.path, alternateName(name, 1)), "b")
+    expect(fs.readdirSync(d.path)).toHaveLength(2)
+  })
+})
+
+describe("scanDir", () => {
+  it("yields every entry of a directory larger than its buffer", async () => {
+    await using d = await tempDir()
+    for (let i = 0; i < 300; i++) fs.writeFileSync(join(d.path, `${i}.json`), "")
+    fs.mkdirSync(join(d.path, "sub"))
+    const names = [...scanDir(d.path, 7)].map((e) => e.name)
+    expect(names).toHaveLength(301)
+    expect(new Set(names).size).toBe(301)
+    expect(names).toContain("sub")
+  })
+
+  it("is lazy and closes the directory when the caller stops early", async () => {
+    await using d = await tempDir()
+    for (let i = 0; i < 50; i++) fs.writeFileSync(join(d.path, `${i}.json`), "")
+    const openFds = () => fs.readdirSync("/proc/self/fd").length
+    const before = openFds()
+    const it = scanDir(d.path, 4)
+    const first = it.next()
+    expect(first.done).toBe(false)
+    expect(openFds()).toBe(before + 1)
+    it.return(undefined)
+    expect(openFds()).toBe(before)
+    for (const _ of scanDir(d.path, 4)) break
+    expect(openFds()).toBe(before)
+  })
+
+  it("throws for a directory that does not exist", async () => {
+    await using d = await tempDir()
+    expect(() => [...scanDir(join(d.path, "missing"))]).toThrow()
+  })
+})
+
+describe("countFiles", () => {
+  it("counts regular files only, not directories or symbolic links", async () => {
+    await using d = await tempDir()
+    fs.writeFileSync(join(d.path, "a.json"), "")
+    fs.writeFileSync(join(d.path, "b.txt"), "")
+    fs.mkdirSync(join(d.path, "c.json"))
+    fs.symlinkSync(join(d.path, "a.json"), join(d.path, "d.json"))
+    expect(countFiles(d.path)).toBe(2)
+  })
+})
