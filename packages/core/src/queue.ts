@@ -1,3 +1,4 @@
+import { CString, dlopen, FFIType, type Pointer, ptr, read, toArrayBuffer } from "bun:ffi"
 import fs from "node:fs"
 import { join, resolve } from "node:path"
 import { errnoOf, SpoolError } from "./errors.ts"
@@ -90,6 +91,109 @@ export function isMessageName(name: string): boolean {
  * at any queue size.
  */
 export function* scanDir(path: string, bufferSize = 256): Generator<fs.Dirent> {
+  if (libc === undefined) return yield* scanDirNode(path, bufferSize)
+  const dir = libc.opendir(ptr(Buffer.from(`${path}\0`)))
+  // opendir failed (ENOENT, EACCES, ...): let node:fs throw its usual error with a code.
+  if (dir === null) return yield* scanDirNode(path, bufferSize)
+  const errno = new Int32Array(toArrayBuffer(libc.__errno_location() as Pointer, 0, 4))
+  try {
+    for (;;) {
+      errno[0] = 0
+      const entry = libc.readdir(dir)
+      if (entry === null) {
+        if (errno[0] !== 0) throw new SpoolError("io", `cannot read the directory ${path}: errno ${errno[0]}`)
+        return
+      }
+      const name = new CString(entry, DIRENT_NAME).toString()
+      if (name === "." || name === "..") continue
+      let kind = read.u8(entry, DIRENT_TYPE)
+      if (kind === DT_UNKNOWN) kind = typeOf(join(path, name))
+      yield new DirEntry(name, path, kind) as unknown as fs.Dirent
+    }
+  } finally {
+    libc.closedir(dir)
+  }
+}
+
+// Bun's fs.opendirSync reads the whole directory at the first read (measured on Bun 1.4.5:
+// every getdents64 call happens before the first entry is returned), so the streaming
+// promise above needs libc's opendir/readdir, which read one 32 KiB buffer at a time.
+const libc = (() => {
+  if (process.platform !== "linux") return undefined
+  for (const name of ["libc.so.6", "libc.so"]) {
+    try {
+      return dlopen(name, {
+        opendir: { args: [FFIType.ptr], returns: FFIType.ptr },
+        readdir: { args: [FFIType.ptr], returns: FFIType.ptr },
+        closedir: { args: [FFIType.ptr], returns: FFIType.i32 },
+        __errno_location: { args: [], returns: FFIType.ptr },
+      }).symbols
+    } catch {}
+  }
+  return undefined
+})()
+
+// struct dirent on Linux (glibc and musl, 64-bit): d_ino 8, d_off 8, d_reclen 2, d_type 1, d_name.
+const DIRENT_TYPE = 18
+const DIRENT_NAME = 19
+const DT_UNKNOWN = 0
+const DT_FIFO = 1
+const DT_CHR = 2
+const DT_DIR = 4
+const DT_BLK = 6
+const DT_REG = 8
+const DT_LNK = 10
+const DT_SOCK = 12
+
+/** Some filesystems report no type in readdir; lstat fills it in (0 when the entry is gone). */
+function typeOf(path: string): number {
+  try {
+    const st = fs.lstatSync(path)
+    if (st.isFile()) return DT_REG
+    if (st.isDirectory()) return DT_DIR
+    if (st.isSymbolicLink()) return DT_LNK
+    if (st.isFIFO()) return DT_FIFO
+    if (st.isSocket()) return DT_SOCK
+    if (st.isCharacterDevice()) return DT_CHR
+    if (st.isBlockDevice()) return DT_BLK
+  } catch {}
+  return DT_UNKNOWN
+}
+
+/** The fs.Dirent surface spool uses, for entries read through libc. */
+class DirEntry {
+  constructor(
+    readonly name: string,
+    readonly parentPath: string,
+    readonly kind: number,
+  ) {}
+  get path(): string {
+    return this.parentPath
+  }
+  isFile(): boolean {
+    return this.kind === DT_REG
+  }
+  isDirectory(): boolean {
+    return this.kind === DT_DIR
+  }
+  isSymbolicLink(): boolean {
+    return this.kind === DT_LNK
+  }
+  isFIFO(): boolean {
+    return this.kind === DT_FIFO
+  }
+  isSocket(): boolean {
+    return this.kind === DT_SOCK
+  }
+  isCharacterDevice(): boolean {
+    return this.kind === DT_CHR
+  }
+  isBlockDevice(): boolean {
+    return this.kind === DT_BLK
+  }
+}
+
+function* scanDirNode(path: string, bufferSize: number): Generator<fs.Dirent> {
   const dir = fs.opendirSync(path, { bufferSize })
   try {
     for (let e = dir.readSync(); e !== null; e = dir.readSync()) yield e
