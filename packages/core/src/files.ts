@@ -80,7 +80,8 @@ function linkThenUnlink(from: string, to: string): MoveResult {
     fs.linkSync(from, to)
   } catch (error) {
     const code = errnoOf(error)
-    if (code === "ENOENT") return "missing"
+    // ENOENT from link(2) is either side: only a vanished source is "missing", as with renameat2.
+    if (code === "ENOENT") return fs.existsSync(dirname(to)) ? "missing" : fail(from, to, "ENOENT")
     if (code !== "EEXIST") throw error
     // A crash between link and unlink leaves both names on one inode: finish the move.
     if (!isSameInode(st, to)) return "exists"
