@@ -2,10 +2,16 @@ import { type } from "arktype"
 
 const finiteNumber = type("number").narrow((n, ctx) => Number.isFinite(n) || ctx.mustBe("a finite number"))
 
+// Ids are a TEXT primary key stored as UTF-8 and lines of dup.txt: a lone surrogate would be
+// stored as U+FFFD (two different ids would collide) and a line break would split a line.
+const id = type("string > 0").narrow(
+  (s, ctx) => !/[\p{Cc}\p{Cs}]/u.test(s) || ctx.mustBe("well-formed Unicode without control characters"),
+)
+
 /** The fields every spool message must carry; other fields are kept but not interpreted. */
 export const Message = type({
-  msg_id: "string > 0",
-  order_no: "string > 0",
+  msg_id: id,
+  order_no: id,
   seq: "number.safe & number.integer >= 1",
   amount: finiteNumber,
   "+": "ignore",
@@ -82,7 +88,21 @@ export function decodeMessage<T extends object>(bytes: Uint8Array, schema: Messa
     }
     return { ok: false, reason: "invalid-field", detail: out.summary.replaceAll("\n", "; ") }
   }
+  // JSON.parse rounds: `2.0000000000000001` would pass as the integer 2. Judge the digits.
+  const seqText = typeof record.seq === "number" ? rawNumberField(text, "seq") : undefined
+  if (seqText !== undefined && !isWholeNumberText(seqText))
+    return { ok: false, reason: "invalid-field", detail: `seq must be a whole number (was ${seqText})` }
   return { ok: true, message: out as T, value: record, text }
+}
+
+/** True when a JSON number's exact decimal value is whole: `3`, `3.0`, `3e2`, `300e-2`. */
+function isWholeNumberText(s: string): boolean {
+  const m = /^-?(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/.exec(s)
+  if (!m) return false
+  const whole = m[1] ?? ""
+  const digits = whole + (m[2] ?? "")
+  const point = whole.length + Number(m[3] ?? 0)
+  return /^0*$/.test(digits.slice(Math.max(0, point)))
 }
 
 /** The shape a message validator must have: an arktype type (or any function like one). */
