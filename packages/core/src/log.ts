@@ -25,10 +25,6 @@ export interface LogOptions {
 /** A log that writes nothing (library default). */
 export const silentLog: Log = { warn() {}, info() {}, debug() {} }
 
-/** The log levels and formats a command accepts, for validating flags. */
-export const logLevels: readonly LogLevel[] = ["quiet", "info", "verbose"]
-export const logFormats: readonly LogFormat[] = ["text", "json"]
-
 /** True when colour may be used on stderr: a TTY, and NO_COLOR (https://no-color.org) unset or empty. */
 export function isColorWanted(env: NodeJS.ProcessEnv = process.env, isTTY = process.stderr.isTTY === true): boolean {
   return isTTY && !env.NO_COLOR && env.TERM !== "dumb"

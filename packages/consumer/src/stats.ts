@@ -1,0 +1,110 @@
+import fs from "node:fs"
+import {
+  type CommandSpec,
+  ExitCode,
+  emptyStats,
+  Ledger,
+  type LedgerStats,
+  openQueue,
+  parseDuration,
+  readStats,
+  resolveRoot,
+  runCommand,
+  SpoolError,
+  type StatsPeriod,
+} from "@spool/core"
+
+const spec = {
+  name: "stats",
+  usage: "bun run stats [--root DIR] [--json] [--window DURATION]",
+  summary:
+    "Reads ROOT/ledger.db and prints what the consumer has done, over all time and over a recent window:\n" +
+    "messages processed, duplicates and the duplicate rate (duplicates / (processed + duplicates)),\n" +
+    "conflicts (duplicates whose bytes differ), failures by reason, poison messages and replays.\n" +
+    "Read-only: safe to run while consumers are working. A queue with no ledger yet shows zeros.",
+  options: {
+    root: { type: "string" },
+    json: { type: "boolean" },
+    window: { type: "string" },
+  },
+  help: [
+    "--root DIR            queue root (default: $SPOOL_ROOT, else ./spool)",
+    "--window DURATION     the recent window, e.g. 15m, 24h, 7d (default 24h)",
+    "--json                one JSON object on stdout instead of the table",
+  ],
+} satisfies CommandSpec<Record<string, { type: "string" | "boolean" }>>
+
+/** `bun run stats`: ledger statistics as a table or JSON. */
+export async function main(argv: readonly string[]): Promise<number> {
+  return runCommand(spec, argv, ({ values: v }) => {
+    const windowText = v.window ?? "24h"
+    const windowMs = parseDuration(windowText, "--window")
+    if (windowMs <= 0)
+      throw new SpoolError("usage", `--window must be longer than 0, not ${JSON.stringify(windowText)}`)
+    const queue = openQueue(resolveRoot(v.root))
+    const since = new Date(Date.now() - windowMs)
+    const stats = fs.existsSync(queue.ledger) ? statsOf(queue.ledger, since) : emptyStats(since)
+    if (v.json) {
+      const out = { root: queue.root, window: { text: windowText, ms: windowMs }, ...stats }
+      process.stdout.write(`${JSON.stringify(out, null, 2)}\n`)
+    } else {
+      process.stdout.write(formatStats(stats, queue.ledger, windowText))
+    }
+    return ExitCode.ok
+  })
+}
+
+function statsOf(path: string, since: Date): LedgerStats {
+  const ledger = Ledger.open(path, { readonly: true })
+  try {
+    return readStats(ledger.db, since)
+  } finally {
+    ledger.close()
+  }
+}
+
+/** The human table of `bun run stats`. */
+export function formatStats(stats: LedgerStats, ledgerPath: string, windowText: string): string {
+  const a = stats.allTime
+  const r = stats.recent
+  const rows: [string, string, string][] = [
+    ["", "all time", `last ${windowText}`],
+    ["processed", count(a.processed), count(r.processed)],
+    ["duplicates", count(a.duplicates), count(r.duplicates)],
+    ["duplicate rate", rate(a), rate(r)],
+    ["conflicts", count(a.conflicts), count(r.conflicts)],
+    ["failures", count(a.failures), count(r.failures)],
+    ...Object.keys(a.failuresByReason).map((reason): [string, string, string] => [
+      `  ${reason}`,
+      count(a.failuresByReason[reason] ?? 0),
+      count(r.failuresByReason[reason] ?? 0),
+    ]),
+    ["poison", count(a.poison), count(r.poison)],
+    ["replays", count(a.replays), count(r.replays)],
+  ]
+  const w0 = Math.max(...rows.map((x) => x[0].length))
+  const w1 = Math.max(...rows.map((x) => x[1].length))
+  const w2 = Math.max(...rows.map((x) => x[2].length))
+  const table = rows.map(([l, x, y]) => `${l.padEnd(w0)}  ${x.padStart(w1)}  ${y.padStart(w2)}`.trimEnd())
+  const open = Object.entries(stats.openFailures)
+    .map(([reason, n]) => `${reason} ${n}`)
+    .join(", ")
+  return [
+    `spool stats for ${ledgerPath}`,
+    "",
+    ...table,
+    "",
+    `distinct duplicate msg_ids: ${stats.duplicateIds}`,
+    `failures not replayed: ${open || "none"}`,
+    `last processed: ${stats.lastProcessedAt ?? "never"}`,
+    "",
+  ].join("\n")
+}
+
+function count(n: number): string {
+  return String(n)
+}
+
+function rate(p: StatsPeriod): string {
+  return p.duplicateRate === null ? "-" : `${(p.duplicateRate * 100).toFixed(1)}%`
+}
