@@ -8,10 +8,13 @@ WITH RECURSIVE
     GROUP BY order_no, seq
   ),
   gaps AS (
-    -- For each stored seq, the previous stored seq of the same order (0 before the first).
-    SELECT order_no, seq,
-           COALESCE(LAG(seq) OVER (PARTITION BY order_no ORDER BY seq), CAST(0 AS BIGINT)) AS prev
-    FROM seqs
+    -- For each stored seq, the previous stored seq of the same order; before the first, the
+    -- highest seq that compact pruned from the order (the horizon), else 0.
+    SELECT s.order_no, s.seq,
+           COALESCE(LAG(s.seq) OVER (PARTITION BY s.order_no ORDER BY s.seq),
+                    (SELECT CAST(h.max_seq AS BIGINT) FROM horizon h WHERE h.order_no = s.order_no),
+                    CAST(0 AS BIGINT)) AS prev
+    FROM seqs s
   ),
   missing (order_no, seq, upto) AS (
     SELECT order_no, prev + 1, seq - 1 FROM gaps WHERE seq - prev > 1

@@ -196,8 +196,15 @@ class Engine<T extends Message> {
     const names: string[] = []
     const regular = new Set<string>()
     const cutoff = Date.now() - this.#minAgeMs
+    let hasUndecodable = false
     for (const e of scanDir(this.#q.inbox, 1024)) {
       if (!isMessageName(e.name)) continue
+      // A name that is not valid UTF-8 arrives with U+FFFD in place of its bad bytes, a name
+      // that opens nothing: it is renamed below, and taken in the next pass.
+      if (e.name.includes("\uFFFD") && !exists(join(this.#q.inbox, e.name))) {
+        hasUndecodable = true
+        continue
+      }
       if (this.#minAgeMs > 0 && !this.#isOldEnough(e.name, cutoff)) continue
       names.push(e.name)
       if (e.isFile()) regular.add(e.name)
@@ -208,7 +215,48 @@ class Engine<T extends Message> {
       if (this.#isStopping) return claimedAny
     }
     if (names.length > 0) claimedAny = (await this.#claimAndProcess(names, regular)) || claimedAny
+    if (hasUndecodable && this.#renameUndecodable() > 0) claimedAny = true
     return claimedAny
+  }
+
+  /**
+   * Gives every inbox/ entry whose name is not valid UTF-8 a UTF-8 name, each invalid byte
+   * written as %XX (`a\xff.json` -> `a%FF.json`), by a no-replace rename inside inbox/; the
+   * file is then consumed like any other. The ledger and reports hold names as text, so a
+   * name without an exact text spelling could not be claimed, moved or reported.
+   */
+  #renameUndecodable(): number {
+    let renamed = 0
+    let raws: Buffer[]
+    try {
+      raws = fs.readdirSync(this.#q.inbox, { encoding: "buffer" })
+    } catch {
+      return 0
+    }
+    for (const raw of raws) {
+      const name = escapeUndecodable(raw)
+      if (name === undefined || !isMessageName(name)) continue
+      const from = Buffer.concat([Buffer.from(`${this.#q.inbox}/`), raw])
+      for (let k = 0; ; k++) {
+        const to = k === 0 ? name : alternateName(name, k)
+        if (Buffer.byteLength(to) > 255) continue
+        let r: ReturnType<typeof renameNoReplace>
+        try {
+          r = renameNoReplace(from, join(this.#q.inbox, to))
+        } catch (error) {
+          this.#log.warn("undecodable-name", { file: name, problem: `cannot rename it: ${String(error)}` })
+          break
+        }
+        if (r === "exists") continue
+        if (r === "moved") {
+          renamed++
+          this.#log.warn("renamed", { file: to, problem: "its name was not valid UTF-8; bad bytes are now %XX" })
+        }
+        break
+      }
+    }
+    if (renamed > 0) this.#sync("inbox")
+    return renamed
   }
 
   #isOldEnough(name: string, cutoff: number): boolean {
@@ -243,6 +291,7 @@ class Engine<T extends Message> {
     this.#sync("inbox", "processing")
     fault("after-claim")
     this.summary.claimed += held.length
+    for (const item of held) this.#log.debug("claimed", { file: item.name, claim_id: item.claimId })
     this.#finish(held)
     // Let signal handlers run between batches: SIGTERM is honoured at a batch boundary.
     await new Promise((r) => setImmediate(r))
@@ -259,7 +308,7 @@ class Engine<T extends Message> {
     for (const [i, o] of outcomes.entries()) {
       const verdict = verdicts[i] as Verdict
       this.#count(o, verdict)
-      const isError = o.kind === "rejected" || verdict === "handler-rejected"
+      const isError = o.kind === "rejected" || verdict === "handler-rejected" || verdict === "beyond-horizon"
       this.#moveOut(o.name, isError ? "error" : "done", o.kind === "rejected" ? o.destName : o.name, o.claimId)
     }
     this.#inHand = []
@@ -281,15 +330,17 @@ class Engine<T extends Message> {
         return
       case "duplicate":
         this.summary.duplicates++
-        this.#log.debug("duplicate", { file: o.name, msg_id: o.kind === "accepted" ? o.msgId : undefined })
+        this.#log.info("duplicate", { file: o.name, msg_id: o.kind === "accepted" ? o.msgId : undefined })
         return
       case "rejected":
-      case "handler-rejected": {
-        const reason: RejectReason = o.kind === "rejected" ? (o.reason as RejectReason) : "handler"
+      case "handler-rejected":
+      case "beyond-horizon": {
+        const reason: RejectReason =
+          o.kind === "rejected" ? (o.reason as RejectReason) : v === "beyond-horizon" ? v : "handler"
         this.summary.rejected++
         this.summary.rejectedBy[reason] = (this.summary.rejectedBy[reason] ?? 0) + 1
-        if (o.kind === "rejected") this.#log.debug("rejected", { file: o.name, reason, detail: o.detail })
-        else this.#log.warn("rejected", { file: o.name, reason, msg_id: o.msgId, note: "the handler threw" })
+        if (o.kind === "rejected") this.#log.info("rejected", { file: o.name, reason, detail: o.detail })
+        else this.#log.warn("rejected", { file: o.name, reason, msg_id: o.msgId })
       }
     }
   }
@@ -325,9 +376,23 @@ class Engine<T extends Message> {
       if (!st.isFile()) return this.#reject(item, "not-regular", kindOf(st), null)
       if (st.size > this.#maxBytes)
         return this.#reject(item, "too-large", `${st.size} bytes, over the ${this.#maxBytes}-byte limit`, null)
-      const n = fs.readSync(fd, this.#buffer, 0, this.#buffer.length, 0)
+      // The run's buffer holds at most 64 MiB; a larger --max-bytes gets a buffer per file.
+      // read(2) may return less than asked (NFS, FUSE), and the file may still be growing: read
+      // to end of file or to one byte past the limit, whichever comes first.
+      let buffer = st.size < this.#buffer.length ? this.#buffer : Buffer.allocUnsafe(this.#maxBytes + 1)
+      let n = 0
+      for (;;) {
+        const r = fs.readSync(fd, buffer, n, buffer.length - n, n)
+        n += r
+        if (r === 0 || n > this.#maxBytes) break
+        if (n === buffer.length) {
+          const bigger = Buffer.allocUnsafe(this.#maxBytes + 1)
+          buffer.copy(bigger)
+          buffer = bigger
+        }
+      }
       if (n > this.#maxBytes) return this.#reject(item, "too-large", `grew past the ${this.#maxBytes}-byte limit`, null)
-      bytes = this.#buffer.subarray(0, n)
+      bytes = buffer.subarray(0, n)
     } finally {
       fs.closeSync(fd)
     }
@@ -475,6 +540,33 @@ function exists(path: string): boolean {
   } catch {
     return false
   }
+}
+
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
+
+/** The name with each byte that is not part of valid UTF-8 written as %XX; undefined if all valid. */
+function escapeUndecodable(raw: Uint8Array): string | undefined {
+  try {
+    strictUtf8.decode(raw)
+    return undefined
+  } catch {}
+  let out = ""
+  for (let i = 0; i < raw.length; ) {
+    let decoded: string | undefined
+    let n = 1
+    for (; n <= 4 && i + n <= raw.length; n++) {
+      try {
+        decoded = strictUtf8.decode(raw.subarray(i, i + n))
+        break
+      } catch {}
+    }
+    if (decoded === undefined) {
+      out += `%${(raw[i] as number).toString(16).toUpperCase().padStart(2, "0")}`
+      n = 1
+    } else out += decoded
+    i += n
+  }
+  return out
 }
 
 function kindOf(st: fs.Stats): string {

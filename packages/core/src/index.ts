@@ -9,7 +9,7 @@ export type { ConsumerConfig, Delivery, SpoolConsumer } from "./typed-consumer.t
 export type { SpoolErrorCode } from "./errors.ts"
 export { ExitCode, errnoOf, exitCodeFor, SpoolError } from "./errors.ts"
 export { renameNoReplace, writeFileAtomic } from "./files.ts"
-export type { AcceptedOutcome, Claim, ClaimRow, ConflictRow, Effect, LedgerOptions, OrderProblem, Outcome, Verdict } from "./ledger.ts"
+export type { AcceptedOutcome, Claim, ClaimRow, CompactSummary, ConflictRow, Effect, LedgerOptions, OrderProblem, Outcome, Verdict } from "./ledger.ts"
 export { Ledger, schemaVersion } from "./ledger.ts"
 export type { Log, LogFormat, LogLevel, LogOptions } from "./log.ts"
 export { createLog, isColorWanted, silentLog } from "./log.ts"

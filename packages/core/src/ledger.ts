@@ -2,11 +2,12 @@ import { Database, type Statement } from "bun:sqlite"
 import fs from "node:fs"
 import orderCheckSql from "../sql/order-check.sql" with { type: "text" }
 import init0001 from "../sql/sqlite/0001-init.sql" with { type: "text" }
+import horizon0002 from "../sql/sqlite/0002-horizon.sql" with { type: "text" }
 import { SpoolError } from "./errors.ts"
 import type { Owner } from "./owner.ts"
 
 /** Schema migrations, applied in order; the index + 1 is the schema version. */
-const migrations: readonly string[] = [init0001]
+const migrations: readonly string[] = [init0001, horizon0002]
 
 /** The newest schema version this spool writes. */
 export const schemaVersion = migrations.length
@@ -55,8 +56,20 @@ export type Outcome =
       readonly hash: string | null
     }
 
-/** What the ledger made of an outcome. `handler-rejected`: the effect threw; the message goes to error/. */
-export type Verdict = "processed" | "duplicate" | "conflict" | "rejected" | "handler-rejected"
+/**
+ * What the ledger made of an outcome. `handler-rejected`: the effect threw; `beyond-horizon`:
+ * an unknown msg_id at or below its order's pruned seq (see compact). Both go to error/.
+ */
+export type Verdict = "processed" | "duplicate" | "conflict" | "rejected" | "handler-rejected" | "beyond-horizon"
+
+/** What compact removed from the ledger. */
+export interface CompactSummary {
+  readonly duplicates: number
+  readonly failures: number
+  readonly replays: number
+  /** processed rows (idempotency keys) pruned past the horizon */
+  readonly keys: number
+}
 
 /** A redelivery whose content differs from the processed message with the same msg_id. */
 export interface ConflictRow {
@@ -189,12 +202,22 @@ export class Ledger {
    */
   commit(outcomes: readonly Outcome[], now: string, effect?: Effect): Verdict[] {
     const s = this.#s
-    return this.transaction(() =>
-      outcomes.map((o): Verdict => {
+    return this.transaction(() => {
+      const hasHorizon = s.hasHorizon.get() !== null
+      return outcomes.map((o): Verdict => {
         if (o.kind === "rejected") {
           s.insertFailure.run(o.destName, o.name, o.reason, o.detail, o.hash, o.claimId, now)
           s.commitClaim.run("error", o.destName, o.hash, o.name, o.claimId)
           return "rejected"
+        }
+        if (hasHorizon && s.processedHash.get(o.msgId) === null) {
+          const h = s.horizonOf.get(o.orderNo) as { max_seq: number } | null
+          if (h !== null && o.seq <= h.max_seq) {
+            const detail = `msg_id unknown, but seq ${o.seq} <= ${h.max_seq}, the highest seq of order ${o.orderNo} pruned by compact: older than the deduplication horizon`
+            s.insertFailure.run(o.name, o.name, "beyond-horizon", detail, o.hash, o.claimId, now)
+            s.commitClaim.run("error", o.name, o.hash, o.name, o.claimId)
+            return "beyond-horizon"
+          }
         }
         if (effect !== undefined) this.db.exec("SAVEPOINT spool_effect")
         if (
@@ -223,8 +246,35 @@ export class Ledger {
         const isConflict = first !== null && first.content_hash !== o.contentHash
         s.insertDuplicate.run(o.msgId, o.name, o.hash, o.contentHash, isConflict ? 1 : 0, o.claimId, now)
         return isConflict ? "conflict" : "duplicate"
-      }),
-    )
+      })
+    })
+  }
+
+  /**
+   * Retention: forgets history (duplicates, replayed failures, replays) older than `historyCutoff`
+   * and, when `keyCutoff` is given, processed rows (idempotency keys) older than it, keeping
+   * each order's highest pruned seq in `horizon`. One transaction; returns what was removed.
+   */
+  compact(historyCutoff: string, keyCutoff: string | undefined, now: string): CompactSummary {
+    return this.transaction(() => {
+      const duplicates = this.db.run("DELETE FROM duplicates WHERE seen_at < ?", [historyCutoff]).changes
+      const failures = this.db.run("DELETE FROM failures WHERE replayed_at IS NOT NULL AND replayed_at < ?", [
+        historyCutoff,
+      ]).changes
+      const replays = this.db.run("DELETE FROM replays WHERE replayed_at < ?", [historyCutoff]).changes
+      let keys = 0
+      if (keyCutoff !== undefined) {
+        this.db.run(
+          `INSERT INTO horizon (order_no, max_seq, pruned, pruned_at)
+           SELECT order_no, MAX(seq), COUNT(*), ? FROM processed WHERE processed_at < ? GROUP BY order_no
+           ON CONFLICT (order_no) DO UPDATE SET max_seq = MAX(max_seq, excluded.max_seq),
+             pruned = pruned + excluded.pruned, pruned_at = excluded.pruned_at`,
+          [now, keyCutoff],
+        )
+        keys = this.db.run("DELETE FROM processed WHERE processed_at < ?", [keyCutoff]).changes
+      }
+      return { duplicates, failures, replays, keys }
+    })
   }
 
   /** Every claim with its owner's identity, for recovery. */
@@ -322,6 +372,8 @@ function prepare(db: Database) {
       "INSERT INTO processed (msg_id, order_no, seq, amount, file, payload_hash, content_hash, claim_id, processed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (msg_id) DO NOTHING",
     ),
     processedHash: q("SELECT content_hash FROM processed WHERE msg_id = ?"),
+    hasHorizon: q("SELECT 1 FROM horizon LIMIT 1"),
+    horizonOf: q("SELECT max_seq FROM horizon WHERE order_no = ?"),
     insertDuplicate: q(
       "INSERT INTO duplicates (msg_id, file, payload_hash, content_hash, is_conflict, claim_id, seen_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
     ),

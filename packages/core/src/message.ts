@@ -31,6 +31,7 @@ export type RejectReason =
   | "symlink" // a symbolic link; moved as a link, its target untouched
   | "poison" // crashed the consumer on every one of its allowed attempts
   | "handler" // a library handler rejected it
+  | "beyond-horizon" // unknown msg_id at or below its order's seq pruned by compact
 
 /** A message that passed validation, with what the ledger needs to record it. */
 export interface Accepted<T> {

@@ -1,0 +1,89 @@
+import { Database } from "bun:sqlite"
+import { describe, expect, it } from "bun:test"
+import fs from "node:fs"
+import { join } from "node:path"
+import { list, run, snapshot, spool, tempQueue } from "./support.ts"
+
+const compact = (args: string[]) => run(["bun", "run", "--silent", "compact", ...args])
+const day = 86_400_000
+
+/** Consumes `files`, then ages everything (ledger times and done/ mtimes) by `days`. */
+async function consumedAndAged(root: string, days: number) {
+  expect((await spool("consume", ["--root", root])).exitCode).toBe(0)
+  const past = new Date(Date.now() - days * day).toISOString()
+  const db = new Database(join(root, "ledger.db"))
+  db.run("UPDATE processed SET processed_at = ?", [past])
+  db.run("UPDATE duplicates SET seen_at = ?", [past])
+  db.close()
+  const t = new Date(Date.now() - days * day)
+  for (const n of list(join(root, "done"))) fs.utimesSync(join(root, "done", n), t, t)
+}
+
+const msg = (id: string, seq: number) => ({ msg_id: id, order_no: "O-1", seq, amount: seq })
+
+describe("compact", () => {
+  it("archives old done/ files and forgets old history, but keeps every idempotency key without --horizon", async () => {
+    await using q = await tempQueue({ seed: { "a.json": msg("a", 1), "b.json": msg("b", 2), "a2.json": msg("a", 1) } })
+    await consumedAndAged(q.root, 100)
+    const r = await compact(["--root", q.root, "--older-than", "90d"])
+    expect(r.stdout).toBe(
+      "compact: removed 3 done/ file(s) (archived), 1 duplicate record(s), 0 replayed failure(s), 0 replay record(s), 0 idempotency key(s)\n",
+    )
+    expect(r.exitCode).toBe(0)
+    expect(list(join(q.root, "done"))).toEqual([])
+    const archived = list(join(q.root, "archive"))
+    expect(archived).toHaveLength(1)
+    expect(list(join(q.root, "archive", archived[0] as string))).toEqual(["a.json", "a2.json", "b.json"])
+    // The keys are still there: a redelivery is still a duplicate.
+    q.put("a3.json", msg("a", 1))
+    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+    const s = snapshot(q.root)
+    expect(Object.keys(s.done)).toEqual(["a3.json"])
+    expect(s.duplicates).toEqual([expect.objectContaining({ msg_id: "a", file: "a3.json" })])
+  })
+
+  it("changes nothing with --dry-run but reports the same counts", async () => {
+    await using q = await tempQueue({ seed: { "a.json": msg("a", 1), "a2.json": msg("a", 1) } })
+    await consumedAndAged(q.root, 100)
+    const before = snapshot(q.root)
+    const r = await compact(["--root", q.root, "--older-than", "90d", "--horizon", "90d", "--dry-run"])
+    expect(r.stdout).toBe(
+      "compact: would remove 2 done/ file(s) (archived), 1 duplicate record(s), 0 replayed failure(s), 0 replay record(s), 1 idempotency key(s)\n",
+    )
+    expect(r.exitCode).toBe(0)
+    expect(snapshot(q.root)).toEqual(before)
+  })
+
+  it("prunes keys past the horizon and sends a redelivery of a pruned message to error/ as beyond-horizon", async () => {
+    await using q = await tempQueue({ seed: { "a.json": msg("a", 1), "b.json": msg("b", 2) } })
+    await consumedAndAged(q.root, 400)
+    const r = await compact(["--root", q.root, "--older-than", "30d", "--horizon", "365d", "--delete"])
+    expect(r.stdout).toContain("2 idempotency key(s)")
+    expect(r.exitCode).toBe(0)
+    expect(list(join(q.root, "done"))).toEqual([])
+    q.put("a-again.json", msg("a", 1))
+    q.put("c-new.json", msg("c", 3))
+    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+    const s = snapshot(q.root)
+    expect(s.failures).toEqual([{ file: "a-again.json", original: "a-again.json", reason: "beyond-horizon" }])
+    expect(s.processed.map((p) => (p as { msg_id: string }).msg_id)).toEqual(["c"])
+    expect(s.errorCsv).toBe("file,reason\na-again.json,beyond-horizon\n")
+    // order-check knows seqs 1..2 were pruned, not missing.
+    const oc = await spool("order-check", ["--root", q.root])
+    expect(oc.stdout).toBe("OK\n")
+    expect(oc.exitCode).toBe(0)
+  })
+
+  it("refuses a horizon shorter than the file age and a missing --older-than, changing nothing", async () => {
+    await using q = await tempQueue({ seed: { "a.json": msg("a", 1) } })
+    await consumedAndAged(q.root, 100)
+    const before = snapshot(q.root)
+    const r1 = await compact(["--root", q.root, "--older-than", "90d", "--horizon", "30d"])
+    expect(r1.stderr).toContain("--horizon must be at least --older-than")
+    expect(r1.exitCode).toBe(2)
+    const r2 = await compact(["--root", q.root])
+    expect(r2.stderr).toContain("--older-than is required")
+    expect(r2.exitCode).toBe(2)
+    expect(snapshot(q.root)).toEqual(before)
+  })
+})
