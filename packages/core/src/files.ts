@@ -39,16 +39,17 @@ const native = ((): { renameat2: Renameat2; errno: () => number } | undefined =>
 
 let isRenameat2Usable = native !== undefined
 
-const cString = (path: string): Buffer => Buffer.from(`${path}\0`)
+const cString = (path: string | Buffer): Buffer => Buffer.concat([Buffer.from(path), Buffer.of(0)])
 
 /** The result of a move that must not replace anything. */
 export type MoveResult = "moved" | "exists" | "missing"
 
 /**
  * Moves `from` to `to` atomically, never replacing an existing `to`. Works for any kind of
- * directory entry (file, FIFO, symlink, directory) without opening it.
+ * directory entry (file, FIFO, symlink, directory) without opening it. `from` may be raw
+ * bytes, for a name that is not valid UTF-8 and so has no exact string spelling.
  */
-export function renameNoReplace(from: string, to: string): MoveResult {
+export function renameNoReplace(from: string | Buffer, to: string): MoveResult {
   if (isRenameat2Usable && native) {
     if (native.renameat2(AT_FDCWD, cString(from), AT_FDCWD, cString(to), RENAME_NOREPLACE) === 0) return "moved"
     const errno = native.errno()
@@ -61,7 +62,7 @@ export function renameNoReplace(from: string, to: string): MoveResult {
   return linkThenUnlink(from, to)
 }
 
-function linkThenUnlink(from: string, to: string): MoveResult {
+function linkThenUnlink(from: string | Buffer, to: string): MoveResult {
   let st: fs.Stats
   try {
     st = fs.lstatSync(from)
@@ -99,7 +100,7 @@ function isSameInode(st: fs.Stats, path: string): boolean {
   }
 }
 
-function fail(from: string, to: string, why: string): never {
+function fail(from: string | Buffer, to: string, why: string): never {
   throw new SpoolError("io", `cannot move ${from} to ${to}: ${why}`)
 }
 
