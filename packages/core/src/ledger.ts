@@ -486,6 +486,14 @@ function asLedgerError(error: unknown, path: string): unknown {
     )
   if (code.startsWith("SQLITE_FULL") || /disk is full|database or disk is full/i.test(message))
     return new SpoolError("io", `the disk holding ${path} is full; free space and run again`, { cause: error })
+  // A full disk often surfaces as an I/O error instead (SQLITE_IOERR_SHMSIZE: the -shm file
+  // could not grow), so say both things to look at.
+  if (code.startsWith("SQLITE_IOERR"))
+    return new SpoolError(
+      "io",
+      `the ledger ${path} could not be written (${code}: ${message}); check free space on its disk (df) and the system log for disk errors, then run again`,
+      { cause: error },
+    )
   if (code.startsWith("SQLITE_CORRUPT") || code.startsWith("SQLITE_NOTADB"))
     return new SpoolError("ledger", `the ledger ${path} is damaged or not a spool ledger: ${message}`, { cause: error })
   if (code.startsWith("SQLITE_")) return new SpoolError("ledger", `ledger ${path}: ${message}`, { cause: error })
