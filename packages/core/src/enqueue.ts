@@ -22,15 +22,20 @@ export function enqueueBytes(queue: Queue, name: string, data: Uint8Array | stri
       "usage",
       `${JSON.stringify(name)} is not a message file name: it must end in .json, not start with a dot, and contain no /`,
     )
-  const tmp = join(queue.tmp, `${process.pid}.${crypto.randomUUID()}.${name}`.slice(0, 255))
+  // Not derived from `name`: a 255-byte name plus a prefix would be too long for the filesystem.
+  const tmp = join(queue.tmp, `${process.pid}.${crypto.randomUUID()}.tmp`)
   const fd = fs.openSync(tmp, "wx", 0o644)
   try {
-    if (typeof data === "string") fs.writeSync(fd, data)
-    else fs.writeSync(fd, data)
+    // write(2) may write less than asked (a disk filling up): a short file must never reach inbox/.
+    const bytes = typeof data === "string" ? Buffer.from(data) : data
+    for (let off = 0; off < bytes.length; ) off += fs.writeSync(fd, bytes, off, bytes.length - off)
     if (durable) fs.fsyncSync(fd)
-  } finally {
+  } catch (error) {
     fs.closeSync(fd)
+    fs.rmSync(tmp, { force: true })
+    throw error
   }
+  fs.closeSync(fd)
   const moved = renameNoReplace(tmp, join(queue.inbox, name))
   if (moved !== "moved") {
     fs.rmSync(tmp, { force: true })
