@@ -1,9 +1,12 @@
+import fs from "node:fs"
 import {
   type CommandSpec,
   consume,
   createLog,
   defaults,
   ExitCode,
+  isColorWanted,
+  isMessageName,
   Ledger,
   type LogFormat,
   type LogLevel,
@@ -11,11 +14,16 @@ import {
   parseBytes,
   parseDuration,
   parseInteger,
+  type Queue,
   resolveRoot,
   runCommand,
   SpoolError,
+  scanDir,
   writeReports,
 } from "@spool/core"
+import { createProgress, noProgress, type Progress } from "./progress.ts"
+import { watch } from "./watch.ts"
+import { runWorkers } from "./workers.ts"
 
 const spec = {
   name: "consume",
@@ -23,7 +31,9 @@ const spec = {
   summary:
     "Drains ROOT/inbox/: claims each *.json file by rename into processing/, validates it, records it in\n" +
     "ROOT/ledger.db (a msg_id seen before is a duplicate), then moves it to done/ or error/. Ends by\n" +
-    "rewriting ROOT/dup.txt and ROOT/error.csv. SIGINT/SIGTERM finish the batch in hand and stop cleanly.",
+    "rewriting ROOT/dup.txt and ROOT/error.csv. SIGINT/SIGTERM finish the batch in hand and stop cleanly.\n" +
+    "With --watch it keeps running: it drains, then waits for new files (inotify events on inbox/, plus\n" +
+    "a rescan every --rescan as a safety net) and drains again, recovering dead consumers' claims each time.",
   options: {
     root: { type: "string" },
     "batch-size": { type: "string" },
@@ -35,6 +45,12 @@ const spec = {
     quiet: { type: "boolean", short: "q" },
     verbose: { type: "boolean", short: "v" },
     "log-format": { type: "string" },
+    "stats-json": { type: "string" },
+    watch: { type: "boolean", short: "w" },
+    rescan: { type: "string" },
+    "batch-window": { type: "string" },
+    concurrency: { type: "string" },
+    "no-progress": { type: "boolean" },
   },
   help: [
     "--root DIR            queue root (default: $SPOOL_ROOT, else ./spool)",
@@ -44,9 +60,15 @@ const spec = {
     "--min-age DURATION    skip files modified more recently than this, e.g. 2s (default 0)",
     "--busy-timeout DUR    wait this long for another process's ledger lock (default 10s)",
     "--no-fsync            skip fsyncs: survives a process crash, not a power loss (see README)",
-    "-q, --quiet           warnings and errors only",
-    "-v, --verbose         one line per duplicate and rejected file",
-    "--log-format FORMAT   text (default) or json",
+    "-w, --watch           keep running and consume new files as they arrive, until SIGINT/SIGTERM",
+    "--rescan DURATION     with --watch: look at inbox/ at least this often even without events (default 5s)",
+    "--batch-window DUR    with --watch: after a new file, wait this long to take the burst in one drain (default 50ms)",
+    "--concurrency N       run N consumer processes on this root (default 1); exit code is the worst one's",
+    "--no-progress         no progress bar (it is only ever drawn when stderr is a terminal)",
+    "-q, --quiet           warnings only",
+    "-v, --verbose         also one line per claimed file",
+    "--log-format FORMAT   text (default) or json (one object per line: time, level, event, fields)",
+    "--stats-json FILE     after the run, write the summary and each batch's duration in ms to FILE (for bench/)",
   ],
 } satisfies CommandSpec<Record<string, { type: "string" | "boolean"; short?: string }>>
 
@@ -57,9 +79,30 @@ export async function main(argv: readonly string[]): Promise<number> {
     if (format !== "text" && format !== "json")
       throw new SpoolError("usage", `--log-format takes text or json, not ${JSON.stringify(format)}`)
     const level: LogLevel = v.quiet ? "quiet" : v.verbose ? "verbose" : "info"
-    const log = createLog(level, format)
     const durable = !v["no-fsync"]
     const queue = openQueue(resolveRoot(v.root))
+    // Every option is checked here, before any worker starts, so a usage error is reported once.
+    const concurrency = v.concurrency ? parseInteger(v.concurrency, "--concurrency", 1) : 1
+    const isWatching = v.watch === true
+    const rescanMs = parseDuration(v.rescan ?? "5s", "--rescan")
+    if (rescanMs <= 0) throw new SpoolError("usage", `--rescan must be longer than 0, not ${JSON.stringify(v.rescan)}`)
+    const batchWindowMs = parseDuration(v["batch-window"] ?? "50ms", "--batch-window")
+    const tuning = {
+      ...(v["batch-size"] && { batchSize: parseInteger(v["batch-size"], "--batch-size", 1) }),
+      ...(v["max-attempts"] && { maxAttempts: parseInteger(v["max-attempts"], "--max-attempts", 1) }),
+      ...(v["max-bytes"] && { maxBytes: parseBytes(v["max-bytes"], "--max-bytes") }),
+      ...(v["min-age"] && { minAgeMs: parseDuration(v["min-age"], "--min-age") }),
+    }
+    const progress: Progress =
+      !isWatching && concurrency === 1 && !v["no-progress"] && format === "text" && process.stderr.isTTY
+        ? createProgress({ total: backlogOf(queue), stream: process.stderr, color: isColorWanted() })
+        : noProgress((line) => process.stderr.write(line))
+    const worker = process.env.SPOOL_WORKER
+    const log = createLog(level, format, {
+      write: (line) => progress.write(line),
+      ...(worker && { fields: { worker: Number(worker) } }),
+    })
+    if (concurrency > 1) return runWorkers(concurrency, argv, log)
     const ledger = Ledger.open(queue.ledger, {
       durable,
       busyTimeoutMs: v["busy-timeout"] ? parseDuration(v["busy-timeout"], "--busy-timeout") : 10_000,
@@ -72,19 +115,43 @@ export async function main(argv: readonly string[]): Promise<number> {
     process.on("SIGINT", onSignal)
     process.on("SIGTERM", onSignal)
     const started = performance.now()
+    const batchMs: number[] = []
+    let lastBatchAt = started
     try {
-      const summary = await consume({
+      const options = {
         queue,
         ledger,
         durable,
         log,
         signal: stop.signal,
-        ...(v["batch-size"] && { batchSize: parseInteger(v["batch-size"], "--batch-size", 1) }),
-        ...(v["max-attempts"] && { maxAttempts: parseInteger(v["max-attempts"], "--max-attempts", 1) }),
-        ...(v["max-bytes"] && { maxBytes: parseBytes(v["max-bytes"], "--max-bytes") }),
-        ...(v["min-age"] && { minAgeMs: parseDuration(v["min-age"], "--min-age") }),
-      })
-      writeReports(queue, ledger)
+        onBatch: (s: { readonly claimed: number }) => {
+          progress.update(s.claimed)
+          if (v["stats-json"]) {
+            const t = performance.now()
+            batchMs.push(t - lastBatchAt)
+            lastBatchAt = t
+          }
+        },
+        ...tuning,
+      }
+      const summary = isWatching
+        ? await watch({
+            ...options,
+            rescanMs,
+            batchWindowMs,
+            useEvents: process.env.SPOOL_WATCH_NO_EVENTS !== "1",
+            onDrain: (d) =>
+              log.info("drained", {
+                files: d.claimed,
+                processed: d.processed,
+                duplicates: d.duplicates,
+                rejected: d.rejected,
+                recovered: d.recovered,
+              }),
+          })
+        : await consume(options)
+      progress.finish()
+      if (!isWatching) writeReports(queue, ledger)
       const seconds = ((performance.now() - started) / 1000).toFixed(2)
       const reasons = Object.entries(summary.rejectedBy)
         .map(([r, n]) => `${r} ${n}`)
@@ -100,11 +167,22 @@ export async function main(argv: readonly string[]): Promise<number> {
         seconds: Number(seconds),
         ...(stop.signal.aborted && { stopped: "by signal" }),
       })
+      if (v["stats-json"])
+        fs.writeFileSync(v["stats-json"], JSON.stringify({ ...summary, seconds: Number(seconds), batchMs }))
       return ExitCode.ok
     } finally {
+      progress.finish()
       process.off("SIGINT", onSignal)
       process.off("SIGTERM", onSignal)
       ledger.close()
     }
   })
+}
+
+/** Files a one-shot run will take: messages in inbox/ plus leftovers in processing/ for recovery. */
+function backlogOf(queue: Queue): number {
+  let n = 0
+  for (const e of scanDir(queue.inbox, 1024)) if (isMessageName(e.name)) n++
+  for (const _ of scanDir(queue.processing, 1024)) n++
+  return n
 }

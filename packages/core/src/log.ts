@@ -20,6 +20,8 @@ export interface LogOptions {
   readonly write?: (line: string) => void
   /** Colour the level in text lines; defaults to stderr being a TTY and NO_COLOR unset. */
   readonly color?: boolean
+  /** Fields added to every line (e.g. which worker wrote it); a line's own fields come first. */
+  readonly fields?: Readonly<Record<string, unknown>>
 }
 
 /** A log that writes nothing (library default). */
@@ -46,7 +48,7 @@ export function createLog(
   const out = o.write ?? ((line: string) => void process.stderr.write(line))
   const color = format === "text" && (o.color ?? isColorWanted())
   const emit = (lvl: "warn" | "info" | "debug", event: string, fields: Record<string, unknown> = {}) => {
-    const defined = Object.entries(fields).filter(([k, v]) => v !== undefined && !reserved.has(k))
+    const defined = Object.entries({ ...fields, ...o.fields }).filter(([k, v]) => v !== undefined && !reserved.has(k))
     if (format === "json") {
       const record = { time: new Date().toISOString(), level: lvl, event, ...Object.fromEntries(defined) }
       out(`${JSON.stringify(record, jsonValue)}\n`)

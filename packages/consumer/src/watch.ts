@@ -1,0 +1,178 @@
+import fs from "node:fs"
+import {
+  type ConsumeOptions,
+  type ConsumeSummary,
+  consume,
+  isMessageName,
+  type Ledger,
+  type Log,
+  type Queue,
+  writeReports,
+} from "@spool/core"
+
+/** Settings of a long-running consumer. */
+export interface WatchOptions extends Omit<ConsumeOptions, "signal" | "log" | "queue" | "ledger"> {
+  readonly queue: Queue
+  readonly ledger: Ledger
+  readonly log: Log
+  /** Stops watching: the batch in hand is finished, nothing more is claimed. */
+  readonly signal: AbortSignal
+  /** Drain again at least this often even without a file-system event (the safety net). */
+  readonly rescanMs: number
+  /** After the first event of a burst, wait this long so the burst lands in one drain. */
+  readonly batchWindowMs: number
+  /** Rewrite dup.txt and error.csv at most this often while files keep arriving. */
+  readonly reportIntervalMs?: number
+  /** Listen for inotify events on inbox/ (default); off leaves the rescans only, as when events are lost. */
+  readonly useEvents?: boolean
+  /** Called after every drain that found something to do. */
+  readonly onDrain?: (drain: Readonly<ConsumeSummary>, total: Readonly<ConsumeSummary>) => void
+}
+
+type Wake = "event" | "timer" | "abort"
+
+/**
+ * Consumes inbox/ until stopped: drains it (recovering dead consumers' claims first, as every
+ * drain does), then sleeps until a file-system event on inbox/, the rescan timer or the stop
+ * signal, and drains again. Events are only a hint that makes the consumer quick: inotify can
+ * overflow, and some filesystems (NFS, FUSE) send none, so the rescan timer alone must be
+ * enough for correctness. Reports are rewritten after a drain that changed something, at most
+ * every `reportIntervalMs` while a burst goes on, and always before returning.
+ */
+export async function watch(o: WatchOptions): Promise<ConsumeSummary> {
+  const total = emptySummary()
+  const wake = new Wakeup()
+  const onAbort = () => wake.fire("abort")
+  o.signal.addEventListener("abort", onAbort, { once: true })
+  const watcher = o.useEvents === false ? undefined : watchInbox(o.queue.inbox, o.log, () => wake.fire("event"))
+  o.log.info("watching", {
+    root: o.queue.root,
+    events: watcher !== undefined,
+    rescan_ms: o.rescanMs,
+    batch_window_ms: o.batchWindowMs,
+  })
+  const reportIntervalMs = o.reportIntervalMs ?? 1000
+  const minAgeMs = o.minAgeMs ?? 0
+  let isReportDue = false
+  let lastReportAt = Number.NEGATIVE_INFINITY
+  let woke: Wake = "timer"
+  try {
+    while (!o.signal.aborted) {
+      // Forget earlier wake-ups before scanning: an event from now on is for a file this drain
+      // may miss, so it must wake the next wait at once.
+      wake.reset()
+      const drain = await consume({ ...o, signal: o.signal })
+      if (drain.claimed + drain.recovered > 0) {
+        addTo(total, drain)
+        isReportDue = true
+        o.onDrain?.(drain, total)
+      }
+      if (o.signal.aborted) break
+      const isBurst = wake.isFired
+      if (isReportDue && (!isBurst || performance.now() - lastReportAt >= reportIntervalMs)) {
+        writeReports(o.queue, o.ledger)
+        isReportDue = false
+        lastReportAt = performance.now()
+      }
+      // A file skipped as too young (--min-age) sends no second event: look again once it is old enough.
+      const timeoutMs = minAgeMs > 0 && woke === "event" ? Math.min(o.rescanMs, minAgeMs + o.batchWindowMs) : o.rescanMs
+      woke = await wake.wait(timeoutMs)
+      if (woke === "event") await wake.sleep(o.batchWindowMs, o.signal)
+    }
+  } finally {
+    watcher?.close()
+    o.signal.removeEventListener("abort", onAbort)
+  }
+  if (isReportDue) writeReports(o.queue, o.ledger)
+  return total
+}
+
+/** Starts fs.watch on inbox/; undefined (rescans only) when the system refuses a watch. */
+function watchInbox(inbox: string, log: Log, onEvent: () => void): fs.FSWatcher | undefined {
+  try {
+    const watcher = fs.watch(inbox, { persistent: false }, (_type, name) => {
+      // A producer's temp file (.x.json, x.json.tmp) is no message yet; its rename into x.json is.
+      if (name === null || isMessageName(String(name))) onEvent()
+    })
+    watcher.on("error", (error) => {
+      log.warn("watch-failed", { dir: inbox, error, note: "falling back to periodic rescans" })
+      watcher.close()
+    })
+    return watcher
+  } catch (error) {
+    // ENOSPC here means the inotify watch limit (fs.inotify.max_user_watches) is reached.
+    log.warn("watch-failed", { dir: inbox, error, note: "falling back to periodic rescans" })
+    return undefined
+  }
+}
+
+/** A latch that events set and the loop waits on, with a timeout. */
+class Wakeup {
+  #fired: Wake | undefined
+  #resolve: ((w: Wake) => void) | undefined
+
+  get isFired(): boolean {
+    return this.#fired !== undefined
+  }
+
+  fire(w: Wake): void {
+    if (this.#fired === undefined || w === "abort") this.#fired = w
+    this.#resolve?.(w)
+  }
+
+  reset(): void {
+    this.#fired = this.#fired === "abort" ? "abort" : undefined
+  }
+
+  wait(timeoutMs: number): Promise<Wake> {
+    if (this.#fired !== undefined) return Promise.resolve(this.#fired)
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => done("timer"), timeoutMs)
+      const done = (w: Wake) => {
+        clearTimeout(timer)
+        this.#resolve = undefined
+        resolve(w)
+      }
+      this.#resolve = done
+    })
+  }
+
+  /** Sleeps `ms`, or less if stopped. */
+  sleep(ms: number, signal: AbortSignal): Promise<void> {
+    if (ms <= 0 || signal.aborted) return Promise.resolve()
+    return new Promise((resolve) => {
+      const timer = setTimeout(finish, ms)
+      function finish() {
+        clearTimeout(timer)
+        signal.removeEventListener("abort", finish)
+        resolve()
+      }
+      signal.addEventListener("abort", finish, { once: true })
+    })
+  }
+}
+
+function emptySummary(): ConsumeSummary {
+  return {
+    claimed: 0,
+    processed: 0,
+    duplicates: 0,
+    conflicts: 0,
+    rejected: 0,
+    rejectedBy: {},
+    recovered: 0,
+    batches: 0,
+  }
+}
+
+function addTo(total: ConsumeSummary, s: Readonly<ConsumeSummary>): void {
+  total.claimed += s.claimed
+  total.processed += s.processed
+  total.duplicates += s.duplicates
+  total.conflicts += s.conflicts
+  total.rejected += s.rejected
+  total.recovered += s.recovered
+  total.batches += s.batches
+  for (const [r, n] of Object.entries(s.rejectedBy) as [keyof ConsumeSummary["rejectedBy"], number][])
+    total.rejectedBy[r] = (total.rejectedBy[r] ?? 0) + n
+}

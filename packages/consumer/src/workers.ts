@@ -1,0 +1,55 @@
+import { fileURLToPath } from "node:url"
+import { ExitCode, type Log } from "@spool/core"
+
+const consumeBin = fileURLToPath(new URL("../bin/consume.ts", import.meta.url))
+
+/**
+ * Runs `n` consume processes on the same root, with the same flags minus --concurrency, and
+ * waits for all of them. Processes rather than threads: each gets its own core and its own
+ * ledger connection, and the ledger's claim transaction already keeps two consumers off one
+ * file. SIGINT/SIGTERM are passed on; the exit code is the worst child's (3 if one was killed).
+ */
+export async function runWorkers(n: number, argv: readonly string[], log: Log): Promise<number> {
+  const childArgv = [...withoutOption(argv, "--concurrency"), "--no-progress"]
+  log.info("workers", { count: n })
+  const children = Array.from({ length: n }, (_, i) =>
+    Bun.spawn([process.execPath, consumeBin, ...childArgv], {
+      stdio: ["ignore", "inherit", "inherit"],
+      env: { ...process.env, SPOOL_WORKER: String(i + 1) },
+    }),
+  )
+  const forward = (signal: NodeJS.Signals) => {
+    for (const c of children) if (c.exitCode === null) c.kill(signal)
+  }
+  process.on("SIGINT", forward)
+  process.on("SIGTERM", forward)
+  try {
+    await Promise.all(children.map((c) => c.exited))
+  } finally {
+    process.off("SIGINT", forward)
+    process.off("SIGTERM", forward)
+  }
+  let worst: number = ExitCode.ok
+  for (const [i, c] of children.entries()) {
+    const code = c.exitCode ?? ExitCode.failure
+    if (code !== ExitCode.ok)
+      log.warn("worker-failed", { worker: i + 1, pid: c.pid, exit_code: c.exitCode, signal: c.signalCode })
+    worst = Math.max(worst, code)
+  }
+  return worst
+}
+
+/** argv without `--name VALUE` / `--name=VALUE`. */
+export function withoutOption(argv: readonly string[], name: string): string[] {
+  const out: string[] = []
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] as string
+    if (a === "--") {
+      out.push(...argv.slice(i))
+      break
+    }
+    if (a === name) i++
+    else if (!a.startsWith(`${name}=`)) out.push(a)
+  }
+  return out
+}
