@@ -1,0 +1,104 @@
+import fs from "node:fs"
+import { basename } from "node:path"
+import {
+  type CommandSpec,
+  ExitCode,
+  enqueueBytes,
+  errnoOf,
+  isMessageName,
+  openQueue,
+  type Queue,
+  resolveRoot,
+  runCommand,
+  SpoolError,
+} from "@spool/core"
+
+const spec = {
+  name: "enqueue",
+  usage: "bun run enqueue [--root DIR] FILE...   |   bun run enqueue [--root DIR] --name NAME -",
+  summary:
+    "Puts messages into ROOT/inbox/ atomically, the Maildir way: each is written and fsynced under\n" +
+    "ROOT/tmp/, then renamed into inbox/ without replacing anything, so a consumer never sees half a\n" +
+    "file. A FILE keeps its base name; `-` reads one message from stdin and needs --name. If a name\n" +
+    "is already in inbox/ or an input cannot be read, nothing is enqueued (exit 1 or 2).\n" +
+    "Producers that write into inbox/ directly should use consume --min-age instead.",
+  options: { root: { type: "string" }, name: { type: "string" } },
+  help: [
+    "--root DIR            queue root (default: $SPOOL_ROOT, else ./spool)",
+    "--name NAME           its file name in inbox/, ending in .json; required with -, allowed with one FILE",
+    "FILE...               message files to copy in; - for stdin",
+  ],
+  allowPositionals: true,
+} satisfies CommandSpec<Record<string, { type: "string" }>>
+
+interface Input {
+  readonly source: string
+  readonly name: string
+  readonly data: Uint8Array
+}
+
+/** `bun run enqueue`: atomic producer-side writes into a queue's inbox. */
+export async function main(argv: readonly string[]): Promise<number> {
+  return runCommand(spec, argv, async ({ values, positionals }) => {
+    if (positionals.length === 0) throw new SpoolError("usage", "give at least one FILE, or - with --name")
+    if (values.name !== undefined && positionals.length > 1)
+      throw new SpoolError("usage", "--name names one message; give exactly one FILE or -")
+    if (positionals.includes("-") && values.name === undefined)
+      throw new SpoolError("usage", "a message read from stdin (-) needs --name NAME.json")
+    const queue = openQueue(resolveRoot(values.root))
+    ensureTmp(queue)
+    const inputs: Input[] = []
+    for (const source of positionals) {
+      const name = values.name ?? basename(source)
+      if (!isMessageName(name) || name.includes("/"))
+        throw new SpoolError(
+          "usage",
+          `${JSON.stringify(name)} is not a message file name: it must end in .json and not start with a dot`,
+        )
+      if (inputs.some((i) => i.name === name))
+        throw new SpoolError("usage", `two inputs would both be named ${JSON.stringify(name)} in inbox/`)
+      inputs.push({ source, name, data: source === "-" ? await Bun.stdin.bytes() : readInput(source) })
+    }
+    const taken = inputs.filter((i) => fs.existsSync(`${queue.inbox}/${i.name}`))
+    if (taken.length > 0)
+      throw new SpoolError(
+        "refused",
+        `inbox/ already holds ${taken.map((i) => JSON.stringify(i.name)).join(", ")}; nothing was enqueued (choose another name with --name, or wait for consume)`,
+      )
+    let code: number = ExitCode.ok
+    for (const i of inputs) {
+      let isQueued: boolean
+      try {
+        isQueued = enqueueBytes(queue, i.name, i.data)
+      } catch (error) {
+        if (errnoOf(error) === "ENOSPC")
+          throw new SpoolError(
+            "io",
+            `the disk holding ${queue.tmp} is full; ${i.name} and later inputs were not enqueued`,
+          )
+        throw error
+      }
+      if (isQueued) process.stdout.write(`${i.name}\n`)
+      else {
+        process.stderr.write(`enqueue: inbox/${i.name} appeared meanwhile; ${i.source} was not enqueued\n`)
+        code = ExitCode.check
+      }
+    }
+    return code
+  })
+}
+
+function readInput(path: string): Uint8Array {
+  try {
+    return fs.readFileSync(path)
+  } catch (error) {
+    throw new SpoolError("usage", `cannot read ${path}: ${errnoOf(error) ?? String(error)}; nothing was enqueued`)
+  }
+}
+
+/** Queues made before tmp/ existed get it here; it must share inbox/'s filesystem for the rename. */
+function ensureTmp(queue: Queue): void {
+  fs.mkdirSync(queue.tmp, { recursive: true, mode: 0o755 })
+  if (fs.statSync(queue.tmp).dev !== fs.statSync(queue.inbox).dev)
+    throw new SpoolError("cross-device", `${queue.tmp} must be on the same filesystem as ${queue.inbox}`)
+}
