@@ -69,6 +69,8 @@ export function checkReplayable(queue: Queue, file: string): void {
   if (st === undefined) {
     if (lstatOrUndefined(join(queue.done, file)) !== undefined)
       refuse("it is in done/ (it was processed), not in error/; only failed messages can be replayed")
+    if (lstatOrUndefined(join(queue.inbox, file)) !== undefined)
+      refuse("it is in inbox/, not in error/ (already replayed, or not yet consumed)")
     refuse(`there is no such file in ${queue.error}/; see error.csv for the files that can be replayed`)
   } else if (st.isSymbolicLink())
     refuse("error/ holds a symbolic link under that name, not a message; inspect it by hand")
@@ -88,6 +90,11 @@ export function checkReplayable(queue: Queue, file: string): void {
  */
 export function replayFile(queue: Queue, ledger: Ledger, file: string, now = new Date()): Replayed {
   checkReplayable(queue, file)
+  return moveAndMark(queue, ledger, file, now)
+}
+
+/** The move and the ledger update of a replay, without the checks (exported for tests of the race). */
+export function moveAndMark(queue: Queue, ledger: Ledger, file: string, now: Date): Replayed {
   const reason = ledger.failureReason(file)
   const isRecordMarked = ledger.transaction(() => {
     const isMarked = ledger.markReplayed(file, now.toISOString())

@@ -1,0 +1,235 @@
+import { describe, expect, it } from "bun:test"
+import fs from "node:fs"
+import os from "node:os"
+import { join } from "node:path"
+import { createQueue, type Queue, SpoolError } from "@spool/core"
+import {
+  formatJson,
+  formatLine,
+  formatLongLine,
+  formatPrometheus,
+  type LagReport,
+  lagViolations,
+  measureLag,
+  parseThreshold,
+} from "./lag.ts"
+
+interface TempQueue extends AsyncDisposable {
+  readonly queue: Queue
+}
+
+async function tempQueue(): Promise<TempQueue> {
+  const dir = fs.mkdtempSync(join(os.tmpdir(), "spool-lag-"))
+  return {
+    queue: createQueue(join(dir, "q")),
+    async [Symbol.asyncDispose]() {
+      fs.rmSync(dir, { recursive: true, force: true })
+    },
+  }
+}
+
+const report = (over: Partial<LagReport> = {}): LagReport => ({
+  root: "/srv/spool",
+  inbox: 3,
+  processing: 1,
+  error: 2,
+  done: 18,
+  oldestInboxAgeSeconds: 12.3456,
+  oldestProcessingAgeSeconds: 0.5,
+  ...over,
+})
+
+/**
+ * The Prometheus text exposition format, as node_exporter's parser checks it: HELP and TYPE
+ * once per metric and before its samples, valid names and label syntax, numeric values, no
+ * duplicate series, a final newline. Returns the samples as "name{labels}" -> value.
+ */
+function parseExposition(text: string): Map<string, number> {
+  if (!text.endsWith("\n")) throw new Error("does not end with a newline")
+  const samples = new Map<string, number>()
+  const typed = new Map<string, string>()
+  const helped = new Set<string>()
+  const sampled = new Set<string>()
+  const name = "[a-zA-Z_:][a-zA-Z0-9_:]*"
+  const label = `[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\\\\n]|\\\\[\\\\"n])*"`
+  const sample = new RegExp(`^(${name})(\\{${label}(?:,${label})*\\})? (\\S+)$`)
+  for (const line of text.slice(0, -1).split("\n")) {
+    const meta = /^# (HELP|TYPE) (\S+) (.+)$/.exec(line)
+    if (meta) {
+      const [, kind, metric = "", rest = ""] = meta
+      if (sampled.has(metric)) throw new Error(`${kind} for ${metric} after its samples`)
+      if (kind === "TYPE") {
+        if (typed.has(metric)) throw new Error(`second TYPE for ${metric}`)
+        if (!["counter", "gauge", "histogram", "summary", "untyped"].includes(rest)) throw new Error(`bad type ${rest}`)
+        typed.set(metric, rest)
+      } else {
+        if (helped.has(metric)) throw new Error(`second HELP for ${metric}`)
+        helped.add(metric)
+      }
+      continue
+    }
+    const m = sample.exec(line)
+    if (!m) throw new Error(`not a valid sample line: ${JSON.stringify(line)}`)
+    const [, metric = "", labels = "", value = ""] = m
+    if (!typed.has(metric)) throw new Error(`sample of ${metric} without TYPE`)
+    if (!/^(?:[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|[+-]Inf|NaN)$/.test(value))
+      throw new Error(`bad value ${value}`)
+    const key = `${metric}${labels}`
+    if (samples.has(key)) throw new Error(`duplicate series ${key}`)
+    sampled.add(metric)
+    samples.set(key, Number(value))
+  }
+  return samples
+}
+
+describe("parseThreshold", () => {
+  it.each([
+    ["0", 0],
+    ["10", 10],
+    ["007", 7],
+  ])("reads %p as %p", (text, n) => {
+    expect(parseThreshold(text)).toBe(n)
+  })
+
+  it.each([undefined, "", "1.5", "1e3", "abc", " 5", "+5", "-1", "0x10", "99999999999999999999"])(
+    "rejects %p as a usage error",
+    (text) => {
+      expect(() => parseThreshold(text)).toThrow(SpoolError)
+      try {
+        parseThreshold(text)
+      } catch (error) {
+        expect((error as SpoolError).code).toBe("usage")
+      }
+    },
+  )
+})
+
+describe("measureLag", () => {
+  it("counts only the regular files directly in each directory", async () => {
+    await using t = await tempQueue()
+    const q = t.queue
+    for (const n of ["a.json", "b.json", "c.txt"]) fs.writeFileSync(join(q.inbox, n), "{}")
+    fs.mkdirSync(join(q.inbox, "sub.json"))
+    fs.writeFileSync(join(q.inbox, "sub.json", "nested.json"), "{}")
+    fs.symlinkSync(join(q.done), join(q.inbox, "link.json"))
+    fs.symlinkSync("/nonexistent", join(q.inbox, "dangling.json"))
+    Bun.spawnSync(["mkfifo", join(q.inbox, "fifo.json")])
+    fs.writeFileSync(join(q.processing, "p.json"), "{}")
+    fs.writeFileSync(join(q.error, "e1.json"), "x")
+    fs.writeFileSync(join(q.error, "e2.json"), "y")
+    for (let i = 0; i < 5; i++) fs.writeFileSync(join(q.done, `d${i}.json`), "{}")
+
+    const quick = measureLag(q, false)
+    expect([quick.inbox, quick.processing, quick.error]).toEqual([3, 1, 2])
+    const full = measureLag(q, true)
+    expect([full.inbox, full.processing, full.error, full.done]).toEqual([3, 1, 2, 5])
+  })
+
+  it("reports the age of the oldest file in inbox/ and processing/ from its mtime, and 0 when empty", async () => {
+    await using t = await tempQueue()
+    const q = t.queue
+    const now = Date.now()
+    fs.writeFileSync(join(q.inbox, "new.json"), "{}")
+    fs.writeFileSync(join(q.inbox, "old.json"), "{}")
+    fs.utimesSync(join(q.inbox, "new.json"), new Date(now - 10_000), new Date(now - 10_000))
+    fs.utimesSync(join(q.inbox, "old.json"), new Date(now - 600_000), new Date(now - 600_000))
+
+    const r = measureLag(q, true, now)
+    expect(r.oldestInboxAgeSeconds).toBeCloseTo(600, 0)
+    expect(r.oldestProcessingAgeSeconds).toBe(0)
+  })
+
+  it("leaves done/ and the ages out of the quick measure, which reads no more than the counts", async () => {
+    await using t = await tempQueue()
+    fs.writeFileSync(join(t.queue.done, "d.json"), "{}")
+    fs.writeFileSync(join(t.queue.inbox, "i.json"), "{}")
+    fs.utimesSync(join(t.queue.inbox, "i.json"), new Date(0), new Date(0))
+    expect(measureLag(t.queue, false)).toMatchObject({ done: 0, oldestInboxAgeSeconds: 0, inbox: 1 })
+  })
+})
+
+describe("lagViolations", () => {
+  it("passes at the threshold and fails one above it", () => {
+    expect(lagViolations(report({ inbox: 5 }), { threshold: 5, maxAgeSeconds: undefined })).toEqual([])
+    expect(lagViolations(report({ inbox: 6 }), { threshold: 5, maxAgeSeconds: undefined })).toEqual([
+      "inbox=6 is over the threshold 5",
+    ])
+  })
+
+  it("fails when the oldest inbox message is older than --max-age, and not at exactly the limit", () => {
+    const limits = { threshold: 100, maxAgeSeconds: 300 }
+    expect(lagViolations(report({ oldestInboxAgeSeconds: 300 }), limits)).toEqual([])
+    expect(lagViolations(report({ oldestInboxAgeSeconds: 301 }), limits)).toHaveLength(1)
+    // processing/ age is reported but is not what --max-age checks
+    expect(lagViolations(report({ oldestInboxAgeSeconds: 0, oldestProcessingAgeSeconds: 9999 }), limits)).toEqual([])
+  })
+
+  it("reports both limits when both are crossed", () => {
+    expect(
+      lagViolations(report({ inbox: 9, oldestInboxAgeSeconds: 7200 }), { threshold: 1, maxAgeSeconds: 60 }),
+    ).toEqual(["inbox=9 is over the threshold 1", "the oldest message in inbox/ is 2h old, over --max-age 60s"])
+  })
+})
+
+describe("formats", () => {
+  it("keeps the default line exactly as issue 2 fixes it", () => {
+    expect(formatLine(report())).toBe("inbox=3 processing=1 error=2\n")
+  })
+
+  it("extends the line with done and whole-second ages under --all", () => {
+    expect(formatLongLine(report())).toBe(
+      "inbox=3 processing=1 error=2 done=18 oldest_inbox_age_seconds=12 oldest_processing_age_seconds=0\n",
+    )
+  })
+
+  it("writes one JSON object on one line with every field", () => {
+    const text = formatJson(report(), { threshold: 2, maxAgeSeconds: 300 }, ["inbox=3 is over the threshold 2"])
+    expect(text.endsWith("\n")).toBe(true)
+    expect(text.trimEnd()).not.toContain("\n")
+    expect(JSON.parse(text)).toEqual({
+      root: "/srv/spool",
+      inbox: 3,
+      processing: 1,
+      error: 2,
+      done: 18,
+      oldest_inbox_age_seconds: 12.346,
+      oldest_processing_age_seconds: 0.5,
+      threshold: 2,
+      max_age_seconds: 300,
+      ok: false,
+      violations: ["inbox=3 is over the threshold 2"],
+    })
+  })
+
+  it("writes valid Prometheus exposition with one series per directory", () => {
+    const samples = parseExposition(formatPrometheus(report(), { threshold: 2, maxAgeSeconds: 300 }, []))
+    const r = 'root="/srv/spool"'
+    expect(Object.fromEntries(samples)).toEqual({
+      [`spool_messages{${r},dir="inbox"}`]: 3,
+      [`spool_messages{${r},dir="processing"}`]: 1,
+      [`spool_messages{${r},dir="error"}`]: 2,
+      [`spool_messages{${r},dir="done"}`]: 18,
+      [`spool_oldest_message_age_seconds{${r},dir="inbox"}`]: 12.346,
+      [`spool_oldest_message_age_seconds{${r},dir="processing"}`]: 0.5,
+      [`spool_lag_threshold{${r}}`]: 2,
+      [`spool_lag_max_age_seconds{${r}}`]: 300,
+      [`spool_lag_ok{${r}}`]: 1,
+    })
+  })
+
+  it("escapes a root with quotes, backslashes and newlines so the exposition stays valid", () => {
+    const text = formatPrometheus(report({ root: '/srv/a "q"\\b\nc' }), { threshold: 0, maxAgeSeconds: undefined }, [
+      "x",
+    ])
+    const samples = parseExposition(text)
+    expect(samples.get(`spool_lag_ok{root="/srv/a \\"q\\"\\\\b\\nc"}`)).toBe(0)
+    expect(text).not.toContain("spool_lag_max_age_seconds")
+  })
+
+  it("has a validator that rejects broken exposition text", () => {
+    expect(() => parseExposition('# TYPE m gauge\nm{root="a"b"} 1\n')).toThrow()
+    expect(() => parseExposition("m 1\n")).toThrow()
+    expect(() => parseExposition("# TYPE m gauge\nm one\n")).toThrow()
+    expect(() => parseExposition("# TYPE m gauge\nm 1\nm 2\n")).toThrow()
+  })
+})
