@@ -70,6 +70,7 @@ describe("Ledger.open", () => {
       "consumers",
       "duplicates",
       "failures",
+      "horizon",
       "processed",
       "replays",
     ])
@@ -111,7 +112,7 @@ Ledger.open(process.argv[2], { durable: false }).close()
     const db = new Database(t.path, { readonly: true })
     try {
       expect(db.query("PRAGMA user_version").get()).toEqual({ user_version: schemaVersion })
-      expect(db.query("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table'").get()).toEqual({ n: 6 })
+      expect(db.query("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table'").get()).toEqual({ n: 7 })
     } finally {
       db.close()
     }
