@@ -1,0 +1,235 @@
+// `bun run consume` on the sample and on hand-made queues: every number and every file of issue 2.
+import { Database } from "bun:sqlite"
+import { describe, expect, it } from "bun:test"
+import fs from "node:fs"
+import { join } from "node:path"
+import { list, type RunResult, snapshot, spool, tempQueue } from "./support.ts"
+
+/** The summary line consume ends its stderr with; `seconds` is the only field that varies. */
+function summaryLine(fields: string): RegExp {
+  return new RegExp(`(^|\n)spool: done ${fields.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")} seconds=\\d+(\\.\\d+)?\n$`)
+}
+
+function query<T>(root: string, sql: string): T[] {
+  const db = new Database(join(root, "ledger.db"), { readonly: true })
+  try {
+    return db.query(sql).all() as T[]
+  } finally {
+    db.close()
+  }
+}
+
+const sha256 = (path: string) => new Bun.CryptoHasher("sha256").update(fs.readFileSync(path)).digest("hex")
+
+function expectOk(r: RunResult, summary: string): void {
+  expect(r.stdout).toBe("")
+  expect(r.stderr).toMatch(summaryLine(summary))
+  expect(r.exitCode).toBe(0)
+}
+
+const msg = (msgId: string, orderNo: string, seq: number, amount = 1) => ({
+  msg_id: msgId,
+  order_no: orderNo,
+  seq,
+  amount,
+})
+
+describe("bun run consume on the sample", () => {
+  it("ends with 18 in done/, 2 in error/, 15 processed, 3 duplicates and empty inbox/ and processing/", async () => {
+    await using q = await tempQueue({ seed: "fixtures" })
+    const inboxHashes = Object.fromEntries(
+      list(join(q.root, "inbox")).map((n) => [n, sha256(join(q.root, "inbox", n))]),
+    )
+    const r = await spool("consume", ["--root", q.root])
+    expectOk(
+      r,
+      'files=20 processed=15 duplicates=3 conflicts=0 rejected=2 reasons="missing-field 1, parse 1" recovered=0',
+    )
+    expect(list(join(q.root, "inbox"))).toEqual([])
+    expect(list(join(q.root, "processing"))).toEqual([])
+    expect(list(join(q.root, "error"))).toEqual(["evt-broken-0001.json", "evt-noorder-0002.json"])
+    expect(list(join(q.root, "done"))).toHaveLength(18)
+    // Every file arrived in exactly one place, with its bytes.
+    const after = { ...snapshot(q.root).done, ...snapshot(q.root).error }
+    expect(after).toEqual(inboxHashes)
+
+    expect(query(q.root, "SELECT count(*) AS n FROM processed")).toEqual([{ n: 15 }])
+    expect(fs.readFileSync(join(q.root, "dup.txt"), "utf8")).toBe("m-1001-02\nm-1002-02\nm-1004-01\n")
+    expect(fs.readFileSync(join(q.root, "error.csv"), "utf8")).toBe(
+      "file,reason\nevt-broken-0001.json,parse\nevt-noorder-0002.json,missing-field\n",
+    )
+    expect(query(q.root, "SELECT file, reason, detail FROM failures ORDER BY file")).toEqual([
+      { file: "evt-broken-0001.json", reason: "parse", detail: expect.any(String) },
+      { file: "evt-noorder-0002.json", reason: "missing-field", detail: "missing order_no" },
+    ])
+  })
+
+  it("stores every amount exactly as written", async () => {
+    await using q = await tempQueue({ seed: "fixtures" })
+    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+    const amounts = Object.fromEntries(
+      query<{ msg_id: string; amount: string; t: string }>(
+        q.root,
+        "SELECT msg_id, amount, typeof(amount) AS t FROM processed",
+      ).map((r) => [r.msg_id, [r.amount, r.t]]),
+    )
+    expect(amounts["m-1001-01"]).toEqual(["1137.25", "text"])
+    expect(amounts["m-1001-02"]).toEqual(["0.1", "text"])
+    expect(amounts["m-1001-04"]).toEqual(["250.00", "text"])
+    expect(amounts["m-1005-01"]).toEqual(["64.50", "text"])
+    expect(amounts["m-1003-02"]).toEqual(["80", "text"])
+    expect(amounts["m-1002-02"]).toEqual(["0.01", "text"])
+  })
+
+  it("records each duplicate with the file that delivered it, not the one processed", async () => {
+    await using q = await tempQueue({ seed: "fixtures" })
+    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+    const dups = query<{ msg_id: string; file: string; processed_file: string; is_conflict: number }>(
+      q.root,
+      `SELECT d.msg_id, d.file, p.file AS processed_file, d.is_conflict
+       FROM duplicates d JOIN processed p USING (msg_id) ORDER BY d.msg_id`,
+    )
+    const pairs: Record<string, string[]> = {
+      "m-1001-02": ["evt-f468ed87.json", "retry-2a6b7b85.json"],
+      "m-1002-02": ["evt-762cbf63.json", "retry-b061cf38.json"],
+      "m-1004-01": ["evt-6262f463.json", "retry-f6ea2824.json"],
+    }
+    expect(dups.map((d) => d.msg_id)).toEqual(Object.keys(pairs))
+    for (const d of dups) {
+      expect([d.file, d.processed_file].sort()).toEqual(pairs[d.msg_id] ?? [])
+      expect(d.is_conflict).toBe(0)
+    }
+  })
+
+  it("changes nothing when run a second time", async () => {
+    await using q = await tempQueue({ seed: "fixtures" })
+    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+    const first = snapshot(q.root)
+    const r = await spool("consume", ["--root", q.root])
+    expectOk(r, "files=0 processed=0 duplicates=0 conflicts=0 rejected=0 recovered=0")
+    expect(snapshot(q.root)).toEqual(first)
+  })
+})
+
+describe("bun run consume on hand-made messages", () => {
+  it("rejects a wrongly typed field as invalid-field and keeps the detail in the ledger", async () => {
+    await using q = await tempQueue({
+      seed: {
+        "ok.json": msg("m1", "A", 1),
+        "seq-string.json": { ...msg("m2", "A", 2), seq: "2" },
+        "amount-string.json": { ...msg("m3", "A", 3), amount: "1.50" },
+        "empty-id.json": { ...msg("", "A", 4) },
+        "array.json": "[1, 2]",
+      },
+    })
+    const r = await spool("consume", ["--root", q.root])
+    expectOk(
+      r,
+      'files=5 processed=1 duplicates=0 conflicts=0 rejected=4 reasons="invalid-field 3, parse 1" recovered=0',
+    )
+    expect(list(join(q.root, "done"))).toEqual(["ok.json"])
+    expect(fs.readFileSync(join(q.root, "error.csv"), "utf8")).toBe(
+      "file,reason\namount-string.json,invalid-field\narray.json,parse\nempty-id.json,invalid-field\nseq-string.json,invalid-field\n",
+    )
+    const detail = Object.fromEntries(
+      query<{ file: string; detail: string }>(q.root, "SELECT file, detail FROM failures").map((f) => [
+        f.file,
+        f.detail,
+      ]),
+    )
+    expect(detail["seq-string.json"]).toContain("seq")
+    expect(detail["amount-string.json"]).toContain("amount")
+    expect(detail["empty-id.json"]).toContain("msg_id")
+    expect(detail["array.json"]).toContain("array")
+  })
+
+  it("quotes error.csv per RFC 4180 for names with commas, quotes and line breaks", async () => {
+    await using q = await tempQueue({
+      seed: { "a,b.json": "nope", 'say "hi".json': "nope", "line\nbreak.json": "nope", "plain.json": "nope" },
+    })
+    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+    expect(fs.readFileSync(join(q.root, "error.csv"), "utf8")).toBe(
+      'file,reason\n"a,b.json",parse\n"line\nbreak.json",parse\nplain.json,parse\n"say ""hi"".json",parse\n',
+    )
+  })
+
+  it("keeps both files when done/ already holds the name: the new one becomes x~1.json", async () => {
+    await using q = await tempQueue({ seed: { "x.json": msg("m1", "A", 1) } })
+    fs.writeFileSync(join(q.root, "done", "x.json"), "older bytes")
+    const incoming = fs.readFileSync(join(q.root, "inbox", "x.json"), "utf8")
+    const r = await spool("consume", ["--root", q.root])
+    expectOk(r, "files=1 processed=1 duplicates=0 conflicts=0 rejected=0 recovered=0")
+    expect(list(join(q.root, "done"))).toEqual(["x.json", "x~1.json"])
+    expect(fs.readFileSync(join(q.root, "done", "x.json"), "utf8")).toBe("older bytes")
+    expect(fs.readFileSync(join(q.root, "done", "x~1.json"), "utf8")).toBe(incoming)
+    expect(list(join(q.root, "processing"))).toEqual([])
+  })
+
+  it("keeps both files when error/ already holds the name, and reports the new one under its new name", async () => {
+    await using q = await tempQueue({ seed: { "bad.json": "not json" } })
+    fs.writeFileSync(join(q.root, "error", "bad.json"), "older bytes")
+    fs.writeFileSync(join(q.root, "error", "bad~1.json"), "older still")
+    const r = await spool("consume", ["--root", q.root])
+    expectOk(r, 'files=1 processed=0 duplicates=0 conflicts=0 rejected=1 reasons="parse 1" recovered=0')
+    expect(list(join(q.root, "error"))).toEqual(["bad.json", "bad~1.json", "bad~2.json"])
+    expect(fs.readFileSync(join(q.root, "error", "bad.json"), "utf8")).toBe("older bytes")
+    expect(fs.readFileSync(join(q.root, "error", "bad~1.json"), "utf8")).toBe("older still")
+    expect(fs.readFileSync(join(q.root, "error", "bad~2.json"), "utf8")).toBe("not json")
+    expect(query(q.root, "SELECT file, original, reason FROM failures")).toEqual([
+      { file: "bad~2.json", original: "bad.json", reason: "parse" },
+    ])
+    expect(fs.readFileSync(join(q.root, "error.csv"), "utf8")).toBe(
+      "file,reason\nbad.json,unknown\nbad~1.json,unknown\nbad~2.json,parse\n",
+    )
+  })
+})
+
+describe("bun run consume refuses what is not a queue", () => {
+  it("exits 2 and names bun run setup when the root does not exist", async () => {
+    await using q = await tempQueue()
+    const root = join(q.path, "nowhere")
+    const r = await spool("consume", ["--root", root])
+    expect(r.stdout).toBe("")
+    expect(r.stderr).toBe(
+      `consume: ${root} is not a spool queue: inbox/ is missing; create it with: bun run setup --root ${root}\n`,
+    )
+    expect(r.exitCode).toBe(2)
+    expect(fs.existsSync(root)).toBe(false)
+  })
+
+  it("exits 2 when one directory is missing, leaving inbox/ untouched", async () => {
+    await using q = await tempQueue({ seed: { "a.json": msg("m1", "A", 1) } })
+    fs.rmdirSync(join(q.root, "done"))
+    const r = await spool("consume", ["--root", q.root])
+    expect(r.stdout).toBe("")
+    expect(r.stderr).toContain("done/ is missing")
+    expect(r.stderr).toContain("bun run setup")
+    expect(r.exitCode).toBe(2)
+    expect(list(join(q.root, "inbox"))).toEqual(["a.json"])
+    expect(fs.existsSync(join(q.root, "ledger.db"))).toBe(false)
+  })
+
+  it("exits 2 with a message about filesystems when done/ is on another filesystem", async () => {
+    await using q = await tempQueue({ seed: { "a.json": msg("m1", "A", 1) } })
+    const done = join(q.root, "done")
+    const mount = Bun.spawnSync(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", done], { stderr: "pipe" })
+    if (mount.exitCode !== 0) {
+      console.warn(
+        `SKIPPED cross-filesystem check: cannot mount a tmpfs here (${mount.stderr.toString().trim()}); run as root to cover it`,
+      )
+      return
+    }
+    try {
+      const r = await spool("consume", ["--root", q.root])
+      expect(r.stdout).toBe("")
+      expect(r.stderr).toContain("are on different filesystems")
+      expect(r.stderr).toContain("done/ on device")
+      expect(r.stderr).toContain("put all four on one filesystem")
+      expect(r.exitCode).toBe(2)
+      expect(list(join(q.root, "inbox"))).toEqual(["a.json"])
+      expect(list(done)).toEqual([])
+    } finally {
+      Bun.spawnSync(["umount", done])
+    }
+  })
+})

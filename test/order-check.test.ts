@@ -1,0 +1,83 @@
+// `bun run order-check`: the checked-in SQL, its copy in the root, and order-result.txt.
+import { describe, expect, it } from "bun:test"
+import fs from "node:fs"
+import { join } from "node:path"
+import { repoRoot, run, spool, tempQueue } from "./support.ts"
+
+const sqlSource = join(repoRoot, "packages/core/sql/order-check.sql")
+
+const msg = (msgId: string, orderNo: string, seq: number) => ({ msg_id: msgId, order_no: orderNo, seq, amount: 1 })
+
+describe("bun run order-check", () => {
+  it("copies the SQL and writes OK for the consumed sample, exit 0", async () => {
+    await using q = await tempQueue({ seed: "fixtures" })
+    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+    const r = await spool("order-check", ["--root", q.root])
+    expect(r.stdout).toBe("OK\n")
+    expect(r.stderr).toBe("")
+    expect(r.exitCode).toBe(0)
+    expect(fs.readFileSync(join(q.root, "order-result.txt"), "utf8")).toBe("OK\n")
+    expect(fs.readFileSync(join(q.root, "order-check.sql"), "utf8")).toBe(fs.readFileSync(sqlSource, "utf8"))
+  })
+
+  it("lists one row per gap and duplicated seq, including gaps before the first, exit 1", async () => {
+    // X: 1,2,4 (3 missing). Y: seq 1 twice under two msg_ids. Z: first seq is 3 (1 and 2 missing).
+    // W is complete, delivered out of order and once more as a duplicate msg_id: no problem.
+    await using q = await tempQueue({
+      seed: {
+        "x1.json": msg("x-1", "X", 1),
+        "x2.json": msg("x-2", "X", 2),
+        "x4.json": msg("x-4", "X", 4),
+        "y1.json": msg("y-1", "Y", 1),
+        "y1-again.json": msg("y-1b", "Y", 1),
+        "y2.json": msg("y-2", "Y", 2),
+        "z3.json": msg("z-3", "Z", 3),
+        "w2.json": msg("w-2", "W", 2),
+        "w1.json": msg("w-1", "W", 1),
+        "w1-redelivered.json": msg("w-1", "W", 1),
+      },
+    })
+    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+    const expected = "order_no,seq,problem\nX,3,missing\nY,1,duplicate\nZ,1,missing\nZ,2,missing\n"
+    const r = await spool("order-check", ["--root", q.root])
+    expect(r.stdout).toBe(expected)
+    expect(r.stderr).toBe("")
+    expect(r.exitCode).toBe(1)
+    expect(fs.readFileSync(join(q.root, "order-result.txt"), "utf8")).toBe(expected)
+
+    // The copied SQL runs unchanged in the sqlite3 shell and finds the same rows.
+    const shell = await run(["sh", "-c", 'sqlite3 "$1/ledger.db" < "$1/order-check.sql"', "sh", q.root])
+    expect(shell.stdout).toBe("X|3|missing\nY|1|duplicate\nZ|1|missing\nZ|2|missing\n")
+    expect(shell.stderr).toBe("")
+    expect(shell.exitCode).toBe(0)
+  })
+
+  it("finds a long gap as one row per missing seq and compares numbers, not text", async () => {
+    await using q = await tempQueue({
+      seed: {
+        "a1.json": msg("a-1", "A", 1),
+        "a2.json": msg("a-2", "A", 2),
+        "a10.json": msg("a-10", "A", 10),
+        "b9.json": msg("b-9", "B", 9),
+        "b10.json": msg("b-10", "B", 10),
+        "b1-8.json": msg("b-1", "B", 1),
+      },
+    })
+    for (let s = 2; s <= 8; s++) q.put(`b${s}.json`, msg(`b-${s}`, "B", s))
+    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+    const missing = [3, 4, 5, 6, 7, 8, 9].map((s) => `A,${s},missing\n`).join("")
+    const r = await spool("order-check", ["--root", q.root])
+    expect(r.stdout).toBe(`order_no,seq,problem\n${missing}`)
+    expect(r.stderr).toBe("")
+    expect(r.exitCode).toBe(1)
+  })
+
+  it("exits 2 for a root that is not a queue", async () => {
+    await using q = await tempQueue()
+    const root = join(q.path, "nowhere")
+    const r = await spool("order-check", ["--root", root])
+    expect(r.stdout).toBe("")
+    expect(r.stderr).toContain("is not a spool queue")
+    expect(r.exitCode).toBe(2)
+  })
+})
