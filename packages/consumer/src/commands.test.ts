@@ -1,0 +1,158 @@
+// The CLI modules called in-process through main(argv): argument handling, exit codes, output streams.
+import { Database } from "bun:sqlite"
+import { describe, expect, it } from "bun:test"
+import fs from "node:fs"
+import os from "node:os"
+import { join } from "node:path"
+import { main as consume } from "./consume.ts"
+import { main as orderCheck } from "./order-check.ts"
+import { main as schema } from "./schema.ts"
+import { bundledFixtures, main as setup } from "./setup.ts"
+
+type Main = (argv: readonly string[]) => Promise<number>
+
+/** Runs a main() with stdout and stderr captured instead of printed. */
+async function call(fn: Main, argv: readonly string[]): Promise<{ stdout: string; stderr: string; code: number }> {
+  const out: string[] = []
+  const err: string[] = []
+  const realOut = process.stdout.write
+  const realErr = process.stderr.write
+  const capture = (sink: string[]) =>
+    ((chunk: string | Uint8Array) => {
+      sink.push(typeof chunk === "string" ? chunk : Buffer.from(chunk).toString())
+      return true
+    }) as typeof process.stdout.write
+  process.stdout.write = capture(out)
+  process.stderr.write = capture(err)
+  try {
+    const code = await fn(argv)
+    return { stdout: out.join(""), stderr: err.join(""), code }
+  } finally {
+    process.stdout.write = realOut
+    process.stderr.write = realErr
+  }
+}
+
+async function tempDir(): Promise<{ path: string } & AsyncDisposable> {
+  const path = fs.mkdtempSync(join(os.tmpdir(), "spool-cli-"))
+  return { path, [Symbol.asyncDispose]: async () => fs.rmSync(path, { recursive: true, force: true }) }
+}
+
+const commands: [string, Main][] = [
+  ["setup", setup],
+  ["schema", schema],
+  ["consume", consume],
+  ["order-check", orderCheck],
+]
+
+describe("every command", () => {
+  it.each(commands)("%s --help prints its usage on stdout and returns 0", async (name, fn) => {
+    const r = await call(fn, ["--help"])
+    expect(r.stdout).toStartWith(`Usage: bun run ${name} [--root DIR]`)
+    expect(r.stdout).toContain("Exit codes: 0 ok, 1 check failed or refused (nothing changed), 2 usage")
+    expect(r.stderr).toBe("")
+    expect(r.code).toBe(0)
+  })
+
+  it.each(commands)("%s returns 2 for an unknown option", async (name, fn) => {
+    const r = await call(fn, ["--no-such-option"])
+    expect(r.stdout).toBe("")
+    expect(r.stderr).toStartWith(`${name}: `)
+    expect(r.stderr).toContain("--no-such-option")
+    expect(r.stderr).toEndWith("Run with --help for usage.\n")
+    expect(r.code).toBe(2)
+  })
+
+  it.each(commands)("%s returns 2 for a stray argument", async (name, fn) => {
+    await using d = await tempDir()
+    const r = await call(fn, ["--root", d.path, "extra"])
+    expect(r.stdout).toBe("")
+    expect(r.stderr).toBe(`${name}: unexpected argument "extra"\nRun with --help for usage.\n`)
+    expect(r.code).toBe(2)
+  })
+
+  it.each(commands.filter(([n]) => n !== "setup"))(
+    "%s returns 2 and names bun run setup for a root that is not a queue",
+    async (name, fn) => {
+      await using d = await tempDir()
+      const root = join(d.path, "nowhere")
+      const r = await call(fn, ["--root", root])
+      expect(r.stdout).toBe("")
+      expect(r.stderr).toBe(
+        `${name}: ${root} is not a spool queue: inbox/ is missing; create it with: bun run setup --root ${root}\n`,
+      )
+      expect(r.code).toBe(2)
+      expect(fs.existsSync(root)).toBe(false)
+    },
+  )
+})
+
+describe("main() in one process", () => {
+  it("runs setup, consume, schema and order-check on the sample with the issue's numbers", async () => {
+    await using d = await tempDir()
+    const root = join(d.path, "q")
+
+    const s = await call(setup, ["--root", root])
+    expect(s.stdout).toBe("")
+    expect(s.stderr).toBe(`setup: queue ready at ${root}; copied 20 message(s) from ${bundledFixtures} into inbox/\n`)
+    expect(s.code).toBe(0)
+
+    const c = await call(consume, ["--root", root, "--no-fsync", "--log-format", "json"])
+    expect(c.stdout).toBe("")
+    const done = c.stderr
+      .trimEnd()
+      .split("\n")
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .find((e) => e.event === "done")
+    expect(done).toMatchObject({ files: 20, processed: 15, duplicates: 3, conflicts: 0, rejected: 2 })
+    expect(c.code).toBe(0)
+
+    const sc = await call(schema, ["--root", root])
+    expect(sc.stdout).toStartWith("field,type,role\nmsg_id,string,idempotency-key\n")
+    expect(sc.stderr).toContain("from 18 well-formed message(s)")
+    expect(sc.code).toBe(0)
+
+    const o = await call(orderCheck, ["--root", root])
+    expect(o.stdout).toBe("OK\n")
+    expect(o.stderr).toBe("")
+    expect(o.code).toBe(0)
+
+    const db = new Database(join(root, "ledger.db"), { readonly: true })
+    try {
+      expect(db.query("SELECT count(*) AS n FROM processed").get()).toEqual({ n: 15 })
+    } finally {
+      db.close()
+    }
+    expect(fs.readdirSync(join(root, "done"))).toHaveLength(18)
+    expect(fs.readdirSync(join(root, "error")).sort()).toEqual(["evt-broken-0001.json", "evt-noorder-0002.json"])
+  })
+
+  it.each([
+    [["--log-format", "xml"], "--log-format takes text or json"],
+    [["--batch-size", "0"], "--batch-size takes a whole number >= 1"],
+    [["--max-bytes", "lots"], "--max-bytes takes a size"],
+    [["--min-age", "soon"], "--min-age takes a duration"],
+  ])("consume %p returns 2 and leaves inbox/ alone", async (args, message) => {
+    await using d = await tempDir()
+    const root = join(d.path, "q")
+    fs.mkdirSync(join(d.path, "src"))
+    fs.writeFileSync(join(d.path, "src", "a.json"), JSON.stringify({ msg_id: "m", order_no: "o", seq: 1, amount: 1 }))
+    expect((await call(setup, ["--root", root, "--from", join(d.path, "src")])).code).toBe(0)
+    const r = await call(consume, ["--root", root, ...args])
+    expect(r.stdout).toBe("")
+    expect(r.stderr).toStartWith(`consume: ${message}`)
+    expect(r.code).toBe(2)
+    expect(fs.readdirSync(join(root, "inbox"))).toEqual(["a.json"])
+    expect(fs.readdirSync(join(root, "done"))).toEqual([])
+  })
+
+  it("setup returns 2 when --from is a file", async () => {
+    await using d = await tempDir()
+    const root = join(d.path, "q")
+    fs.writeFileSync(join(d.path, "file.json"), "{}")
+    const r = await call(setup, ["--root", root, "--from", join(d.path, "file.json")])
+    expect(r.stdout).toBe("")
+    expect(r.stderr).toBe(`setup: --from ${join(d.path, "file.json")} is not a directory\n`)
+    expect(r.code).toBe(2)
+  })
+})
