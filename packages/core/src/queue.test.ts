@@ -69,6 +69,14 @@ describe("openQueue", () => {
     expect(e.message).toContain(`${missing}/ is missing`)
   })
 
+  it("says a root that is a regular file is not a queue", async () => {
+    await using d = await tempDir()
+    fs.writeFileSync(join(d.path, "file"), "")
+    const e = thrown(() => openQueue(join(d.path, "file")))
+    expect(e.code).toBe("not-a-queue")
+    expect(e.message).toContain("bun run setup")
+  })
+
   it("refuses a queue directory that is a regular file", async () => {
     await using d = await tempDir()
     const q = createQueue(join(d.path, "q"))

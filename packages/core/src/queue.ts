@@ -50,7 +50,8 @@ export function openQueue(root: string): Queue {
     try {
       st = fs.statSync(q[d])
     } catch (error) {
-      if (errnoOf(error) === "ENOENT")
+      // ENOTDIR: the root (or a parent) is a regular file, which is just as much not a queue.
+      if (errnoOf(error) === "ENOENT" || errnoOf(error) === "ENOTDIR")
         throw new SpoolError(
           "not-a-queue",
           `${q.root} is not a spool queue: ${d}/ is missing; create it with: bun run setup --root ${q.root}`,
