@@ -1,0 +1,378 @@
+// `bun run bench [--messages N] [--runs R] [--million] [--consumers K] [--only LIST] [--keep]`
+//
+// Generates a queue of N messages (about 5% duplicates, 1% bad files) in a temp directory,
+// then, for each run, gives each contender a fresh copy of that inbox and times it as a
+// separate process: `consume` (durable, default batch size), the per-message-commit baseline
+// (bench/baseline.ts) and the raw floor in C (bench/floor.c). Every end state is checked.
+// Prints a Markdown table of medians and writes all figures to bench/results/<date>-<N>.json.
+import { Database } from "bun:sqlite"
+import { spawnSync } from "node:child_process"
+import fs from "node:fs"
+import os from "node:os"
+import { join, resolve } from "node:path"
+import { parseArgs } from "node:util"
+
+const repo = resolve(import.meta.dir, "..")
+const { values: v } = parseArgs({
+  options: {
+    messages: { type: "string" },
+    runs: { type: "string" },
+    million: { type: "boolean" },
+    consumers: { type: "string" },
+    only: { type: "string" },
+    keep: { type: "boolean" },
+    help: { type: "boolean", short: "h" },
+  },
+  strict: true,
+})
+if (v.help) {
+  process.stdout.write(
+    [
+      "usage: bun run bench [--messages N] [--runs R] [--million] [--consumers K] [--only LIST] [--keep]",
+      "  --messages N    queue size (default 100000)",
+      "  --million       queue size 1000000",
+      "  --runs R        runs per contender; the table shows medians (default 3)",
+      "  --consumers K   also run K consume processes at once on one root (scaling)",
+      "  --only LIST     comma-separated subset of consume,floor,baseline (default all)",
+      "  --keep          keep the generated data (path printed)",
+      "",
+    ].join("\n"),
+  )
+  process.exit(0)
+}
+
+const N = v.million ? 1_000_000 : Number(v.messages ?? 100_000)
+const runs = Number(v.runs ?? 3)
+const consumers = Number(v.consumers ?? 1)
+type Contender = "consume" | "floor" | "baseline"
+const only = new Set((v.only ?? "consume,floor,baseline").split(",") as Contender[])
+if (!Number.isInteger(N) || N < 1 || !Number.isInteger(runs) || runs < 1 || !Number.isInteger(consumers))
+  throw new Error("--messages, --runs and --consumers take positive integers")
+
+const sh = (cmd: string, args: string[]): string => {
+  const r = spawnSync(cmd, args, { encoding: "utf8" })
+  if (r.status !== 0) throw new Error(`${cmd} ${args.join(" ")} failed: ${r.stderr}`)
+  return r.stdout
+}
+
+// ---- the floor binary ------------------------------------------------------------------
+
+const floorBin = join(repo, "bench/out/floor")
+function buildFloor(): void {
+  const src = join(repo, "bench/floor.c")
+  if (fs.existsSync(floorBin) && fs.statSync(floorBin).mtimeMs >= fs.statSync(src).mtimeMs) return
+  if (!fs.existsSync("/usr/include/sqlite3.h"))
+    throw new Error("bench/floor.c needs the SQLite header: apt-get install -y libsqlite3-dev")
+  fs.mkdirSync(join(repo, "bench/out"), { recursive: true })
+  sh("cc", ["-O2", "-o", floorBin, src, "-lsqlite3"])
+}
+
+// ---- data --------------------------------------------------------------------------------
+
+/** A small deterministic PRNG (mulberry32): the same N gives the same queue every time. */
+function prng(seed: number): () => number {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+function message(k: number): string {
+  const cents = (k * 7919) % 1_000_000
+  return JSON.stringify({
+    msg_id: `m-${k.toString(36).padStart(7, "0")}`,
+    order_no: `A-${Math.floor(k / 5)}`,
+    seq: (k % 5) + 1,
+    currency: "EUR",
+    customer: `Customer ${k % 977}`,
+    sent_at: "2026-11-02T08:07:00Z",
+  }).replace(/}$/, `,"amount":${Math.floor(cents / 100)}.${String(cents % 100).padStart(2, "0")}}`)
+}
+
+const badKinds = [
+  '{"msg_id": "bad-parse", "order_no": "A-1", "seq": 1, "amo', // parse: truncated
+  '{"msg_id": "bad-missing", "order_no": "A-1", "seq": 1}', // missing-field: no amount
+  '{"msg_id": "bad-invalid", "order_no": "A-1", "seq": 1, "amount": "lots"}', // invalid-field
+]
+
+interface Expected {
+  readonly messages: number
+  readonly distinct: number
+  readonly duplicates: number
+  readonly distinctDuplicateIds: number
+  readonly bad: number
+}
+
+function generate(inbox: string, n: number): Expected {
+  const random = prng(20261129)
+  let distinct = 0
+  let duplicates = 0
+  let bad = 0
+  const dupIds = new Set<number>()
+  for (let i = 0; i < n; i++) {
+    const r = random()
+    let body: string
+    if (r < 0.01) body = badKinds[bad++ % badKinds.length] as string
+    else if (r < 0.06 && distinct > 0) {
+      const k = Math.floor(random() * distinct)
+      dupIds.add(k)
+      duplicates++
+      body = message(k)
+    } else body = message(distinct++)
+    const name = `evt-${i.toString(36).padStart(7, "0")}-${Math.floor(random() * 0xffffffff).toString(16)}.json`
+    fs.writeFileSync(join(inbox, name), body)
+  }
+  return { messages: n, distinct, duplicates, distinctDuplicateIds: dupIds.size, bad }
+}
+
+// ---- running ------------------------------------------------------------------------------
+
+interface Measured {
+  readonly contender: string
+  readonly run: number
+  readonly seconds: number
+  readonly messagesPerSecond: number
+  readonly peakRssMb: number
+  readonly batchP50Ms?: number
+  readonly batchP99Ms?: number
+  readonly batches?: number
+}
+
+const hasTime = fs.existsSync("/usr/bin/time")
+
+function freshRoot(base: string, label: string, master: string): string {
+  const root = join(base, label)
+  fs.mkdirSync(root)
+  for (const d of ["processing", "done", "error", "tmp"]) fs.mkdirSync(join(root, d))
+  // Hard links: a fresh directory of the same files in a fraction of a copy's time; every
+  // contender renames its own directory entries and reads the same page-cached data.
+  sh("cp", ["-al", master, join(root, "inbox")])
+  sh("sync", [])
+  return root
+}
+
+/** Runs the processes at once; wall time until the last exits, peak RSS of the largest. */
+async function timed(cmds: string[][]): Promise<{ seconds: number; peakRssMb: number; stdout: string[] }> {
+  const timeFiles = cmds.map((_, i) => join(os.tmpdir(), `spool-bench-time-${process.pid}-${i}`))
+  const started = performance.now()
+  const procs = cmds.map((cmd, i) =>
+    Bun.spawn(hasTime ? ["/usr/bin/time", "-f", "%M", "-o", timeFiles[i] as string, ...cmd] : cmd, {
+      cwd: repo,
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "inherit",
+    }),
+  )
+  const hwm = procs.map(() => 0)
+  const poll = hasTime
+    ? undefined
+    : setInterval(() => {
+        for (const [i, p] of procs.entries()) {
+          try {
+            const m = /VmHWM:\s+(\d+)/.exec(fs.readFileSync(`/proc/${p.pid}/status`, "utf8"))
+            if (m) hwm[i] = Math.max(hwm[i] ?? 0, Number(m[1]))
+          } catch {}
+        }
+      }, 5)
+  const stdout = await Promise.all(procs.map((p) => new Response(p.stdout).text()))
+  const codes = await Promise.all(procs.map((p) => p.exited))
+  const seconds = (performance.now() - started) / 1000
+  if (poll) clearInterval(poll)
+  for (const [i, code] of codes.entries()) if (code !== 0) throw new Error(`${cmds[i]?.join(" ")} exited with ${code}`)
+  const kb = hasTime ? timeFiles.map((f) => Number(fs.readFileSync(f, "utf8").trim().split("\n").pop())) : hwm
+  for (const f of timeFiles) fs.rmSync(f, { force: true })
+  return { seconds, peakRssMb: Math.max(...kb) / 1024, stdout }
+}
+
+function countEntries(dir: string): number {
+  let n = 0
+  const d = fs.opendirSync(dir, { bufferSize: 1024 })
+  while (d.readSync() !== null) n++
+  d.closeSync()
+  return n
+}
+
+function rowCount(db: string): number {
+  const d = new Database(db, { readonly: true })
+  try {
+    return (d.query("SELECT count(*) AS n FROM processed").get() as { n: number }).n
+  } finally {
+    d.close()
+  }
+}
+
+/** Throws unless the queue ended exactly as the generated data says it must. */
+function check(label: string, root: string, db: string, e: Expected, isConsume: boolean): void {
+  const problems: string[] = []
+  const expect = (what: string, got: number, want: number) => {
+    if (got !== want) problems.push(`${what}: ${got}, expected ${want}`)
+  }
+  expect("inbox/", countEntries(join(root, "inbox")), 0)
+  expect("processing/", countEntries(join(root, "processing")), 0)
+  expect("done/", countEntries(join(root, "done")), e.distinct + e.duplicates)
+  expect("error/", countEntries(join(root, "error")), e.bad)
+  expect("processed rows", rowCount(db), e.distinct)
+  if (isConsume) {
+    const dup = fs.readFileSync(join(root, "dup.txt"), "utf8")
+    expect("dup.txt lines", dup === "" ? 0 : dup.trimEnd().split("\n").length, e.distinctDuplicateIds)
+    const csv = fs.readFileSync(join(root, "error.csv"), "utf8").trimEnd().split("\n")
+    expect("error.csv rows", csv.length - 1, e.bad)
+  }
+  if (problems.length > 0) throw new Error(`${label}: wrong end state: ${problems.join("; ")}`)
+}
+
+const percentile = (xs: readonly number[], p: number): number => {
+  if (xs.length === 0) return Number.NaN
+  const s = [...xs].sort((a, b) => a - b)
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))] as number
+}
+const median = (xs: readonly number[]): number => percentile(xs, 50)
+
+async function runOne(
+  contender: string,
+  run: number,
+  base: string,
+  master: string,
+  e: Expected,
+  processes = 1,
+): Promise<Measured> {
+  const label = `${contender}-${run}`
+  const root = freshRoot(base, label, master)
+  let m: Measured
+  if (contender === "floor") {
+    const db = join(root, "floor.db")
+    const t = await timed([[floorBin, root, db]])
+    const out = JSON.parse(t.stdout[0] as string) as { batchMs: number[] }
+    check(label, root, db, e, false)
+    m = {
+      contender,
+      run,
+      seconds: t.seconds,
+      messagesPerSecond: N / t.seconds,
+      peakRssMb: t.peakRssMb,
+      batchP50Ms: percentile(out.batchMs, 50),
+      batchP99Ms: percentile(out.batchMs, 99),
+      batches: out.batchMs.length,
+    }
+  } else if (contender === "baseline") {
+    const db = join(root, "baseline.db")
+    const t = await timed([["bun", "bench/baseline.ts", root, db]])
+    check(label, root, db, e, false)
+    m = { contender, run, seconds: t.seconds, messagesPerSecond: N / t.seconds, peakRssMb: t.peakRssMb }
+  } else {
+    const stats = Array.from({ length: processes }, (_, i) => join(base, `${label}.stats-${i}.json`))
+    const t = await timed(
+      stats.map((s) => ["bun", "packages/consumer/bin/consume.ts", "--root", root, "--quiet", "--stats-json", s]),
+    )
+    const batchMs = stats.flatMap((s) => (JSON.parse(fs.readFileSync(s, "utf8")) as { batchMs: number[] }).batchMs)
+    check(label, root, join(root, "ledger.db"), e, true)
+    m = {
+      contender,
+      run,
+      seconds: t.seconds,
+      messagesPerSecond: N / t.seconds,
+      peakRssMb: t.peakRssMb,
+      batchP50Ms: percentile(batchMs, 50),
+      batchP99Ms: percentile(batchMs, 99),
+      batches: batchMs.length,
+    }
+  }
+  fs.rmSync(root, { recursive: true, force: true })
+  const lat = m.batchP50Ms === undefined ? "" : ` batch p50 ${fmt(m.batchP50Ms)} ms p99 ${fmt(m.batchP99Ms ?? 0)} ms`
+  process.stderr.write(
+    `bench: ${label}: ${fmt(m.seconds, 2)} s, ${Math.round(m.messagesPerSecond)} msg/s, peak RSS ${fmt(m.peakRssMb)} MB${lat}\n`,
+  )
+  return m
+}
+
+const fmt = (x: number, digits = 1): string => x.toFixed(digits)
+
+// ---- main ---------------------------------------------------------------------------------
+
+buildFloor()
+const base = fs.mkdtempSync(join(os.tmpdir(), "spool-bench-"))
+const master = join(base, "master-inbox")
+fs.mkdirSync(master)
+const fsLine = sh("df", ["-T", base]).trim().split("\n").pop()?.split(/\s+/) ?? []
+const machine = {
+  nproc: os.availableParallelism(),
+  cpu: os.cpus()[0]?.model ?? "unknown",
+  memoryMb: Math.round(os.totalmem() / 2 ** 20),
+  filesystem: `${fsLine[1]} on ${fsLine[0]} (${fsLine[6]})`,
+  kernel: os.release(),
+  bun: Bun.version,
+  sqlite: sh("sqlite3", ["--version"]).split(" ")[0],
+}
+process.stderr.write(`bench: ${N} messages in ${base} (${machine.filesystem}); generating...\n`)
+const t0 = performance.now()
+const expected = generate(master, N)
+sh("sync", [])
+process.stderr.write(
+  `bench: generated in ${fmt((performance.now() - t0) / 1000)} s: ${expected.distinct} distinct, ${expected.duplicates} duplicates, ${expected.bad} bad\n`,
+)
+
+const results: Measured[] = []
+try {
+  for (let r = 1; r <= runs; r++) {
+    for (const c of ["consume", "floor", "baseline"] as const)
+      if (only.has(c)) results.push(await runOne(c, r, base, master, expected))
+    if (consumers > 1) results.push(await runOne(`consume-x${consumers}`, r, base, master, expected, consumers))
+  }
+} finally {
+  if (!v.keep) fs.rmSync(base, { recursive: true, force: true })
+  else process.stderr.write(`bench: data kept in ${base}\n`)
+}
+
+const contenders = [...new Set(results.map((m) => m.contender))]
+const med = (c: string, f: (m: Measured) => number | undefined): number =>
+  median(results.filter((m) => m.contender === c).map((m) => f(m) ?? Number.NaN))
+const summary = Object.fromEntries(
+  contenders.map((c) => [
+    c,
+    {
+      messagesPerSecond: med(c, (m) => m.messagesPerSecond),
+      seconds: med(c, (m) => m.seconds),
+      peakRssMb: med(c, (m) => m.peakRssMb),
+      batchP50Ms: med(c, (m) => m.batchP50Ms),
+      batchP99Ms: med(c, (m) => m.batchP99Ms),
+    },
+  ]),
+)
+const rate = (c: string) => summary[c]?.messagesPerSecond ?? Number.NaN
+const ratios = {
+  consumeOverFloor: rate("consume") / rate("floor"),
+  consumeOverBaseline: rate("consume") / rate("baseline"),
+  ...(consumers > 1 && { [`consumeX${consumers}OverConsume`]: rate(`consume-x${consumers}`) / rate("consume") }),
+}
+
+const date = new Date().toISOString()
+fs.mkdirSync(join(repo, "bench/results"), { recursive: true })
+const file = join(repo, "bench/results", `${date.replaceAll(":", "-").slice(0, 19)}-${N}.json`)
+fs.writeFileSync(
+  file,
+  `${JSON.stringify({ date, command: `bun run bench ${process.argv.slice(2).join(" ")}`.trim(), machine, expected, runs, summary, ratios, results }, null, 2)}\n`,
+)
+
+const cell = (x: number, d = 1) => (Number.isNaN(x) ? "-" : x.toFixed(d))
+const lines = [
+  `${N} messages (${expected.distinct} distinct, ${expected.duplicates} duplicates, ${expected.bad} bad), medians of ${runs} runs, ${machine.nproc} cores, ${machine.filesystem}`,
+  "",
+  "| contender | messages/s | seconds | batch p50 ms | batch p99 ms | peak RSS MB |",
+  "|---|---:|---:|---:|---:|---:|",
+  ...contenders.map((c) => {
+    const s = summary[c]
+    if (!s) return ""
+    return `| ${c} | ${cell(s.messagesPerSecond, 0)} | ${cell(s.seconds, 2)} | ${cell(s.batchP50Ms)} | ${cell(s.batchP99Ms)} | ${cell(s.peakRssMb)} |`
+  }),
+  "",
+  `consume / floor = ${cell(ratios.consumeOverFloor, 2)}x, consume / baseline = ${cell(ratios.consumeOverBaseline, 1)}x` +
+    (consumers > 1
+      ? `, ${consumers} consumers / 1 consumer = ${cell(rate(`consume-x${consumers}`) / rate("consume"), 2)}x`
+      : ""),
+  `figures: ${file.slice(repo.length + 1)}`,
+]
+process.stdout.write(`${lines.join("\n")}\n`)
