@@ -102,7 +102,20 @@ export async function main(argv: readonly string[]): Promise<number> {
       write: (line) => progress.write(line),
       ...(worker && { fields: { worker: Number(worker) } }),
     })
-    if (concurrency > 1) return runWorkers(concurrency, argv, log)
+    if (concurrency > 1) {
+      const code = await runWorkers(concurrency, argv, log)
+      // Each worker wrote reports when it ended, and two such atomic rewrites can land out of
+      // order; one more, after all of them, is sure to reflect the whole ledger.
+      if (fs.existsSync(queue.ledger)) {
+        const ledger = Ledger.open(queue.ledger, { durable })
+        try {
+          writeReports(queue, ledger)
+        } finally {
+          ledger.close()
+        }
+      }
+      return code
+    }
     const ledger = Ledger.open(queue.ledger, {
       durable,
       busyTimeoutMs: v["busy-timeout"] ? parseDuration(v["busy-timeout"], "--busy-timeout") : 10_000,

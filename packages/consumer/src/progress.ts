@@ -46,7 +46,8 @@ export function createProgress(o: ProgressOptions): Progress {
       done,
       total: Math.max(o.total, done),
       elapsedMs: now() - started,
-      width: o.stream.columns ?? 80,
+      // A pseudo-terminal nobody sized (script, CI) reports 0 columns.
+      width: o.stream.columns || 80,
       color: o.color,
     })
   const draw = () => {

@@ -85,6 +85,13 @@ describe("createLog", () => {
     expect(record.error).toBe("disk full")
   })
 
+  it("adds the log's own fields to every line, after the line's fields", () => {
+    const lines: string[] = []
+    const log = createLog("info", "text", { write: (l) => lines.push(l), color: false, fields: { worker: 2 } })
+    log.info("drained", { files: 3 })
+    expect(lines).toEqual(["spool: drained files=3 worker=2\n"])
+  })
+
   it("colours the level only when asked to", () => {
     const plain = capture("info", "text", false)
     const coloured = capture("info", "text", true)
