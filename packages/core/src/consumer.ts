@@ -66,6 +66,7 @@ export const defaults = {
 interface Item extends Claim {
   outcome?: Outcome
   committed?: boolean
+  verdict?: Verdict
   /** readdir said it is a regular file; anything else is lstat-ed before it could be opened. */
   isRegular?: boolean
 }
@@ -170,17 +171,19 @@ class Engine<T extends Message> {
    * cannot be done here, recovery does on the next start.
    */
   #handBack(): void {
+    let isFlushed = false
+    try {
+      // #retryAlone's commits are not yet durable: no committed file moves before they are.
+      this.#ledger.flush(this.#owner.ownerId, now())
+      isFlushed = true
+    } catch {}
     for (const item of this.#inHand) {
       try {
         const o = item.committed ? item.outcome : undefined
-        if (o !== undefined)
-          this.#moveOut(
-            o.name,
-            o.kind === "accepted" ? "done" : "error",
-            o.kind === "rejected" ? o.destName : o.name,
-            o.claimId,
-          )
-        else if (renameNoReplace(join(this.#q.processing, item.name), join(this.#q.inbox, item.name)) === "moved")
+        if (o !== undefined) {
+          if (isFlushed)
+            this.#moveOut(o.name, destOf(o, item.verdict), o.kind === "rejected" ? o.destName : o.name, o.claimId)
+        } else if (renameNoReplace(join(this.#q.processing, item.name), join(this.#q.inbox, item.name)) === "moved")
           this.#ledger.release(this.#owner.ownerId, [item])
       } catch {}
     }
@@ -303,13 +306,21 @@ class Engine<T extends Message> {
     for (const item of items) item.outcome = this.#decide(item)
     const outcomes = items.map((i) => i.outcome as Outcome)
     const verdicts = this.#ledger.commit(outcomes, now(), this.#o.effect)
-    for (const item of items) item.committed = true
+    for (const [i, item] of items.entries()) {
+      item.committed = true
+      item.verdict = verdicts[i] as Verdict
+    }
     fault("after-commit")
-    for (const [i, o] of outcomes.entries()) {
-      const verdict = verdicts[i] as Verdict
+    this.#moveAll(items)
+  }
+
+  /** Moves committed items out of processing/ (the acknowledgement) and makes the moves durable. */
+  #moveAll(items: readonly Item[]): void {
+    for (const item of items) {
+      const o = item.outcome as Outcome
+      const verdict = item.verdict as Verdict
       this.#count(o, verdict)
-      const isError = o.kind === "rejected" || verdict === "handler-rejected" || verdict === "beyond-horizon"
-      this.#moveOut(o.name, isError ? "error" : "done", o.kind === "rejected" ? o.destName : o.name, o.claimId)
+      this.#moveOut(o.name, destOf(o, verdict), o.kind === "rejected" ? o.destName : o.name, o.claimId)
     }
     this.#inHand = []
     this.#sync("processing", "done", "error")
@@ -348,8 +359,6 @@ class Engine<T extends Message> {
   /** Reads and judges one claimed file. Never opens anything that is not a regular file. */
   #decide(item: Item): Outcome {
     const path = join(this.#q.processing, item.name)
-    if (item.attempts > this.#maxAttempts)
-      return this.#reject(item, "poison", `crashed the consumer on each of ${item.attempts - 1} attempts`, null)
     if (!item.isRegular) {
       // Never open what might be a FIFO (blocks), a device (side effects) or a link.
       let st: fs.Stats
@@ -462,67 +471,92 @@ class Engine<T extends Message> {
   // ---- recovery ------------------------------------------------------------------------
 
   /**
-   * Takes back what dead consumers left: committed claims are moved on, claimed ones are
-   * processed again (attempt counted), orphans in processing/ are claimed afresh.
+   * Takes back what dead consumers left. A committed claim only lacks its move: the file is
+   * moved on, never processed again, so it is never counted as a duplicate. A claimed file
+   * still in processing/ is processed again, alone (see #retryAlone). A claimed file never
+   * renamed is simply forgotten: it is still in inbox/. Orphans in processing/ (no claim row,
+   * e.g. after a ledger restore) are claimed afresh and processed as a batch.
    */
   async #recover(): Promise<void> {
-    const batch: Item[] = []
-    const suspects: Item[] = []
-    for (const row of this.#ledger.listClaims()) {
-      if (row.ownerId === this.#owner.ownerId || this.#isOwnerAlive(row)) continue
+    const me = this.#owner.ownerId
+    const dead = this.#ledger.listClaims().filter((r) => r.ownerId !== me && !this.#isOwnerAlive(r))
+    const finished: ClaimRow[] = []
+    const retry: Item[] = []
+    for (const row of this.#ledger.adoptClaims(dead, me)) {
       const inProcessing = exists(join(this.#q.processing, row.name))
-      if (row.state === "committed") {
-        const taken = this.#ledger.adopt(row, this.#owner.ownerId, 0)
-        if (!taken) continue
-        if (inProcessing) {
-          const dest = row.dest ?? "done"
-          this.#moveOut(row.name, dest, row.destName ?? row.name, row.claimId)
-          this.#sync("processing", "done", "error")
-          this.#log.warn("recovered", { file: row.name, step: "committed, not yet moved", dest: row.dest })
-          this.summary.recovered++
-        }
-        this.#ledger.dropClaim(row.name, row.claimId)
+      if (row.state === "claimed" && inProcessing) {
+        retry.push({ name: row.name, claimId: row.claimId, attempts: row.attempts })
         continue
       }
-      if (!inProcessing) {
-        // Claimed but never renamed (or removed by hand): nothing started, nothing to undo.
-        const taken = this.#ledger.adopt(row, this.#owner.ownerId, 0)
-        if (taken) this.#ledger.dropClaim(row.name, row.claimId)
-        continue
+      if (row.state === "committed" && inProcessing) {
+        this.#moveOut(row.name, row.dest ?? "done", row.destName ?? row.name, row.claimId)
+        this.#log.warn("recovered", { file: row.name, step: "committed, not yet moved", dest: row.dest })
+        this.summary.recovered++
       }
-      // Once a file has failed to finish twice, process it alone so a crash is pinned on it.
-      const isSuspect = row.attempts >= 2
-      const taken = this.#ledger.adopt(row, this.#owner.ownerId, isSuspect ? 0 : 1)
-      if (!taken) continue
-      this.summary.recovered++
-      this.#log.warn("recovered", { file: row.name, step: "claimed, not committed", attempts: taken.attempts })
-      ;(isSuspect ? suspects : batch).push({ ...taken })
+      finished.push(row)
     }
+    if (finished.length > 0) {
+      // The moves must be on disk before the rows that explain them are forgotten.
+      this.#sync("processing", "done", "error")
+      this.#ledger.dropClaims(finished)
+    }
+    for (const item of retry)
+      this.#log.warn("recovered", { file: item.name, step: "claimed, not committed", attempts: item.attempts })
+    this.summary.recovered += retry.length
+    this.#retryAlone(retry)
+
     // Read the claims before the directory: a file that appears in processing/ meanwhile had
     // its claim row committed first, so claimOrphan's insert will conflict and skip it.
     const claimed = new Set(this.#ledger.listClaims().map((r) => r.name))
+    const orphans: Item[] = []
     for (const e of scanDir(this.#q.processing)) {
       if (claimed.has(e.name)) continue
-      const c = this.#ledger.claimOrphan(e.name, this.#owner.ownerId, now())
+      const c = this.#ledger.claimOrphan(e.name, me, now())
       if (!c) continue
       if (!exists(join(this.#q.processing, e.name))) {
         // Finished by its owner between our listing and our claim.
-        this.#ledger.dropClaim(c.name, c.claimId)
+        this.#ledger.dropClaims([c])
         continue
       }
       this.#log.warn("recovered", { file: e.name, step: "orphan in processing/ with no claim" })
       this.summary.recovered++
-      batch.push({ ...c })
+      orphans.push({ ...c })
     }
-    for (let i = 0; i < batch.length; i += this.#batchSize) {
-      this.#inHand = batch.slice(i, i + this.#batchSize)
+    for (let i = 0; i < orphans.length; i += this.#batchSize) {
+      this.#inHand = orphans.slice(i, i + this.#batchSize)
+      this.summary.claimed += this.#inHand.length
       this.#finish(this.#inHand)
     }
-    for (const s of suspects) {
-      this.#inHand = [this.#ledger.bumpAttempt(s, this.#owner.ownerId)]
-      this.#finish(this.#inHand)
+  }
+
+  /**
+   * Processes the files a dead consumer claimed and did not commit, one at a time in their
+   * original order, counting each attempt in the ledger before the file is read. A crash is
+   * thus pinned on the one file in hand, never on its batch-mates: a file becomes poison only
+   * after `maxAttempts` claims of which at least one had it alone, and is then sent to error/
+   * unread. Commits here are process-crash durable only; one flush makes them all durable
+   * before the first file moves, so the Maildir rule holds at one fsync for the whole lot.
+   */
+  #retryAlone(items: Item[]): void {
+    if (items.length === 0) return
+    const me = this.#owner.ownerId
+    const poisonAt = Math.max(this.#maxAttempts, 2)
+    this.#inHand = items
+    this.summary.claimed += items.length
+    for (const item of items) {
+      if (item.attempts >= poisonAt)
+        item.outcome = this.#reject(item, "poison", `crashed the consumer on each of ${item.attempts} attempts`, null)
+      else {
+        this.#ledger.startAttempt(item, me)
+        item.outcome = this.#decide(item)
+      }
+      const outcome = item.outcome
+      item.verdict = this.#ledger.lazily(() => this.#ledger.commit([outcome], now(), this.#o.effect))[0] as Verdict
+      item.committed = true
+      fault("after-commit")
     }
-    if (batch.length + suspects.length > 0) this.summary.claimed += batch.length + suspects.length
+    this.#ledger.flush(me, now())
+    this.#moveAll(items)
   }
 
   #isOwnerAlive(row: ClaimRow): boolean {
@@ -531,6 +565,11 @@ class Engine<T extends Message> {
     if (liveness !== "unknown") return liveness === "alive"
     return Date.now() - Date.parse(row.owner.heartbeatAt) < (this.#o.leaseMs ?? defaults.leaseMs)
   }
+}
+
+/** Where a committed file goes: error/ for a rejected file and for a verdict that refused it. */
+function destOf(o: Outcome, verdict: Verdict | undefined): "done" | "error" {
+  return o.kind === "rejected" || verdict === "handler-rejected" || verdict === "beyond-horizon" ? "error" : "done"
 }
 
 function exists(path: string): boolean {

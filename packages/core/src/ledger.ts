@@ -277,28 +277,60 @@ export class Ledger {
     })
   }
 
-  /** Every claim with its owner's identity, for recovery. */
+  /**
+   * Every claim with its owner's identity, in claim order (rowid), for recovery: a crashed
+   * batch is redone in the order it was first processed, so duplicates resolve the same way.
+   */
   listClaims(): ClaimRow[] {
     return (this.#s.listClaims.all() as RawClaimRow[]).map(toClaimRow)
   }
 
   /**
-   * Takes over a claim from a dead owner. Only one consumer can win: the row must still
-   * name the old owner. `bump` adds to the attempt count (the poison counter).
+   * Takes over the claims of dead owners, in one transaction. A row is taken only if it still
+   * names the owner it was listed with, so when two consumers recover at once each claim goes
+   * to exactly one of them. Returns the rows taken, now owned by `ownerId`, in claim order.
    */
-  adopt(row: ClaimRow, ownerId: string, bump: number): Claim | undefined {
-    return this.transaction(() => {
-      const r = this.#s.adoptClaim.run(ownerId, bump, row.name, row.claimId, row.ownerId)
-      return r.changes === 1 ? { name: row.name, claimId: row.claimId, attempts: row.attempts + bump } : undefined
-    })
+  adoptClaims(rows: readonly ClaimRow[], ownerId: string): ClaimRow[] {
+    if (rows.length === 0) return []
+    return this.transaction(() =>
+      rows
+        .filter((row) => this.#s.adoptClaim.run(ownerId, 0, row.name, row.claimId, row.ownerId).changes === 1)
+        .map((row) => ({ ...row, ownerId })),
+    )
   }
 
-  /** Counts one more attempt on a claim just before it is processed on its own. */
-  bumpAttempt(claim: Claim, ownerId: string): Claim {
-    return this.transaction(() => {
-      this.#s.adoptClaim.run(ownerId, 1, claim.name, claim.claimId, ownerId)
-      return { ...claim, attempts: claim.attempts + 1 }
-    })
+  /**
+   * Counts one more attempt on a claim just before its file is read on its own: the poison
+   * counter. Process-crash durable only (synchronous=NORMAL): a power cut can lose the count,
+   * which costs one more attempt, never a wrong verdict, and saves an fsync per file.
+   */
+  startAttempt(claim: Claim, ownerId: string): Claim {
+    this.lazily(() => this.transaction(() => this.#s.adoptClaim.run(ownerId, 1, claim.name, claim.claimId, ownerId)))
+    return { ...claim, attempts: claim.attempts + 1 }
+  }
+
+  /**
+   * Runs `fn` with synchronous=NORMAL: its commits survive a crash of this process but not a
+   * power cut until the next `flush`. In WAL mode NORMAL loses at most a suffix of commits,
+   * and checkpoints still fsync, so a later FULL commit makes every earlier one durable.
+   */
+  lazily<T>(fn: () => T): T {
+    const level = (this.db.query("PRAGMA synchronous").get() as { synchronous: number }).synchronous
+    if (level <= 1) return fn()
+    this.db.exec("PRAGMA synchronous = NORMAL")
+    try {
+      return fn()
+    } finally {
+      this.db.exec(`PRAGMA synchronous = ${level}`)
+    }
+  }
+
+  /**
+   * Makes every commit so far durable: one write (the owner's heartbeat) committed at the
+   * ledger's own synchronous level fsyncs the WAL, and with it all earlier frames.
+   */
+  flush(ownerId: string, now: string): void {
+    this.transaction(() => this.#s.heartbeat.run(now, ownerId))
   }
 
   /** Claims a file found in processing/ with no claim row (an orphan, e.g. after a ledger restore). */
@@ -306,9 +338,12 @@ export class Ledger {
     return this.claim(ownerId, [name], now)[0]
   }
 
-  /** Forgets a claim whose file is finished or gone. */
-  dropClaim(name: string, claimId: string): void {
-    this.transaction(() => this.#s.dropClaim.run(name, claimId))
+  /** Forgets claims whose files are finished or gone, in one transaction. */
+  dropClaims(claims: readonly Claim[]): void {
+    if (claims.length === 0) return
+    this.transaction(() => {
+      for (const c of claims) this.#s.dropClaim.run(c.name, c.claimId)
+    })
   }
 
   /** Records the final name of a file in error/ when the chosen one was taken at move time. */
@@ -383,7 +418,7 @@ function prepare(db: Database) {
     listClaims: q(
       `SELECT c.name, c.claim_id, c.owner_id, c.attempts, c.state, c.dest, c.dest_name, c.payload_hash,
               o.host, o.pid, o.boot_id, o.start_ticks, o.heartbeat_at
-       FROM claims c LEFT JOIN consumers o ON o.owner_id = c.owner_id ORDER BY c.name`,
+       FROM claims c LEFT JOIN consumers o ON o.owner_id = c.owner_id ORDER BY c.rowid`,
     ),
     adoptClaim: q(
       "UPDATE claims SET owner_id = ?, attempts = attempts + ? WHERE name = ? AND claim_id = ? AND owner_id IS ?",

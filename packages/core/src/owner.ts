@@ -28,10 +28,16 @@ const thisHost = hostname()
 
 /** The start time (field 22 of /proc/PID/stat) of a process, or undefined when it is gone. */
 export function processStartTicks(pid: number): string | undefined {
+  return processStat(pid)?.startTicks
+}
+
+/** The state letter (field 3) and start time (field 22) of a process from /proc/PID/stat. */
+function processStat(pid: number): { state: string; startTicks: string | undefined } | undefined {
   const stat = readText(`/proc/${pid}/stat`)
   if (stat === undefined) return undefined
   // The command name (field 2) may contain spaces and parentheses: split after the last ')'.
-  return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+  return { state: fields[0] ?? "", startTicks: fields[19] }
 }
 
 /** The identity of the running process as a claim owner. */
@@ -46,13 +52,15 @@ export function currentOwner(): Owner {
 }
 
 /**
- * Judges an owner from this host: dead if the host and boot match and the pid is gone or
- * was reused (different start time); unknown for another host, which only its heartbeat
+ * Judges an owner from this host: dead if the host and boot match and the pid is gone, was
+ * reused (different start time) or is a zombie; unknown for another host, which only its heartbeat
  * can tell about.
  */
 export function ownerLiveness(owner: Owner): Liveness {
   if (owner.host !== thisHost) return "unknown"
   if (owner.bootId !== thisBootId) return "dead"
-  const ticks = processStartTicks(owner.pid)
-  return ticks !== undefined && ticks === owner.startTicks ? "alive" : "dead"
+  const stat = processStat(owner.pid)
+  if (stat === undefined || stat.startTicks !== owner.startTicks) return "dead"
+  // A zombie (Z) or dying (X) process holds nothing: it only waits for its parent to reap it.
+  return stat.state === "Z" || stat.state === "X" ? "dead" : "alive"
 }

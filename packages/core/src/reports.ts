@@ -1,4 +1,5 @@
 import { join } from "node:path"
+import { fault } from "./_fault.ts"
 import { writeFileAtomic } from "./files.ts"
 import type { Ledger, OrderProblem } from "./ledger.ts"
 import { type Queue, scanDir } from "./queue.ts"
@@ -30,21 +31,27 @@ export function csvRow(fields: readonly (string | number)[]): string {
  * msg_id whose content differs), each atomically.
  */
 export function writeReports(queue: Queue, ledger: Ledger): void {
-  writeFileAtomic(
-    join(queue.root, reportFiles.duplicates),
-    (function* () {
-      for (const id of ledger.duplicateIds()) yield `${id}\n`
-    })(),
-  )
-  writeFileAtomic(join(queue.root, reportFiles.errors), errorRows(queue, ledger))
-  writeFileAtomic(
-    join(queue.root, reportFiles.conflicts),
-    (function* () {
-      yield "msg_id,file,processed_file,content_hash,processed_content_hash\n"
-      for (const c of ledger.conflicts())
-        yield csvRow([c.msg_id, c.file, c.processed_file, c.content_hash, c.processed_content_hash])
-    })(),
-  )
+  // Under the ledger's write lock: no commit lands between reading the ledger and renaming the
+  // reports into place, and concurrent consumers write one after the other, so the last
+  // report written reflects every commit and move before it.
+  ledger.transaction(() => {
+    writeFileAtomic(
+      join(queue.root, reportFiles.duplicates),
+      (function* () {
+        for (const id of ledger.duplicateIds()) yield `${id}\n`
+      })(),
+    )
+    writeFileAtomic(join(queue.root, reportFiles.errors), errorRows(queue, ledger))
+    writeFileAtomic(
+      join(queue.root, reportFiles.conflicts),
+      (function* () {
+        yield "msg_id,file,processed_file,content_hash,processed_content_hash\n"
+        for (const c of ledger.conflicts())
+          yield csvRow([c.msg_id, c.file, c.processed_file, c.content_hash, c.processed_content_hash])
+      })(),
+    )
+  })
+  fault("after-reports")
 }
 
 function* errorRows(queue: Queue, ledger: Ledger): Generator<string> {
