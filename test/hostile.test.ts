@@ -1,0 +1,479 @@
+// Whatever lands in inbox/, the real consume process ends each input in exactly one of done/
+// or error/ with the right reason, never hangs, and touches nothing outside the queue root.
+import { afterAll, beforeAll, describe, expect, it } from "bun:test"
+import fs from "node:fs"
+import { join } from "node:path"
+import { decodeMessage, Message } from "@spool/core"
+import { consumeBounded, ledgerRows, parseCsv, queueListing, readErrorCsv } from "./_hostile.ts"
+import { type TempQueue, tempQueue } from "./support.ts"
+
+const ok = (id: string, extra = "") => `{"msg_id":"${id}","order_no":"o-${id}","seq":1,"amount":1.5${extra}}`
+const deep = (open: string, close: string, n = 100_000) => open.repeat(n) + close.repeat(n)
+
+/** Tests that spawn consume: generous, since other work may share the machine's two cores. */
+const slow = 60_000
+
+type Expect = "done" | "parse" | "missing-field" | "invalid-field"
+
+// [file name, content, where it must end, and for done/ the amount text stored]
+const contentCases: readonly (readonly [string, string | Uint8Array, Expect, string?])[] = [
+  ["not-json.json", "hello, world", "parse"],
+  ["truncated.json", '{"msg_id":"truncated","order_no":"o","seq":1,', "parse"],
+  ["empty.json", "", "parse"],
+  ["whitespace.json", " \n\t ", "parse"],
+  ["binary.json", new Uint8Array([0x00, 0x01, 0x7b, 0x7d, 0x00, 0xfe, 0xff, 0x80]), "parse"],
+  [
+    "invalid-utf8.json",
+    Buffer.concat([Buffer.from('{"msg_id":"bad'), Buffer.of(0xc3, 0x28), Buffer.from('"}')]),
+    "parse",
+  ],
+  ["utf16.json", Buffer.from(`\uFEFF${ok("utf16")}`, "utf16le"), "parse"],
+  // Decision: a UTF-8 byte order mark is accepted and dropped (Windows tools write one).
+  ["bom.json", `\uFEFF${ok("bom")}`, "done", "1.5"],
+  ["two-boms.json", `\uFEFF\uFEFF${ok("two-boms")}`, "parse"],
+  ["array.json", `[${ok("array")}]`, "parse"],
+  ["string.json", '"a string"', "parse"],
+  ["null.json", "null", "parse"],
+  ["number.json", "42", "parse"],
+  ["true.json", "true", "parse"],
+  ["two-values.json", `${ok("two-values")}${ok("two-values-b")}`, "parse"],
+  // Decision: depth is no reason to reject. JSON.parse in Bun is not recursive, so 100,000 levels
+  // parse; the top level decides (an array is parse, an object without the fields missing-field),
+  // and deep nesting inside an otherwise valid message is an extra field, ignored.
+  ["deep-array.json", deep("[", "]"), "parse"],
+  ["deep-object.json", deep('{"a":', "}").replace(/}+$/, (m) => `1${m}`), "missing-field"],
+  ["deep-inside.json", ok("deep-inside", `,"extra":${deep("[", "]")}`), "done", "1.5"],
+  [
+    "deep-inside-object.json",
+    ok("deep-inside-object", `,"x":${deep('{"a":', "}").replace(/}+$/, (m) => `1${m}`)}`),
+    "done",
+    "1.5",
+  ],
+  ["all-null.json", '{"msg_id":null,"order_no":null,"seq":null,"amount":null}', "missing-field"],
+  ["msg-id-null.json", '{"msg_id":null,"order_no":"o","seq":1,"amount":1}', "missing-field"],
+  ["amount-absent.json", '{"msg_id":"amount-absent","order_no":"o","seq":1}', "missing-field"],
+  ["empty-object.json", "{}", "missing-field"],
+  ["msg-id-empty.json", '{"msg_id":"","order_no":"o","seq":1,"amount":1}', "invalid-field"],
+  ["order-no-empty.json", '{"msg_id":"order-no-empty","order_no":"","seq":1,"amount":1}', "invalid-field"],
+  ["msg-id-number.json", '{"msg_id":7,"order_no":"o","seq":1,"amount":1}', "invalid-field"],
+  ["order-no-object.json", '{"msg_id":"order-no-object","order_no":{},"seq":1,"amount":1}', "invalid-field"],
+  ["msg-id-newline.json", '{"msg_id":"a\\nb","order_no":"o","seq":1,"amount":1}', "invalid-field"],
+  ["msg-id-lone-surrogate.json", '{"msg_id":"a\\ud800","order_no":"o","seq":1,"amount":1}', "invalid-field"],
+  ["seq-fraction.json", '{"msg_id":"seq-fraction","order_no":"o","seq":1.5,"amount":1}', "invalid-field"],
+  [
+    "seq-hidden-fraction.json",
+    '{"msg_id":"seq-hidden-fraction","order_no":"o","seq":2.0000000000000001,"amount":1}',
+    "invalid-field",
+  ],
+  ["seq-zero.json", '{"msg_id":"seq-zero","order_no":"o","seq":0,"amount":1}', "invalid-field"],
+  ["seq-negative.json", '{"msg_id":"seq-negative","order_no":"o","seq":-3,"amount":1}', "invalid-field"],
+  ["seq-string.json", '{"msg_id":"seq-string","order_no":"o","seq":"1","amount":1}', "invalid-field"],
+  ["seq-bool.json", '{"msg_id":"seq-bool","order_no":"o","seq":true,"amount":1}', "invalid-field"],
+  [
+    "seq-2p53-plus-1.json",
+    '{"msg_id":"seq-2p53-plus-1","order_no":"o","seq":9007199254740993,"amount":1}',
+    "invalid-field",
+  ],
+  ["seq-1e400.json", '{"msg_id":"seq-1e400","order_no":"o","seq":1e400,"amount":1}', "invalid-field"],
+  // A whole number written with a zero fraction or an exponent is still that whole number.
+  ["seq-3-point-0.json", '{"msg_id":"seq-3-point-0","order_no":"o","seq":3.0,"amount":1}', "done", "1"],
+  ["seq-max-safe.json", '{"msg_id":"seq-max-safe","order_no":"o","seq":9007199254740991,"amount":1}', "done", "1"],
+  ["amount-string.json", '{"msg_id":"amount-string","order_no":"o","seq":1,"amount":"1.50"}', "invalid-field"],
+  ["amount-1e400.json", '{"msg_id":"amount-1e400","order_no":"o","seq":1,"amount":1e400}', "invalid-field"],
+  [
+    "amount-minus-1e400.json",
+    '{"msg_id":"amount-minus-1e400","order_no":"o","seq":1,"amount":-1e400}',
+    "invalid-field",
+  ],
+  ["amount-NaN.json", '{"msg_id":"amount-NaN","order_no":"o","seq":1,"amount":NaN}', "parse"],
+  ["amount-Infinity.json", '{"msg_id":"amount-Infinity","order_no":"o","seq":1,"amount":Infinity}', "parse"],
+  ["amount-NaN-string.json", '{"msg_id":"amount-NaN-string","order_no":"o","seq":1,"amount":"NaN"}', "invalid-field"],
+  ["amount-bool.json", '{"msg_id":"amount-bool","order_no":"o","seq":1,"amount":false}', "invalid-field"],
+  [
+    "amount-many-digits.json",
+    '{"msg_id":"amount-many-digits","order_no":"o","seq":1,"amount":12345678901234567.89}',
+    "done",
+    "12345678901234567.89",
+  ],
+  ["amount-tiny.json", '{"msg_id":"amount-tiny","order_no":"o","seq":1,"amount":1e-400}', "done", "1e-400"],
+  ["amount-spaced.json", '{ "msg_id" : "amount-spaced" , "order_no":"o","seq":1, "amount" :\n\t0.10 }', "done", "0.10"],
+  // JSON.parse keeps the last of duplicate keys; the stored spelling must be that same last one.
+  [
+    "dup-key-amount.json",
+    '{"msg_id":"dup-key-amount","order_no":"o","seq":1,"amount":"x","amount":2.50}',
+    "done",
+    "2.50",
+  ],
+  [
+    "dup-key-amount-null.json",
+    '{"msg_id":"dup-key-amount-null","order_no":"o","seq":1,"amount":2,"amount":null}',
+    "missing-field",
+  ],
+  [
+    "dup-key-escaped.json",
+    '{"msg_id":"dup-key-escaped","order_no":"o","seq":1,"amount":1,"\\u0061mount":7.70}',
+    "done",
+    "7.70",
+  ],
+  ["proto.json", ok("proto", ',"__proto__":{"polluted":true,"msg_id":"evil"}'), "done", "1.5"],
+  ["proto-only.json", '{"__proto__":{"msg_id":"p","order_no":"o","seq":1,"amount":1}}', "missing-field"],
+  ["constructor.json", ok("constructor", ',"constructor":{"prototype":{"polluted":true}}'), "done", "1.5"],
+]
+
+/** The msg_id a done/ case was written with (the last msg_id key in its text). */
+const idOf = (name: string) => name.replace(/\.json$/, "")
+
+describe("consume on a table of hostile contents", () => {
+  let q: TempQueue
+  let result: Awaited<ReturnType<typeof consumeBounded>>
+  beforeAll(async () => {
+    q = await tempQueue()
+    for (const [name, content] of contentCases) q.put(name, content)
+    result = await consumeBounded(q.root)
+  }, slow)
+  afterAll(() => q[Symbol.asyncDispose]())
+
+  it("finishes with exit 0 and a summary, without being killed", () => {
+    expect(result.signal).toBeNull()
+    expect(result.stderr).toContain("spool: done")
+    expect(result.exitCode).toBe(0)
+  })
+
+  it("ends every input in exactly one of done/ or error/, leaving inbox/ and processing/ empty", () => {
+    const l = queueListing(q.root)
+    expect(l.inbox).toEqual([])
+    expect(l.processing).toEqual([])
+    expect([...l.done, ...l.error].sort()).toEqual(contentCases.map(([n]) => n).sort())
+  })
+
+  it.each(contentCases.map(([name, , expected, amount]) => [name, expected, amount] as const))(
+    "%s ends as %s",
+    (name, expected, amount) => {
+      const l = queueListing(q.root)
+      const rows = ledgerRows(q.root)
+      const csv = readErrorCsv(q.root)
+      if (expected === "done") {
+        expect(l.done).toContain(name)
+        expect(csv.has(name)).toBe(false)
+        const row = rows.processed.get(idOf(name))
+        expect(row?.file).toBe(name)
+        expect(row?.amount).toBe(amount as string)
+      } else {
+        expect(l.error).toContain(name)
+        expect(csv.get(name)).toBe(expected)
+        expect(rows.failures.get(name)?.reason).toBe(expected)
+      }
+    },
+  )
+
+  it("stores seq exactly as the whole number written", () => {
+    const rows = ledgerRows(q.root)
+    expect(rows.processed.get("seq-3-point-0")?.seq).toBe(3)
+    expect(rows.processed.get("seq-max-safe")?.seq).toBe(Number.MAX_SAFE_INTEGER)
+  })
+
+  it("lists in error.csv exactly the files in error/, and leaves no claim behind", () => {
+    expect([...readErrorCsv(q.root).keys()].sort()).toEqual(queueListing(q.root).error)
+    expect(ledgerRows(q.root).claims).toBe(0)
+  })
+})
+
+describe("decodeMessage in-process", () => {
+  it("never touches Object.prototype, whatever __proto__ or constructor keys a message carries", () => {
+    const texts = [
+      ok("p1", ',"__proto__":{"polluted":"yes","msg_id":"evil"}'),
+      ok("p2", ',"constructor":{"prototype":{"polluted":"yes"}}'),
+      '{"__proto__":{"__proto__":{"polluted":"yes"}},"msg_id":"p3","order_no":"o","seq":1,"amount":1}',
+      '{"__proto__":null,"msg_id":"p4","order_no":"o","seq":1,"amount":1}',
+    ]
+    for (const t of texts) {
+      const d = decodeMessage(new TextEncoder().encode(t), Message)
+      expect(d.ok).toBe(true)
+      if (d.ok) {
+        expect(Object.getPrototypeOf(d.message)).toBe(Object.prototype)
+        expect(d.message.msg_id).toMatch(/^p\d$/)
+      }
+    }
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined()
+    expect(Object.prototype).not.toHaveProperty("polluted")
+    expect(Object.getOwnPropertyNames(Object.prototype)).not.toContain("msg_id")
+  })
+
+  it("does not take a required field from a __proto__ key", () => {
+    const d = decodeMessage(
+      new TextEncoder().encode('{"__proto__":{"msg_id":"x","order_no":"o","seq":1,"amount":1}}'),
+      Message,
+    )
+    expect(d).toMatchObject({ ok: false, reason: "missing-field" })
+  })
+})
+
+describe("consume on things that are not regular files", () => {
+  it(
+    "moves a FIFO, a directory, a socket, symlinks and a 2 GiB file to error/ without opening or reading them",
+    async () => {
+      await using q = await tempQueue({ seed: { "valid.json": ok("valid") } })
+      const inbox = join(q.root, "inbox")
+      // The link target lives outside the queue root; it must stay exactly as it was.
+      const outside = join(q.path, "outside-secret.json")
+      fs.writeFileSync(outside, ok("outside"))
+      const old = new Date(Date.now() - 3 * 86_400_000)
+      fs.utimesSync(outside, old, old)
+      const outsideBefore = fs.statSync(outside)
+      fs.symlinkSync(outside, join(inbox, "link-out.json"))
+      fs.symlinkSync(join(q.path, "no-such-file"), join(inbox, "dangling.json"))
+      fs.symlinkSync(q.path, join(inbox, "link-dir.json"))
+      const mkfifo = Bun.spawnSync(["mkfifo", join(inbox, "fifo.json")])
+      expect(mkfifo.exitCode).toBe(0)
+      fs.mkdirSync(join(inbox, "dir.json"))
+      fs.writeFileSync(join(inbox, "dir.json", "inner.json"), ok("inner"))
+      // A sparse 2 GiB file: reading it would take seconds and 2 GiB; its atime shows any read.
+      const big = join(inbox, "big.json")
+      fs.writeFileSync(big, "")
+      fs.truncateSync(big, 2 * 1024 ** 3)
+      fs.utimesSync(big, old, new Date())
+      const socket = Bun.listen({ unix: join(inbox, "socket.json"), socket: { data() {} } })
+      let run: Awaited<ReturnType<typeof consumeBounded>>
+      try {
+        run = await consumeBounded(q.root, [], { timeoutMs: 30_000 })
+      } finally {
+        socket.stop(true)
+      }
+      expect(run.signal).toBeNull()
+      expect(run.exitCode).toBe(0)
+
+      const expected: Record<string, string> = {
+        "link-out.json": "symlink",
+        "dangling.json": "symlink",
+        "link-dir.json": "symlink",
+        "fifo.json": "not-regular",
+        "dir.json": "not-regular",
+        "big.json": "too-large",
+        "socket.json": "not-regular",
+      }
+      const l = queueListing(q.root)
+      expect(l.inbox).toEqual([])
+      expect(l.processing).toEqual([])
+      expect(l.done).toEqual(["valid.json"])
+      expect(l.error).toEqual(Object.keys(expected).sort())
+      expect(Object.fromEntries(readErrorCsv(q.root))).toEqual(expected)
+
+      const e = (n: string) => fs.lstatSync(join(q.root, "error", n))
+      expect(e("link-out.json").isSymbolicLink()).toBe(true)
+      expect(fs.readlinkSync(join(q.root, "error", "link-out.json"))).toBe(outside)
+      expect(e("fifo.json").isFIFO()).toBe(true)
+      expect(e("socket.json").isSocket()).toBe(true)
+      expect(fs.readdirSync(join(q.root, "error", "dir.json"))).toEqual(["inner.json"])
+      expect(e("big.json").size).toBe(2 * 1024 ** 3)
+      expect(e("big.json").atimeMs).toBe(old.getTime())
+      // The target outside the queue: same bytes, never modified, never even read.
+      const outsideAfter = fs.statSync(outside)
+      expect(fs.readFileSync(outside, "utf8")).toBe(ok("outside"))
+      expect(outsideAfter.mtimeMs).toBe(outsideBefore.mtimeMs)
+      expect(outsideAfter.atimeMs).toBe(outsideBefore.atimeMs)
+      expect(fs.readdirSync(q.path).sort()).toEqual(["outside-secret.json", "q"])
+    },
+    slow,
+  )
+
+  it(
+    "honours --max-bytes: a file of exactly the limit is read, one byte more is too-large",
+    async () => {
+      const at = ok("at-limit")
+      const over = ok("over-limit", ',"pad":"x"')
+      await using q = await tempQueue({ seed: { "at.json": at, "over.json": over } })
+      const limit = Buffer.byteLength(at)
+      expect(Buffer.byteLength(over)).toBeGreaterThan(limit)
+      const run = await consumeBounded(q.root, ["--max-bytes", String(limit)])
+      expect(run.exitCode).toBe(0)
+      expect(queueListing(q.root)).toMatchObject({ inbox: [], processing: [], done: ["at.json"], error: ["over.json"] })
+      expect(ledgerRows(q.root).failures.get("over.json")?.reason).toBe("too-large")
+    },
+    slow,
+  )
+
+  it(
+    "ignores hidden names and names that do not end in .json, leaving them untouched in inbox/",
+    async () => {
+      await using q = await tempQueue({
+        seed: { ".hidden.json": ok("h"), "x.json.tmp": ok("t"), "x.txt": ok("x"), "X.JSON": ok("X"), ".json": ok("j") },
+      })
+      const run = await consumeBounded(q.root)
+      expect(run.exitCode).toBe(0)
+      expect(queueListing(q.root)).toEqual({
+        inbox: [".hidden.json", ".json", "X.JSON", "x.json.tmp", "x.txt"],
+        processing: [],
+        done: [],
+        error: [],
+      })
+    },
+    slow,
+  )
+})
+
+describe("consume on hostile file names", () => {
+  const long = (unit: string, valid: boolean) => {
+    const stem = unit.repeat(Math.floor((255 - 5) / Buffer.byteLength(unit)))
+    return { name: `${stem}.json`, content: valid ? ok(`long-${unit}`) : "not json" }
+  }
+  const names: Record<string, string> = {
+    "with space.json": ok("space"),
+    "a,b.json": "bad, with comma",
+    'quo"te.json': "bad quote",
+    '"fully quoted".json': ok("fully-quoted"),
+    "new\nline.json": "bad newline",
+    "carriage\rreturn.json": "bad cr",
+    "tab\there.json": ok("tab"),
+    "ünïcødé-日本語.json": "bad unicode",
+    "emoji-🧨.json": ok("emoji"),
+    "-leading-dash.json": "bad dash",
+    "--help.json": ok("help"),
+    "$(touch pwned).json": "bad shell",
+    "; rm -rf x.json": ok("semicolon"),
+    "=cmd|' -C calc'!A0.json": "bad formula",
+  }
+  for (const [unit, valid] of [
+    ["x", true],
+    ["é", false],
+    ["y", false],
+  ] as const) {
+    const l = long(unit, valid)
+    names[l.name] = l.content
+  }
+
+  it(
+    "keeps every name intact and error.csv valid RFC 4180 CSV matching error/",
+    async () => {
+      await using q = await tempQueue({ seed: names })
+      const run = await consumeBounded(q.root)
+      expect(run.exitCode).toBe(0)
+      const l = queueListing(q.root)
+      expect(l.inbox).toEqual([])
+      expect(l.processing).toEqual([])
+      expect([...l.done, ...l.error].sort()).toEqual(Object.keys(names).sort())
+      const isValid = (n: string) => (names[n] as string).startsWith("{")
+      expect(l.done).toEqual(Object.keys(names).filter(isValid).sort())
+      const csv = readErrorCsv(q.root)
+      expect([...csv.keys()].sort()).toEqual(l.error)
+      for (const reason of csv.values()) expect(reason).toBe("parse")
+      // Nothing was interpreted by a shell.
+      expect(fs.existsSync(join(q.root, "..", "pwned"))).toBe(false)
+      expect(fs.existsSync("pwned")).toBe(false)
+    },
+    slow,
+  )
+
+  it(
+    "gives a long name that clashes in error/ an alternative that fits in 255 bytes",
+    async () => {
+      await using q = await tempQueue()
+      const ascii = long("y", false).name
+      const multi = long("é", false).name
+      expect(Buffer.byteLength(ascii)).toBeLessThanOrEqual(255)
+      expect(Buffer.byteLength(multi)).toBeGreaterThan(250)
+      for (const round of [1, 2, 3]) {
+        q.put(ascii, `bad ${round}`)
+        q.put(multi, `bad ${round}`)
+        const run = await consumeBounded(q.root)
+        expect(run.exitCode).toBe(0)
+      }
+      const l = queueListing(q.root)
+      expect(l.inbox).toEqual([])
+      expect(l.error).toHaveLength(6)
+      for (const n of l.error) {
+        expect(Buffer.byteLength(n)).toBeLessThanOrEqual(255)
+        expect(n.endsWith(".json")).toBe(true)
+        expect(n).not.toContain("\uFFFD")
+      }
+      expect(l.error.filter((n) => /~\d+\.json$/.test(n))).toHaveLength(4)
+      // Each copy kept its own bytes: three rounds, three distinct contents per name.
+      const contents = l.error.map((n) => fs.readFileSync(join(q.root, "error", n), "utf8")).sort()
+      expect(contents).toEqual(["bad 1", "bad 1", "bad 2", "bad 2", "bad 3", "bad 3"])
+      const csv = readErrorCsv(q.root)
+      expect([...csv.keys()].sort()).toEqual(l.error)
+      for (const reason of csv.values()) expect(reason).toBe("parse")
+    },
+    slow,
+  )
+
+  it(
+    "renames a name that is not valid UTF-8 to its %XX spelling and consumes it like any file",
+    async () => {
+      await using q = await tempQueue({ seed: { "plain.json": ok("plain") } })
+      const inbox = Buffer.from(`${join(q.root, "inbox")}/`)
+      // bad-\xff.json (valid message), caf\xe9.json (Latin-1 é, not a message), and a hidden one.
+      fs.writeFileSync(
+        Buffer.concat([inbox, Buffer.from("bad-"), Buffer.of(0xff), Buffer.from(".json")]),
+        ok("nonutf8"),
+      )
+      fs.writeFileSync(Buffer.concat([inbox, Buffer.from("caf"), Buffer.of(0xe9), Buffer.from(".json")]), "not json")
+      fs.writeFileSync(Buffer.concat([inbox, Buffer.from(".h"), Buffer.of(0xfe), Buffer.from(".json")]), "hidden")
+      const run = await consumeBounded(q.root, [], { timeoutMs: 30_000 })
+      expect(run.signal).toBeNull()
+      expect(run.exitCode).toBe(0)
+      expect(run.stderr).toContain("renamed")
+      const l = queueListing(q.root)
+      expect(l.processing).toEqual([])
+      expect(l.done).toEqual(["bad-%FF.json", "plain.json"])
+      expect(l.error).toEqual(["caf%E9.json"])
+      expect(Object.fromEntries(readErrorCsv(q.root))).toEqual({ "caf%E9.json": "parse" })
+      expect(ledgerRows(q.root).processed.get("nonutf8")?.file).toBe("bad-%FF.json")
+      // The hidden one is ignored like any hidden name: still there, under its raw bytes.
+      const raw = fs.readdirSync(join(q.root, "inbox"), { encoding: "buffer" })
+      expect(raw).toEqual([Buffer.concat([Buffer.from(".h"), Buffer.of(0xfe), Buffer.from(".json")])])
+    },
+    slow,
+  )
+})
+
+describe("a producer still writing", () => {
+  it(
+    "leaves files younger than --min-age in inbox/ and takes the older ones",
+    async () => {
+      await using q = await tempQueue({ seed: { "old.json": ok("old"), "fresh.json": ok("fresh") } })
+      const hourAgo = new Date(Date.now() - 3_600_000)
+      fs.utimesSync(join(q.root, "inbox", "old.json"), hourAgo, hourAgo)
+      const first = await consumeBounded(q.root, ["--min-age", "10m"])
+      expect(first.exitCode).toBe(0)
+      expect(queueListing(q.root)).toMatchObject({ inbox: ["fresh.json"], processing: [], done: ["old.json"] })
+      // Once it has aged, the same command takes it.
+      fs.utimesSync(join(q.root, "inbox", "fresh.json"), hourAgo, hourAgo)
+      const second = await consumeBounded(q.root, ["--min-age", "10m"])
+      expect(second.exitCode).toBe(0)
+      expect(queueListing(q.root)).toMatchObject({ inbox: [], done: ["fresh.json", "old.json"] })
+    },
+    slow,
+  )
+
+  it(
+    "rejects a --min-age that is not a duration as a usage error",
+    async () => {
+      await using q = await tempQueue({ seed: { "a.json": ok("a") } })
+      const run = await consumeBounded(q.root, ["--min-age", "soon"])
+      expect(run.stderr).toContain("--min-age")
+      expect(run.exitCode).toBe(2)
+      expect(queueListing(q.root).inbox).toEqual(["a.json"])
+    },
+    slow,
+  )
+})
+
+describe("the CSV parser these tests rely on", () => {
+  it.each([
+    [
+      'a,b\n"c,d","e""f"\n',
+      [
+        ["a", "b"],
+        ["c,d", 'e"f'],
+      ],
+    ],
+    ['"x\ny",z\n', [["x\ny", "z"]]],
+    ["a,\n", [["a", ""]]],
+  ])("parses %j", (text, rows) => {
+    expect(parseCsv(text)).toEqual(rows)
+  })
+
+  it.each(['a"b,c\n', '"open,c\n', '"x"y,c\n'])("refuses the malformed %j", (text) => {
+    expect(() => parseCsv(text)).toThrow()
+  })
+})
