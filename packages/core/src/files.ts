@@ -129,8 +129,27 @@ export function openDir(path: string): number {
  * stream of chunks, written in 64 KiB pieces, so a large report never sits whole in memory.
  */
 export function writeFileAtomic(path: string, data: string | Iterable<string>, mode = 0o644): void {
+  try {
+    writeAndRename(path, data, mode)
+  } catch (error) {
+    const code = errnoOf(error)
+    if (error instanceof SpoolError || code === undefined) throw error
+    const fix =
+      code === "ENOSPC" || code === "EDQUOT"
+        ? "the disk is full: free space"
+        : code === "EACCES" || code === "EPERM" || code === "EROFS"
+          ? `give this user write access to ${dirname(path)}`
+          : "fix the cause"
+    throw new SpoolError("io", `cannot write ${path} (${code}); ${fix}, then run the command again`, { cause: error })
+  }
+}
+
+const O_REPLACE = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_TRUNC | fs.constants.O_NOFOLLOW
+
+function writeAndRename(path: string, data: string | Iterable<string>, mode: number): void {
   const tmp = join(dirname(path), `.${basename(path)}.${process.pid}.tmp`)
-  const fd = fs.openSync(tmp, "w", mode)
+  // O_NOFOLLOW: a link planted under the temp name must not redirect the write out of the root.
+  const fd = fs.openSync(tmp, O_REPLACE, mode)
   try {
     fs.fchmodSync(fd, mode)
     if (typeof data === "string") fs.writeSync(fd, data)

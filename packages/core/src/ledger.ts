@@ -531,6 +531,13 @@ function asLedgerError(error: unknown, path: string): unknown {
     )
   if (code.startsWith("SQLITE_CORRUPT") || code.startsWith("SQLITE_NOTADB"))
     return new SpoolError("ledger", `the ledger ${path} is damaged or not a spool ledger: ${message}`, { cause: error })
+  // In WAL mode SQLite must create ledger.db-wal and -shm beside the ledger, even to read it.
+  if (code.startsWith("SQLITE_CANTOPEN"))
+    return new SpoolError(
+      "ledger",
+      `cannot open the ledger ${path} (${message}); give this user write access to it and to its directory, where SQLite keeps its -wal and -shm files`,
+      { cause: error },
+    )
   if (code.startsWith("SQLITE_")) return new SpoolError("ledger", `ledger ${path}: ${message}`, { cause: error })
   return error
 }
