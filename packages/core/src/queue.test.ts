@@ -100,6 +100,26 @@ describe("createQueue", () => {
   })
 })
 
+describe("createQueue in the way of a file", () => {
+  it("says a root that is a file is not a queue", async () => {
+    await using d = await tempDir()
+    fs.writeFileSync(join(d.path, "file"), "")
+    const e = thrown(() => createQueue(join(d.path, "file")))
+    expect(e.code).toBe("not-a-queue")
+    expect(e.message).toContain(join(d.path, "file", "inbox"))
+  })
+
+  it("says a queue directory taken by a file is not a queue, and leaves the file alone", async () => {
+    await using d = await tempDir()
+    fs.mkdirSync(join(d.path, "q"))
+    fs.writeFileSync(join(d.path, "q", "done"), "keep")
+    const e = thrown(() => createQueue(join(d.path, "q")))
+    expect(e.code).toBe("not-a-queue")
+    expect(e.message).toContain("a file of that name is in the way")
+    expect(fs.readFileSync(join(d.path, "q", "done"), "utf8")).toBe("keep")
+  })
+})
+
 describe("isMessageName", () => {
   it.each([
     ["a.json", true],

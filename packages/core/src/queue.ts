@@ -74,7 +74,20 @@ export function openQueue(root: string): Queue {
 /** Creates a queue root (idempotent) and checks it. */
 export function createQueue(root: string): Queue {
   const q = queuePaths(root)
-  for (const d of [...queueDirs, "tmp"] as const) fs.mkdirSync(q[d], { recursive: true, mode: 0o755 })
+  for (const d of [...queueDirs, "tmp"] as const) {
+    try {
+      fs.mkdirSync(q[d], { recursive: true, mode: 0o755 })
+    } catch (error) {
+      const code = errnoOf(error)
+      // EEXIST from a recursive mkdir: the name is taken by something that is not a directory.
+      if (code === "ENOTDIR" || code === "EEXIST")
+        throw new SpoolError(
+          "not-a-queue",
+          `cannot create ${q[d]}: ${code === "EEXIST" ? "a file of that name is in the way" : "a parent of it is a file, not a directory"}; choose another --root or move the file`,
+        )
+      throw new SpoolError("io", `cannot create ${q[d]}: ${String(error)}`, { cause: error })
+    }
+  }
   const checked = openQueue(root)
   const tmpDev = fs.statSync(q.tmp).dev
   if (tmpDev !== fs.statSync(q.inbox).dev)
