@@ -207,6 +207,22 @@ describe("scanDir", () => {
     expect(held()).toBe(0)
   })
 
+  it("names entries as node:fs does, with U+FFFD for bytes that are not UTF-8, and types them", async () => {
+    await using d = await tempDir()
+    fs.writeFileSync(Buffer.concat([Buffer.from(`${d.path}/a`), Buffer.from([0xff]), Buffer.from(".json")]), "")
+    fs.writeFileSync(join(d.path, "é.json"), "")
+    fs.mkdirSync(join(d.path, "dir.json"))
+    fs.symlinkSync("é.json", join(d.path, "link.json"))
+    const seen = [...scanDir(d.path)].map((e) => [e.name, e.isFile(), e.isDirectory(), e.isSymbolicLink()])
+    expect(seen.sort()).toEqual([
+      ["a\uFFFD.json", true, false, false],
+      ["dir.json", false, true, false],
+      ["link.json", false, false, true],
+      ["é.json", true, false, false],
+    ])
+    expect(seen.map(([n]) => n).sort()).toEqual(fs.readdirSync(d.path).sort())
+  })
+
   it("throws for a directory that does not exist", async () => {
     await using d = await tempDir()
     expect(() => [...scanDir(join(d.path, "missing"))]).toThrow()
