@@ -1,4 +1,4 @@
-export type { LagFormat, LagLimits, LagReport } from "./lag.ts"
+export type { LagDetail, LagFormat, LagLimits, LagReport } from "./lag.ts"
 export {
   formatJson,
   formatLine,

@@ -119,9 +119,9 @@ describe("measureLag", () => {
     fs.writeFileSync(join(q.error, "e2.json"), "y")
     for (let i = 0; i < 5; i++) fs.writeFileSync(join(q.done, `d${i}.json`), "{}")
 
-    const quick = measureLag(q, false)
+    const quick = measureLag(q, "counts")
     expect([quick.inbox, quick.processing, quick.error]).toEqual([3, 1, 2])
-    const full = measureLag(q, true)
+    const full = measureLag(q, "full")
     expect([full.inbox, full.processing, full.error, full.done]).toEqual([3, 1, 2, 5])
   })
 
@@ -134,17 +134,20 @@ describe("measureLag", () => {
     fs.utimesSync(join(q.inbox, "new.json"), new Date(now - 10_000), new Date(now - 10_000))
     fs.utimesSync(join(q.inbox, "old.json"), new Date(now - 600_000), new Date(now - 600_000))
 
-    const r = measureLag(q, true, now)
+    const r = measureLag(q, "ages", now)
     expect(r.oldestInboxAgeSeconds).toBeCloseTo(600, 0)
     expect(r.oldestProcessingAgeSeconds).toBe(0)
   })
 
-  it("leaves done/ and the ages out of the quick measure, which reads no more than the counts", async () => {
+  it("leaves done/ and the ages out of the counts-only measure, and done/ out of the ages measure", async () => {
     await using t = await tempQueue()
     fs.writeFileSync(join(t.queue.done, "d.json"), "{}")
     fs.writeFileSync(join(t.queue.inbox, "i.json"), "{}")
     fs.utimesSync(join(t.queue.inbox, "i.json"), new Date(0), new Date(0))
-    expect(measureLag(t.queue, false)).toMatchObject({ done: 0, oldestInboxAgeSeconds: 0, inbox: 1 })
+    expect(measureLag(t.queue, "counts")).toMatchObject({ done: 0, oldestInboxAgeSeconds: 0, inbox: 1 })
+    expect(measureLag(t.queue, "ages")).toMatchObject({ done: 0, inbox: 1 })
+    expect(measureLag(t.queue, "ages").oldestInboxAgeSeconds).toBeGreaterThan(1_000_000_000)
+    expect(measureLag(t.queue, "full")).toMatchObject({ done: 1, inbox: 1 })
   })
 })
 

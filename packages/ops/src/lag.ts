@@ -76,10 +76,13 @@ function isKnownType(e: fs.Dirent): boolean {
 }
 
 /**
- * Measures a queue. `isDetailed` adds what costs more than a readdir: the done/ count (done/
- * grows without bound) and the ages, which take one lstat per file in inbox/ and processing/.
+ * How much to measure: `counts` is one readdir per directory; `ages` adds an lstat per file
+ * in inbox/ and processing/; `full` also counts done/, which grows without bound.
  */
-export function measureLag(queue: Queue, isDetailed: boolean, now = Date.now()): LagReport {
+export type LagDetail = "counts" | "ages" | "full"
+
+/** Measures a queue; what a level leaves out is reported as 0. */
+export function measureLag(queue: Queue, detail: LagDetail, now = Date.now()): LagReport {
   const count = (d: string) => {
     try {
       return countFiles(d)
@@ -87,26 +90,16 @@ export function measureLag(queue: Queue, isDetailed: boolean, now = Date.now()):
       throw new SpoolError("io", `cannot read ${d}: ${String(error)}`, { cause: error })
     }
   }
-  if (!isDetailed) {
-    return {
-      root: queue.root,
-      inbox: count(queue.inbox),
-      processing: count(queue.processing),
-      error: count(queue.error),
-      done: 0,
-      oldestInboxAgeSeconds: 0,
-      oldestProcessingAgeSeconds: 0,
-    }
-  }
   const age = (s: DirScan) => (s.oldestMtimeMs === undefined ? 0 : Math.max(0, now - s.oldestMtimeMs) / 1000)
-  const inbox = scanAges(queue.inbox)
-  const processing = scanAges(queue.processing)
+  const inbox = detail === "counts" ? { count: count(queue.inbox), oldestMtimeMs: undefined } : scanAges(queue.inbox)
+  const processing =
+    detail === "counts" ? { count: count(queue.processing), oldestMtimeMs: undefined } : scanAges(queue.processing)
   return {
     root: queue.root,
     inbox: inbox.count,
     processing: processing.count,
     error: count(queue.error),
-    done: count(queue.done),
+    done: detail === "full" ? count(queue.done) : 0,
     oldestInboxAgeSeconds: age(inbox),
     oldestProcessingAgeSeconds: age(processing),
   }
@@ -262,8 +255,9 @@ export async function main(argv: readonly string[]): Promise<number> {
       maxAgeSeconds: maxAge === undefined ? undefined : parseDuration(maxAge, "--max-age") / 1000,
     }
     const queue = openQueue(resolve(dir))
-    const isDetailed = format !== "line" || values.all === true || limits.maxAgeSeconds !== undefined
-    const report = measureLag(queue, isDetailed)
+    const detail: LagDetail =
+      format !== "line" || values.all === true ? "full" : limits.maxAgeSeconds !== undefined ? "ages" : "counts"
+    const report = measureLag(queue, detail)
     const violations = lagViolations(report, limits)
     if (format === "line") process.stdout.write(values.all === true ? formatLongLine(report) : formatLine(report))
     else if (format === "json") process.stdout.write(formatJson(report, limits, violations))
