@@ -51,3 +51,41 @@ describe("rawNumberField", () => {
     expect(rawNumberField(text, "amount")).toBe(expected)
   })
 })
+
+describe("decodeMessage details", () => {
+  it.each([
+    ["an empty object", "{}", "missing-field", "missing msg_id, order_no, seq, amount"],
+    ["two nulls", JSON.stringify({ ...valid, seq: null, amount: null }), "missing-field", "missing seq, amount"],
+    [
+      "a missing field next to a wrong one",
+      JSON.stringify({ ...valid, msg_id: 7, order_no: undefined }),
+      "missing-field",
+      "missing order_no",
+    ],
+  ])("lists every missing field for %s", (_, text, reason, detail) => {
+    expect(decodeMessage(enc(text), Message)).toEqual({ ok: false, reason: reason as "missing-field", detail })
+  })
+
+  it.each([
+    ["msg_id", { ...valid, msg_id: 7 }],
+    ["order_no", { ...valid, order_no: "" }],
+    ["seq", { ...valid, seq: -1 }],
+    ["amount", { ...valid, amount: true }],
+  ])("names %s in the invalid-field detail", (field, value) => {
+    const d = decodeMessage(enc(JSON.stringify(value)), Message)
+    expect(d).toMatchObject({ ok: false, reason: "invalid-field" })
+    if (!d.ok) expect(d.detail).toContain(field)
+  })
+
+  it("keeps every field of an accepted message and its text for the exact amount", () => {
+    const text = '{"msg_id":"m1","order_no":"o1","seq":2,"amount":250.00,"currency":"EUR","lines":[1]}'
+    const d = decodeMessage(enc(text), Message)
+    expect(d as unknown).toEqual({
+      ok: true,
+      message: { msg_id: "m1", order_no: "o1", seq: 2, amount: 250, currency: "EUR", lines: [1] },
+      value: { msg_id: "m1", order_no: "o1", seq: 2, amount: 250, currency: "EUR", lines: [1] },
+      text,
+    })
+    if (d.ok) expect(rawNumberField(d.text, "amount")).toBe("250.00")
+  })
+})

@@ -84,7 +84,12 @@ export function decodeMessage<T extends object>(bytes: Uint8Array, schema: Messa
       return e.path.length === 1 && typeof key === "string" && (!Object.hasOwn(record, key) || record[key] === null)
     })
     if (missing.length > 0) {
-      const keys = [...new Set(missing.map((e) => String(e.path[0])))]
+      // In the order messages are documented (arktype reports them alphabetically).
+      const order = (k: string) => {
+        const i = (requiredFields as readonly string[]).indexOf(k)
+        return i < 0 ? requiredFields.length : i
+      }
+      const keys = [...new Set(missing.map((e) => String(e.path[0])))].sort((a, b) => order(a) - order(b))
       return { ok: false, reason: "missing-field", detail: `missing ${keys.join(", ")}` }
     }
     return { ok: false, reason: "invalid-field", detail: out.summary.replaceAll("\n", "; ") }
