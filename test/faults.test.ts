@@ -1,0 +1,277 @@
+// Operational faults: a read-only ledger, a ledger locked past the busy timeout, a full disk.
+// Each run must fail loudly (exit 3, a message that says what to do) and lose nothing: every
+// message is still in inbox/ or already committed and moved, and processing/ is empty.
+import { Database } from "bun:sqlite"
+import { afterAll, beforeAll, describe, expect, it } from "bun:test"
+import fs from "node:fs"
+import os from "node:os"
+import { join } from "node:path"
+import { consumeBounded, ledgerRows, queueListing } from "./_hostile.ts"
+import { run, tempDir, tempQueue } from "./support.ts"
+
+const slow = 60_000
+const msg = (i: number, pad = "") =>
+  JSON.stringify({ msg_id: `m${i}`, order_no: `o${i % 7}`, seq: Math.floor(i / 7) + 1, amount: 1.25, pad })
+
+/** Puts `n` messages m0..m(n-1) into inbox/. */
+function fill(root: string, n: number, pad = ""): void {
+  for (let i = 0; i < n; i++) fs.writeFileSync(join(root, "inbox", `m${i}.json`), msg(i, pad))
+}
+
+/** No message lost: every input is in inbox/ or done/, each done/ file has its processed row. */
+function expectNothingLost(root: string, n: number): void {
+  const l = queueListing(root)
+  expect(l.processing).toEqual([])
+  expect(l.error).toEqual([])
+  expect([...l.inbox, ...l.done].sort()).toEqual(Array.from({ length: n }, (_, i) => `m${i}.json`).sort())
+  const processed = ledgerRows(root).processed
+  expect([...processed.values()].map((r) => r.file).sort()).toEqual(l.done)
+}
+
+/** Runs `cmd` and says whether it worked (for probing what this machine allows). */
+const works = (cmd: string[]) => Bun.spawnSync(cmd, { stdout: "ignore", stderr: "ignore" }).exitCode === 0
+
+// chattr +i makes a file immutable even for root, which plain chmod 0444 does not.
+const canChattr = (() => {
+  const probe = fs.mkdtempSync(join(os.tmpdir(), "spool-chattr-"))
+  try {
+    const f = join(probe, "f")
+    fs.writeFileSync(f, "")
+    const ok = works(["chattr", "+i", f])
+    if (ok) works(["chattr", "-i", f])
+    return ok
+  } finally {
+    fs.rmSync(probe, { recursive: true, force: true })
+  }
+})()
+if (!canChattr)
+  console.warn("faults.test: skipping read-only ledger tests: chattr +i is not available or not permitted here")
+
+describe.skipIf(!canChattr)("a read-only ledger", () => {
+  it(
+    "exits 3 saying to grant write access, and leaves every message in inbox/ when the ledger file is immutable",
+    async () => {
+      await using q = await tempQueue()
+      expect((await consumeBounded(q.root)).exitCode).toBe(0)
+      fill(q.root, 5)
+      const ledger = join(q.root, "ledger.db")
+      expect(works(["chattr", "+i", ledger])).toBe(true)
+      let r: Awaited<ReturnType<typeof consumeBounded>>
+      try {
+        // As root, chmod alone would not stop the write: prove the file really is read-only.
+        expect(() => fs.appendFileSync(ledger, "x")).toThrow()
+        r = await consumeBounded(q.root)
+      } finally {
+        works(["chattr", "-i", ledger])
+      }
+      expect(r.stdout).toBe("")
+      expect(r.stderr).toContain("read-only")
+      expect(r.stderr).toContain("write access")
+      expect(r.exitCode).toBe(3)
+      expectNothingLost(q.root, 5)
+      expect(queueListing(q.root).inbox).toHaveLength(5)
+      // Once writable again, the same command finishes the work.
+      expect((await consumeBounded(q.root)).exitCode).toBe(0)
+      expect(queueListing(q.root).done).toHaveLength(5)
+    },
+    slow,
+  )
+
+  it(
+    "exits 3 saying to grant write access when the queue root directory is immutable",
+    async () => {
+      await using q = await tempQueue()
+      expect((await consumeBounded(q.root)).exitCode).toBe(0)
+      fill(q.root, 5)
+      for (const f of fs.readdirSync(q.root)) if (f.startsWith("ledger.db-")) fs.rmSync(join(q.root, f))
+      expect(works(["chattr", "+i", q.root])).toBe(true)
+      let r: Awaited<ReturnType<typeof consumeBounded>>
+      try {
+        r = await consumeBounded(q.root)
+      } finally {
+        works(["chattr", "-i", q.root])
+      }
+      expect(r.stderr).toContain("write access")
+      expect(r.stderr).not.toContain("unexpected failure")
+      expect(r.exitCode).toBe(3)
+      expectNothingLost(q.root, 5)
+    },
+    slow,
+  )
+})
+
+describe("a ledger locked for longer than the busy timeout", () => {
+  it(
+    "exits 3 naming the lock and --busy-timeout, moves nothing, and finishes once the lock is gone",
+    async () => {
+      await using q = await tempQueue()
+      expect((await consumeBounded(q.root)).exitCode).toBe(0)
+      fill(q.root, 5)
+      const holder = new Database(join(q.root, "ledger.db"))
+      let r: Awaited<ReturnType<typeof consumeBounded>>
+      try {
+        holder.exec("PRAGMA journal_mode = WAL")
+        holder.exec("BEGIN IMMEDIATE")
+        r = await consumeBounded(q.root, ["--busy-timeout", "200ms"])
+      } finally {
+        holder.exec("ROLLBACK")
+        holder.close()
+      }
+      expect(r.stderr).toContain("locked")
+      expect(r.stderr).toContain("--busy-timeout")
+      expect(r.exitCode).toBe(3)
+      expectNothingLost(q.root, 5)
+      expect(queueListing(q.root).inbox).toHaveLength(5)
+      const again = await consumeBounded(q.root, ["--busy-timeout", "200ms"])
+      expect(again.exitCode).toBe(0)
+      expect(queueListing(q.root).done).toHaveLength(5)
+      expect(ledgerRows(q.root).processed.size).toBe(5)
+    },
+    slow,
+  )
+
+  it(
+    "also gives up when the lock is held by a sqlite3 process",
+    async () => {
+      if (!works(["sqlite3", "-version"])) {
+        console.warn("faults.test: sqlite3 shell not installed; the in-process lock test covers the same path")
+        return
+      }
+      await using q = await tempQueue()
+      expect((await consumeBounded(q.root)).exitCode).toBe(0)
+      fill(q.root, 3)
+      const sqlite = Bun.spawn(["sqlite3", join(q.root, "ledger.db")], {
+        stdin: "pipe",
+        stdout: "pipe",
+        stderr: "pipe",
+      })
+      try {
+        sqlite.stdin.write("BEGIN IMMEDIATE;\nSELECT 'locked';\n")
+        await sqlite.stdin.flush()
+        // Wait for the shell to say it holds the lock (bounded by the test timeout, not a sleep).
+        const reader = sqlite.stdout.getReader()
+        let seen = ""
+        while (!seen.includes("locked")) {
+          const { value, done } = await reader.read()
+          if (done) break
+          seen += new TextDecoder().decode(value)
+        }
+        reader.releaseLock()
+        expect(seen).toContain("locked")
+        const r = await consumeBounded(q.root, ["--busy-timeout", "200ms"])
+        expect(r.stderr).toContain("locked")
+        expect(r.exitCode).toBe(3)
+        expectNothingLost(q.root, 3)
+      } finally {
+        sqlite.kill()
+        await sqlite.exited
+      }
+    },
+    slow,
+  )
+})
+
+// A small tmpfs as the queue root: real ENOSPC, on this machine, for root only.
+const mountPoint = fs.mkdtempSync(join(os.tmpdir(), "spool-tmpfs-"))
+const canMount = works(["mount", "-t", "tmpfs", "-o", "size=4m,mode=0755", "tmpfs", mountPoint])
+if (!canMount) {
+  fs.rmSync(mountPoint, { recursive: true, force: true })
+  console.warn("faults.test: skipping disk-full tests: cannot mount a tmpfs here (needs root / CAP_SYS_ADMIN)")
+}
+
+describe.skipIf(!canMount)("a full disk", () => {
+  const root = join(mountPoint, "q")
+  const filler = join(mountPoint, "filler")
+
+  /** Fills the filesystem, then frees `leave` bytes (tmpfs gives pages back on truncate). */
+  function fillDisk(leave: number): void {
+    const fd = fs.openSync(filler, "w")
+    const chunk = Buffer.alloc(64 * 1024)
+    try {
+      for (;;) fs.writeSync(fd, chunk)
+    } catch (error) {
+      expect((error as NodeJS.ErrnoException).code).toBe("ENOSPC")
+    }
+    fs.ftruncateSync(fd, Math.max(0, fs.fstatSync(fd).size - leave))
+    fs.closeSync(fd)
+  }
+
+  function freshQueue(): void {
+    for (const e of fs.readdirSync(mountPoint)) fs.rmSync(join(mountPoint, e), { recursive: true, force: true })
+    for (const d of ["inbox", "processing", "done", "error", "tmp"]) fs.mkdirSync(join(root, d), { recursive: true })
+  }
+
+  beforeAll(() => freshQueue())
+  afterAll(() => {
+    works(["umount", mountPoint])
+    fs.rmSync(mountPoint, { recursive: true, force: true })
+  })
+
+  it(
+    "stops with exit 3 and 'free space' mid-run, with each message in inbox/ or committed in done/, and finishes after space is freed",
+    async () => {
+      freshQueue()
+      expect((await consumeBounded(root)).exitCode).toBe(0)
+      const n = 200
+      fill(root, n, "x".repeat(600))
+      // Far less room than the ledger's write-ahead log needs for 20 batches.
+      fillDisk(160 * 1024)
+      const r = await consumeBounded(root, ["--batch-size", "10"])
+      expect(r.stderr).toMatch(/full|free space|df/)
+      expect(r.stderr).not.toContain("unexpected failure")
+      expect(r.exitCode).toBe(3)
+      expectNothingLost(root, n)
+      expect(queueListing(root).inbox.length).toBeGreaterThan(0)
+
+      fs.rmSync(filler)
+      const again = await consumeBounded(root, ["--batch-size", "10"])
+      expect(again.exitCode).toBe(0)
+      expectNothingLost(root, n)
+      expect(queueListing(root).done).toHaveLength(n)
+      expect(ledgerRows(root).processed.size).toBe(n)
+      expect(fs.readFileSync(join(root, "dup.txt"), "utf8")).toBe("")
+    },
+    slow,
+  )
+
+  it(
+    "exits 3 before touching anything when the disk is already completely full",
+    async () => {
+      freshQueue()
+      expect((await consumeBounded(root)).exitCode).toBe(0)
+      fill(root, 20)
+      fillDisk(0)
+      const r = await consumeBounded(root)
+      expect(r.stderr).toMatch(/full|free space|df/)
+      expect(r.stderr).not.toContain("unexpected failure")
+      expect(r.exitCode).toBe(3)
+      expect(queueListing(root).inbox).toHaveLength(20)
+      // Even a reader needs room for the ledger's shared-memory file.
+      fs.rmSync(filler)
+      expectNothingLost(root, 20)
+    },
+    slow,
+  )
+
+  it(
+    "makes enqueue fail with exit 3 and leave nothing half-written in inbox/ or tmp/",
+    async () => {
+      freshQueue()
+      await using src = await tempDir()
+      const big = join(src.path, "big.json")
+      fs.writeFileSync(
+        big,
+        JSON.stringify({ msg_id: "big", order_no: "o", seq: 1, amount: 1, pad: "x".repeat(1 << 20) }),
+      )
+      fillDisk(256 * 1024)
+      const r = await run(["bun", "run", "enqueue", "--root", root, big])
+      fs.rmSync(filler)
+      expect(r.stdout).toBe("")
+      expect(r.stderr).toContain("full")
+      expect(r.exitCode).toBe(3)
+      expect(fs.readdirSync(join(root, "inbox"))).toEqual([])
+      expect(fs.readdirSync(join(root, "tmp"))).toEqual([])
+    },
+    slow,
+  )
+})
