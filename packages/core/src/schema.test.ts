@@ -80,6 +80,26 @@ describe("inferSchema", () => {
     expect(fields.map((f) => f.field)).toEqual(["msg_id", "order_no", "seq", "amount"])
   })
 
+  it("skips a file larger than consume's size limit, as consume would never accept it", async () => {
+    await using t = await tempQueue()
+    t.put("inbox", "small.json", base)
+    t.put("inbox", "huge.json", { ...base, padding: "x".repeat(1024 * 1024) })
+    const { fields, sampled } = inferSchema(t.q)
+    expect(sampled).toBe(1)
+    expect(fields.map((f) => f.field)).not.toContain("padding")
+  })
+
+  it("skips a symbolic link and a FIFO named *.json without blocking", async () => {
+    await using t = await tempQueue()
+    t.put("done", "real.json", { ...base, via_link: 1 })
+    fs.symlinkSync(join(t.q.done, "real.json"), join(t.q.inbox, "link.json"))
+    const mkfifo = Bun.spawnSync(["mkfifo", join(t.q.inbox, "pipe.json")])
+    expect(mkfifo.exitCode).toBe(0)
+    const { fields, sampled } = inferSchema(t.q)
+    expect(sampled).toBe(1)
+    expect(fields.find((f) => f.field === "via_link")?.count).toBe(1)
+  })
+
   it("reads inbox/, processing/ and done/ and counts each field", async () => {
     await using t = await tempQueue()
     t.put("inbox", "a.json", { ...base, a: 1 })

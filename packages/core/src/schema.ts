@@ -1,5 +1,6 @@
 import fs from "node:fs"
 import { join } from "node:path"
+import { defaults } from "./consumer.ts"
 import { decodeMessage, Message, requiredFields } from "./message.ts"
 import { isMessageName, type Queue, scanDir } from "./queue.ts"
 import { csvRow } from "./reports.ts"
@@ -46,12 +47,8 @@ export function inferSchema(queue: Queue, limit = Number.POSITIVE_INFINITY): { f
     for (const e of scanDir(dir)) {
       if (sampled >= limit) break outer
       if (!e.isFile() || !isMessageName(e.name)) continue
-      let bytes: Buffer
-      try {
-        bytes = fs.readFileSync(join(dir, e.name))
-      } catch {
-        continue // moved by a running consumer meanwhile
-      }
+      const bytes = readMessageFile(join(dir, e.name))
+      if (bytes === undefined) continue
       const d = decodeMessage(bytes, Message)
       if (!d.ok) continue
       sampled++
@@ -71,6 +68,38 @@ export function inferSchema(queue: Queue, limit = Number.POSITIVE_INFINITY): { f
     .sort(([a], [b]) => order(a) - order(b) || (a < b ? -1 : a > b ? 1 : 0))
     .map(([field, { types, count }]) => ({ field, type: typeName(types), role: roles[field] ?? "attribute", count }))
   return { fields, sampled }
+}
+
+const O_READ = fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK
+
+/**
+ * A message file's bytes, or undefined for what consume would not accept as a message either:
+ * gone meanwhile, not a regular file any more (never blocks on a FIFO swapped in after the
+ * listing), or larger than consume's default size limit (such a file is `too-large`, never read).
+ */
+function readMessageFile(path: string): Buffer | undefined {
+  let fd: number
+  try {
+    fd = fs.openSync(path, O_READ)
+  } catch {
+    return undefined
+  }
+  try {
+    const st = fs.fstatSync(fd)
+    if (!st.isFile() || st.size > defaults.maxBytes) return undefined
+    const buffer = Buffer.allocUnsafe(st.size + 1)
+    let n = 0
+    while (n < buffer.length) {
+      const r = fs.readSync(fd, buffer, n, buffer.length - n, n)
+      if (r === 0) break
+      n += r
+    }
+    return n > defaults.maxBytes ? undefined : buffer.subarray(0, n)
+  } catch {
+    return undefined
+  } finally {
+    fs.closeSync(fd)
+  }
 }
 
 function typeName(types: Set<JsonType>): string {
