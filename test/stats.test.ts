@@ -1,7 +1,7 @@
 import { Database } from "bun:sqlite"
-import { describe, expect, it } from "bun:test"
+import { afterAll, beforeAll, describe, expect, it } from "bun:test"
 import { join } from "node:path"
-import { repoRoot, run, spool, tempQueue } from "./support.ts"
+import { repoRoot, run, spool, type TempQueue, tempQueue } from "./support.ts"
 
 const stats = (args: readonly string[]) => run(["bun", join(repoRoot, "packages/consumer/bin/stats.ts"), ...args])
 
@@ -50,10 +50,19 @@ function addHistory(root: string) {
 }
 
 describe("bun run stats", () => {
-  it("reports the sample queue's outcome as JSON after a consume run", async () => {
-    await using q = await tempQueue({ seed: "fixtures" })
+  // One consumed sample for the tests that read it: stats taken first, then older history added.
+  let q: TempQueue
+  let fresh: Awaited<ReturnType<typeof stats>>
+  beforeAll(async () => {
+    q = await tempQueue({ seed: "fixtures" })
     expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
-    const r = await stats(["--root", q.root, "--json"])
+    fresh = await stats(["--root", q.root, "--json"])
+    addHistory(q.root)
+  })
+  afterAll(() => q[Symbol.asyncDispose]())
+
+  it("reports the sample queue's outcome as JSON after a consume run", () => {
+    const r = fresh
     expect(r.stderr).toBe("")
     expect(r.exitCode).toBe(0)
     const s = JSON.parse(r.stdout)
@@ -76,9 +85,6 @@ describe("bun run stats", () => {
   })
 
   it("separates all-time counts from the recent window, and counts conflicts, poison and replays", async () => {
-    await using q = await tempQueue({ seed: "fixtures" })
-    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
-    addHistory(q.root)
     const s = JSON.parse((await stats(["--root", q.root, "--json", "--window", "1h"])).stdout)
     expect(s.allTime).toMatchObject({
       processed: 17,
@@ -103,9 +109,6 @@ describe("bun run stats", () => {
   })
 
   it("prints a table with both periods by default", async () => {
-    await using q = await tempQueue({ seed: "fixtures" })
-    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
-    addHistory(q.root)
     const r = await stats(["--root", q.root, "--window", "7d"])
     expect(r.stderr).toBe("")
     expect(r.exitCode).toBe(0)
