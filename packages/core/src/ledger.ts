@@ -124,6 +124,12 @@ export class Ledger {
   /** Opens (creating and migrating as needed) the ledger at `path`. */
   static open(path: string, options: LedgerOptions = {}): Ledger {
     const isNew = !fs.existsSync(path)
+    // Created with its final mode before SQLite opens it, so it is never world-writable, not
+    // even for a moment under umask 000. EEXIST is another consumer winning the same race.
+    if (isNew && !options.readonly)
+      try {
+        fs.closeSync(fs.openSync(path, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL, 0o640))
+      } catch {}
     let db: Database
     try {
       db = new Database(path, { create: !options.readonly, readwrite: true, strict: true })
