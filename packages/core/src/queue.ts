@@ -1,4 +1,4 @@
-import { CString, dlopen, FFIType, type Pointer, ptr, read, toArrayBuffer } from "bun:ffi"
+import { CString, dlopen, FFIType, type Pointer, read, toArrayBuffer } from "bun:ffi"
 import fs from "node:fs"
 import { join, resolve } from "node:path"
 import { errnoOf, SpoolError } from "./errors.ts"
@@ -106,7 +106,8 @@ export function isMessageName(name: string): boolean {
  */
 export function* scanDir(path: string, bufferSize = 256): Generator<fs.Dirent> {
   if (libc === undefined) return yield* scanDirNode(path, bufferSize)
-  const dir = libc.opendir(ptr(Buffer.from(`${path}\0`)))
+  const cPath = Buffer.from(`${path}\0`) // held in a variable: alive for the whole call
+  const dir = libc.opendir(cPath)
   // opendir failed (ENOENT, EACCES, ...): let node:fs throw its usual error with a code.
   if (dir === null) return yield* scanDirNode(path, bufferSize)
   const errno = new Int32Array(toArrayBuffer(libc.__errno_location() as Pointer, 0, 4))
