@@ -1,0 +1,237 @@
+import { afterEach, describe, expect, it } from "bun:test"
+import fs from "node:fs"
+import { hostname, tmpdir } from "node:os"
+import { join } from "node:path"
+import { consume } from "./consumer.ts"
+import { Ledger, type Outcome } from "./ledger.ts"
+import { currentOwner, type Owner, processStartTicks } from "./owner.ts"
+import { createQueue, type Queue } from "./queue.ts"
+
+const NOW = new Date().toISOString()
+const cleanups: (() => void)[] = []
+afterEach(() => {
+  for (const c of cleanups.splice(0)) c()
+})
+
+/** A queue and its ledger, removed after the test. */
+function tempQueue(files: Record<string, object | string>): { q: Queue; ledger: Ledger } {
+  const dir = fs.mkdtempSync(join(tmpdir(), "spool-consumer-"))
+  const q = createQueue(join(dir, "q"))
+  for (const [name, v] of Object.entries(files))
+    fs.writeFileSync(join(q.inbox, name), typeof v === "string" ? v : JSON.stringify(v))
+  const ledger = Ledger.open(q.ledger, { durable: false })
+  cleanups.push(() => {
+    ledger.close()
+    fs.rmSync(dir, { recursive: true, force: true })
+  })
+  return { q, ledger }
+}
+
+const msg = (id: string, seq = 1) => ({ msg_id: id, order_no: "A", seq, amount: 1.5 })
+
+/** A process that sleeps until killed: a stand-in for another consumer. */
+function sleeper() {
+  const proc = Bun.spawn(["sleep", "1000"], { stdout: "ignore", stderr: "ignore" })
+  cleanups.push(() => proc.kill("SIGKILL"))
+  return proc
+}
+
+function ownerOf(pid: number, overrides: Partial<Owner> = {}): Owner {
+  return {
+    ownerId: `ghost${pid}`,
+    host: hostname(),
+    pid,
+    bootId: currentOwner().bootId,
+    startTicks: processStartTicks(pid) ?? "gone",
+    ...overrides,
+  }
+}
+
+/**
+ * Leaves the queue as a consumer that died mid-batch would: `claimed` files claimed and moved
+ * to processing/, `committed` ones also committed (not yet moved), `unmoved` claimed only.
+ */
+function leaveClaims(
+  { q, ledger }: { q: Queue; ledger: Ledger },
+  owner: Owner,
+  files: { claimed?: string[]; committed?: string[]; unmoved?: string[] },
+) {
+  ledger.registerConsumer(owner, NOW)
+  const names = [...(files.claimed ?? []), ...(files.committed ?? []), ...(files.unmoved ?? [])]
+  const claims = ledger.claim(owner.ownerId, names, NOW)
+  for (const c of claims)
+    if (!files.unmoved?.includes(c.name)) fs.renameSync(join(q.inbox, c.name), join(q.processing, c.name))
+  const outcomes = claims
+    .filter((c) => files.committed?.includes(c.name))
+    .map((c): Outcome => {
+      const text = fs.readFileSync(join(q.processing, c.name), "utf8")
+      const m = JSON.parse(text)
+      const hash = new Bun.CryptoHasher("sha256").update(text).digest("hex")
+      return {
+        kind: "accepted",
+        name: c.name,
+        claimId: c.claimId,
+        msgId: m.msg_id,
+        orderNo: m.order_no,
+        seq: m.seq,
+        amount: String(m.amount),
+        hash,
+        contentHash: hash,
+        message: m,
+      }
+    })
+  ledger.commit(outcomes, NOW)
+  return claims
+}
+
+const ls = (dir: string) => fs.readdirSync(dir).sort()
+const rows = (ledger: Ledger, sql: string) => ledger.db.query(sql).all()
+
+describe("recovery of a dead consumer's claims", () => {
+  it("processes its uncommitted files again, only moves its committed ones, and forgets the rest", async () => {
+    const t = tempQueue({ "a.json": msg("id-a"), "b.json": msg("id-b", 2), "c.json": msg("id-c", 3) })
+    const ghost = sleeper()
+    const claims = leaveClaims(t, ownerOf(ghost.pid), {
+      claimed: ["a.json"],
+      committed: ["b.json"],
+      unmoved: ["c.json"],
+    })
+    ghost.kill("SIGKILL")
+    await ghost.exited
+
+    const summary = await consume({ queue: t.q, ledger: t.ledger })
+    expect(summary.recovered).toBe(2)
+    expect(ls(t.q.done)).toEqual(["a.json", "b.json", "c.json"])
+    expect(ls(t.q.processing)).toEqual([])
+    // b was committed by the dead consumer: moved, not processed again, so not a duplicate.
+    expect(rows(t.ledger, "SELECT msg_id, claim_id FROM processed WHERE file = 'b.json'")).toEqual([
+      { msg_id: "id-b", claim_id: claims.find((c) => c.name === "b.json")?.claimId },
+    ])
+    expect(rows(t.ledger, "SELECT * FROM duplicates")).toEqual([])
+    expect(rows(t.ledger, "SELECT msg_id FROM processed ORDER BY msg_id")).toHaveLength(3)
+    expect(rows(t.ledger, "SELECT * FROM claims")).toEqual([])
+  })
+
+  it("leaves alone the claims of a consumer that is still running, and takes them once it is gone", async () => {
+    const t = tempQueue({ "a.json": msg("id-a"), "b.json": msg("id-b", 2), "c.json": msg("id-c", 3) })
+    const ghost = sleeper()
+    const owner = ownerOf(ghost.pid)
+    leaveClaims(t, owner, { claimed: ["a.json"], committed: ["b.json"] })
+
+    const first = await consume({ queue: t.q, ledger: t.ledger })
+    expect(first.recovered).toBe(0)
+    expect(ls(t.q.processing)).toEqual(["a.json", "b.json"])
+    expect(ls(t.q.done)).toEqual(["c.json"])
+    expect(rows(t.ledger, "SELECT name, owner_id FROM claims ORDER BY name")).toEqual([
+      { name: "a.json", owner_id: owner.ownerId },
+      { name: "b.json", owner_id: owner.ownerId },
+    ])
+
+    ghost.kill("SIGKILL")
+    await ghost.exited
+    const second = await consume({ queue: t.q, ledger: t.ledger })
+    expect(second.recovered).toBe(2)
+    expect(ls(t.q.done)).toEqual(["a.json", "b.json", "c.json"])
+    expect(rows(t.ledger, "SELECT * FROM claims")).toEqual([])
+  })
+
+  it("counts an owner whose pid now belongs to a process started at another time as dead", async () => {
+    const t = tempQueue({ "a.json": msg("id-a") })
+    // Our own pid, alive, but with another start time: the pid was reused.
+    leaveClaims(t, ownerOf(process.pid, { ownerId: "reused", startTicks: "1" }), { claimed: ["a.json"] })
+    expect((await consume({ queue: t.q, ledger: t.ledger })).recovered).toBe(1)
+    expect(ls(t.q.done)).toEqual(["a.json"])
+  })
+
+  it("counts an owner that is a zombie (killed, not yet reaped) as dead", async () => {
+    const t = tempQueue({ "a.json": msg("id-a") })
+    // sh starts a sleeping child, then becomes `sleep` itself, which never reaps that child.
+    const parent = Bun.spawn(["sh", "-c", "sleep 1000 & echo $!; exec sleep 1000"], { stdout: "pipe" })
+    cleanups.push(() => parent.kill("SIGKILL"))
+    const reader = parent.stdout.getReader()
+    let out = ""
+    while (!out.includes("\n")) {
+      const { value, done } = await reader.read()
+      if (done) break
+      out += new TextDecoder().decode(value)
+    }
+    const pid = Number(out.trim())
+    leaveClaims(t, ownerOf(pid), { claimed: ["a.json"] })
+    process.kill(pid, "SIGKILL")
+    const state = () => fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.[0]
+    for (let i = 0; i < 500 && state() !== "Z"; i++) await Bun.sleep(10)
+    expect(state()).toBe("Z")
+
+    expect((await consume({ queue: t.q, ledger: t.ledger })).recovered).toBe(1)
+    expect(ls(t.q.done)).toEqual(["a.json"])
+  })
+
+  it("judges another host's consumer by its heartbeat", async () => {
+    const t = tempQueue({ "a.json": msg("id-a") })
+    const remote = ownerOf(process.pid, { ownerId: "remote", host: "another-host" })
+    leaveClaims(t, remote, { claimed: ["a.json"] })
+    t.ledger.db.run("UPDATE consumers SET heartbeat_at = ? WHERE owner_id = 'remote'", [new Date().toISOString()])
+    expect((await consume({ queue: t.q, ledger: t.ledger, leaseMs: 60_000 })).recovered).toBe(0)
+    expect(ls(t.q.processing)).toEqual(["a.json"])
+
+    const old = new Date(Date.now() - 120_000).toISOString()
+    t.ledger.db.run("UPDATE consumers SET heartbeat_at = ? WHERE owner_id = 'remote'", [old])
+    expect((await consume({ queue: t.q, ledger: t.ledger, leaseMs: 60_000 })).recovered).toBe(1)
+    expect(ls(t.q.done)).toEqual(["a.json"])
+  })
+})
+
+describe("the poison counter", () => {
+  it("sends a file claimed maxAttempts times to error/ as poison, unread, and not its batch-mates", async () => {
+    const t = tempQueue({ "p.json": msg("id-p"), "q.json": msg("id-q", 2) })
+    leaveClaims(t, ownerOf(process.pid, { ownerId: "dead", startTicks: "1" }), { claimed: ["p.json", "q.json"] })
+    // The counter lives in the ledger: as a restart finds it after p crashed three consumers.
+    t.ledger.db.run("UPDATE claims SET attempts = 3 WHERE name = 'p.json'")
+
+    const summary = await consume({ queue: t.q, ledger: t.ledger, maxAttempts: 3 })
+    expect(summary.rejectedBy).toEqual({ poison: 1 })
+    expect(ls(t.q.error)).toEqual(["p.json"])
+    expect(ls(t.q.done)).toEqual(["q.json"])
+    expect(rows(t.ledger, "SELECT file, reason, detail, payload_hash FROM failures")).toEqual([
+      { file: "p.json", reason: "poison", detail: "crashed the consumer on each of 3 attempts", payload_hash: null },
+    ])
+  })
+
+  it("retries a file below the limit, counting the attempt in the ledger before reading it", async () => {
+    const t = tempQueue({ "p.json": msg("id-p") })
+    leaveClaims(t, ownerOf(process.pid, { ownerId: "dead", startTicks: "1" }), { claimed: ["p.json"] })
+    t.ledger.db.run("UPDATE claims SET attempts = 2 WHERE name = 'p.json'")
+    const seen: unknown[] = []
+    await consume({
+      queue: t.q,
+      ledger: t.ledger,
+      maxAttempts: 3,
+      effect: (o, db) => seen.push(db.query("SELECT attempts FROM claims WHERE name = ?").get(o.name)),
+    })
+    expect(seen).toEqual([{ attempts: 3 }])
+    expect(ls(t.q.done)).toEqual(["p.json"])
+  })
+
+  it("never poisons a file that only ever crashed inside a batch, even with maxAttempts 1", async () => {
+    const t = tempQueue({ "p.json": msg("id-p") })
+    leaveClaims(t, ownerOf(process.pid, { ownerId: "dead", startTicks: "1" }), { claimed: ["p.json"] })
+    await consume({ queue: t.q, ledger: t.ledger, maxAttempts: 1 })
+    expect(ls(t.q.done)).toEqual(["p.json"])
+  })
+})
+
+describe("Ledger.adoptClaims", () => {
+  it("gives each dead owner's claim to exactly one of two recovering consumers", () => {
+    const t = tempQueue({ "a.json": msg("id-a"), "b.json": msg("id-b") })
+    leaveClaims(t, ownerOf(process.pid, { ownerId: "dead", startTicks: "1" }), { claimed: ["a.json", "b.json"] })
+    const other = Ledger.open(t.q.ledger, { durable: false })
+    cleanups.unshift(() => other.close())
+    const listed = t.ledger.listClaims()
+    const byOther = other.listClaims()
+    expect(t.ledger.adoptClaims(listed, "x").map((r) => [r.name, r.ownerId])).toEqual([
+      ["a.json", "x"],
+      ["b.json", "x"],
+    ])
+    expect(other.adoptClaims(byOther, "y")).toEqual([])
+  })
+})

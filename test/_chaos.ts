@@ -1,0 +1,301 @@
+// Shared by the crash, concurrency and signal tests and by `bun run torture`: a generator of
+// realistic, nasty queues, a driver that SIGKILLs the real consume process at random points,
+// and a comparison of two end states that names every difference.
+import { Database } from "bun:sqlite"
+import fs from "node:fs"
+import { join } from "node:path"
+import { repoRoot, type snapshot } from "./support.ts"
+
+export const consumeBin = join(repoRoot, "packages/consumer/bin/consume.ts")
+
+/** A small, fast, seedable PRNG (mulberry32): the same seed gives the same queue and kill plan. */
+export function rng(seed: number): () => number {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+/** What a generated queue holds, by kind, so tests can check the outcome adds up. */
+export interface GeneratedMix {
+  valid: number
+  sameDuplicate: number
+  reformattedDuplicate: number
+  conflict: number
+  badJson: number
+  missingField: number
+  invalidField: number
+}
+
+/**
+ * Writes `count` message files into `dir`: mostly valid messages, plus redeliveries of an
+ * earlier msg_id (byte-identical, reformatted, and with a different payload), JSON that does
+ * not parse, messages missing a required field and messages with a wrongly typed field.
+ * Names are random, so neither name order nor directory order follows seq.
+ */
+export function generateMessages(dir: string, count: number, seed: number): GeneratedMix {
+  const random = rng(seed)
+  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)] as T
+  const hex = (n: number) => Array.from({ length: n }, () => Math.floor(random() * 16).toString(16)).join("")
+  const mix: GeneratedMix = {
+    valid: 0,
+    sameDuplicate: 0,
+    reformattedDuplicate: 0,
+    conflict: 0,
+    badJson: 0,
+    missingField: 0,
+    invalidField: 0,
+  }
+  const sent: { text: string; value: Record<string, unknown> }[] = []
+  const seqOf = new Map<string, number>()
+  fs.mkdirSync(dir, { recursive: true })
+  const names = new Set<string>()
+  for (let i = 0; i < count; i++) {
+    let name = `m-${hex(10)}.json`
+    while (names.has(name)) name = `m-${hex(10)}.json`
+    names.add(name)
+    const r = random()
+    let text: string
+    if (sent.length > 0 && r < 0.06) {
+      text = (pick(sent) as { text: string }).text
+      mix.sameDuplicate++
+    } else if (sent.length > 0 && r < 0.09) {
+      const v = (pick(sent) as { value: Record<string, unknown> }).value
+      text = JSON.stringify(Object.fromEntries(Object.entries(v).reverse()), null, 2)
+      mix.reformattedDuplicate++
+    } else if (sent.length > 0 && r < 0.12) {
+      const v = (pick(sent) as { value: Record<string, unknown> }).value
+      text = JSON.stringify({ ...v, amount: Math.round(random() * 1e6) / 100, note: "resent with changes" })
+      mix.conflict++
+    } else if (r < 0.16) {
+      text = pick([`{"msg_id": "x-${hex(6)}", "amount": 1.`, "", "not json", "[1, 2", '{"a":1}}', "\u00ff\u00fe"])
+      mix.badJson++
+    } else if (r < 0.19) {
+      const v: Record<string, unknown> = { msg_id: `x-${hex(8)}`, order_no: "Z-1", seq: 1, amount: 1 }
+      delete v[pick(["msg_id", "order_no", "seq", "amount"])]
+      text = JSON.stringify(v)
+      mix.missingField++
+    } else if (r < 0.21) {
+      text = JSON.stringify({ msg_id: `x-${hex(8)}`, order_no: "Z-2", seq: pick([0, -1, 1.5, "3"]), amount: 2 })
+      mix.invalidField++
+    } else {
+      const orderNo = `O-${Math.floor(random() * 400)}`
+      const seq = (seqOf.get(orderNo) ?? 0) + 1
+      seqOf.set(orderNo, seq)
+      const cents = Math.floor(random() * 1e7)
+      const value = {
+        msg_id: `m-${hex(12)}`,
+        order_no: orderNo,
+        seq,
+        amount: `${Math.floor(cents / 100)}.${String(cents % 100).padStart(2, "0")}`,
+        currency: pick(["EUR", "USD", "JPY"]),
+        customer: pick(["Globex", "Initech", 'Acme, "Inc."', "Umbrella\nCorp"]),
+      }
+      // The amount is written as a bare decimal (e.g. 12.10), exactly as a producer would.
+      text = JSON.stringify(value).replace(/"amount":"([\d.]+)"/, '"amount":$1')
+      sent.push({ text, value: JSON.parse(text) })
+      mix.valid++
+    }
+    fs.writeFileSync(join(dir, name), text)
+  }
+  return mix
+}
+
+/** Creates a queue root at `root` whose inbox/ holds a copy of every file in `source`, copied in name order. */
+export function makeQueueFrom(source: string, root: string): void {
+  for (const d of ["inbox", "processing", "done", "error", "tmp"]) fs.mkdirSync(join(root, d), { recursive: true })
+  // Same order of creation for every copy, so every copy lists its inbox/ in the same order.
+  for (const name of fs.readdirSync(source).sort()) fs.copyFileSync(join(source, name), join(root, "inbox", name))
+}
+
+/** A consume process started with Bun.spawn, its stderr collected. */
+export interface Consumer {
+  readonly proc: Bun.Subprocess<"ignore", "ignore", "pipe">
+  /** Resolves when the process has exited and its stderr has been read to the end. */
+  readonly finished: Promise<{ exitCode: number | null; signalCode: string | null; stderr: string }>
+}
+
+export function startConsume(root: string, args: readonly string[] = [], env: Record<string, string> = {}): Consumer {
+  const proc = Bun.spawn(["bun", consumeBin, "--root", root, ...args], {
+    cwd: repoRoot,
+    env: { ...process.env, NO_COLOR: "1", ...env },
+    stdin: "ignore",
+    stdout: "ignore",
+    stderr: "pipe",
+  })
+  const finished = (async () => {
+    const stderr = await new Response(proc.stderr).text()
+    await proc.exited
+    const signalCode = proc.signalCode === null ? null : String(proc.signalCode)
+    return { exitCode: proc.exitCode, signalCode, stderr }
+  })()
+  return { proc, finished }
+}
+
+/** Runs consume to its end and returns what it said; throws unless it exited 0. */
+export async function consumeToEnd(root: string, args: readonly string[] = [], env: Record<string, string> = {}) {
+  const r = await startConsume(root, args, env).finished
+  if (r.exitCode !== 0)
+    throw new Error(`consume --root ${root} ${args.join(" ")} exited ${r.exitCode ?? r.signalCode}:\n${r.stderr}`)
+  return r
+}
+
+/** What the ledger and processing/ held right after a kill: which step of the protocol the kill interrupted. */
+export interface KillObservation {
+  /** Time from spawn to kill. */
+  readonly delayMs: number
+  /** Files in processing/ (claimed, renamed, not yet moved out). */
+  readonly inProcessing: number
+  /** Claim rows not yet committed: the batch was in hand. */
+  readonly claimed: number
+  /** Claim rows committed whose file was still in processing/: the kill fell between commit and move. */
+  readonly committedNotMoved: number
+  readonly inbox: number
+}
+
+export function observe(root: string, delayMs: number): KillObservation {
+  const processing = new Set(fs.readdirSync(join(root, "processing")))
+  let claimed = 0
+  let committedNotMoved = 0
+  if (fs.existsSync(join(root, "ledger.db"))) {
+    const db = new Database(join(root, "ledger.db"))
+    try {
+      db.exec("PRAGMA busy_timeout = 10000")
+      const rows = db.query("SELECT name, state FROM claims").all() as { name: string; state: string }[]
+      for (const r of rows) {
+        if (r.state === "claimed") claimed++
+        else if (processing.has(r.name)) committedNotMoved++
+      }
+    } catch {
+      // The kill can fall before the ledger's schema exists.
+    } finally {
+      db.close()
+    }
+  }
+  return {
+    delayMs,
+    inProcessing: processing.size,
+    claimed,
+    committedNotMoved,
+    inbox: fs.readdirSync(join(root, "inbox")).length,
+  }
+}
+
+/** What a random-kill run did. */
+export interface KillRun {
+  readonly kills: KillObservation[]
+  /** Runs started, the final one included. */
+  readonly starts: number
+  readonly stderr: string[]
+}
+
+const mtimes = (root: string) =>
+  `${fs.statSync(join(root, "inbox")).mtimeMs}/${fs.statSync(join(root, "processing")).mtimeMs}`
+
+/**
+ * Runs consume on `root` again and again, SIGKILLing each run at a random point, until a run
+ * ends on its own with an empty inbox/ or the kill budget (count or time) is spent; then one
+ * more run to completion, which must exit 0. Start-up time varies a lot on a loaded machine,
+ * so most kills are timed from the moment the run starts changing the queue (inbox/ or
+ * processing/ changes its mtime; polled every 10 ms): a random delay in [0, activeMs). One
+ * kill in five is timed from the spawn instead, to land in start-up and recovery.
+ */
+export async function consumeWithRandomKills(
+  root: string,
+  options: {
+    readonly random: () => number
+    readonly args?: readonly string[]
+    readonly maxKills: number
+    readonly budgetMs: number
+    readonly activeMs: number
+  },
+): Promise<KillRun> {
+  const kills: KillObservation[] = []
+  const stderr: string[] = []
+  const started = performance.now()
+  let starts = 0
+  let startupMs = 500
+  while (kills.length < options.maxKills && performance.now() - started < options.budgetMs) {
+    const fromSpawn = options.random() < 0.2
+    const delayMs = Math.round(options.random() * (fromSpawn ? startupMs * 1.5 : options.activeMs))
+    const before = mtimes(root)
+    const c = startConsume(root, options.args)
+    const spawnedAt = performance.now()
+    starts++
+    let hasExited = false
+    void c.finished.then(() => {
+      hasExited = true
+    })
+    const deadline = performance.now() + 60_000
+    let activeAt = fromSpawn ? spawnedAt : undefined
+    while (!hasExited && activeAt === undefined && performance.now() < deadline) {
+      await Bun.sleep(10)
+      if (mtimes(root) !== before) activeAt = performance.now()
+    }
+    if (activeAt !== undefined && !fromSpawn) startupMs = activeAt - spawnedAt
+    if (activeAt !== undefined) {
+      const wait = activeAt + delayMs - performance.now()
+      let timer: Timer | undefined
+      await Promise.race([c.finished, new Promise((resolve) => (timer = setTimeout(resolve, Math.max(0, wait))))])
+      clearTimeout(timer)
+    }
+    if (!hasExited) c.proc.kill("SIGKILL")
+    const r = await c.finished
+    if (r.signalCode === "SIGKILL") {
+      kills.push(observe(root, Math.round(performance.now() - spawnedAt)))
+      continue
+    }
+    if (r.exitCode !== 0) throw new Error(`consume exited ${r.exitCode} between kills:\n${r.stderr}`)
+    stderr.push(r.stderr)
+    if (fs.readdirSync(join(root, "inbox")).length === 0) break
+  }
+  starts++
+  stderr.push((await consumeToEnd(root, options.args)).stderr)
+  return { kills, starts, stderr }
+}
+
+export type Snapshot = ReturnType<typeof snapshot>
+
+/**
+ * Every difference between two end states, as short readable lines (empty when equivalent):
+ * which file is missing, extra or different in which directory, which ledger row differs.
+ */
+export function diffSnapshots(expected: Snapshot, actual: Snapshot, limit = 20): string[] {
+  const out: string[] = []
+  const dirs = ["inbox", "processing", "done", "error"] as const
+  for (const d of dirs) {
+    const e = expected[d]
+    const a = actual[d]
+    for (const name of new Set([...Object.keys(e), ...Object.keys(a)])) {
+      if (!(name in a)) out.push(`${d}/${name}: missing`)
+      else if (!(name in e)) out.push(`${d}/${name}: unexpected`)
+      else if (e[name] !== a[name]) out.push(`${d}/${name}: different content`)
+    }
+  }
+  const tables = ["processed", "duplicates", "failures", "claims"] as const
+  for (const t of tables) {
+    const e = new Set(expected[t].map((r) => JSON.stringify(r)))
+    const a = new Set(actual[t].map((r) => JSON.stringify(r)))
+    if (expected[t].length !== actual[t].length)
+      out.push(`${t}: ${expected[t].length} rows expected, ${actual[t].length} found`)
+    for (const r of e) if (!a.has(r)) out.push(`${t}: missing row ${r}`)
+    for (const r of a) if (!e.has(r)) out.push(`${t}: unexpected row ${r}`)
+  }
+  if (expected.dupTxt !== actual.dupTxt) out.push("dup.txt differs")
+  if (expected.errorCsv !== actual.errorCsv) out.push("error.csv differs")
+  return out.length > limit ? [...out.slice(0, limit), `... and ${out.length - limit} more`] : out
+}
+
+/** Sums kill observations into the protocol windows they interrupted. */
+export function summarizeKills(kills: readonly KillObservation[]) {
+  return {
+    kills: kills.length,
+    inFlight: kills.filter((k) => k.claimed > 0).length,
+    committedNotMoved: kills.filter((k) => k.committedNotMoved > 0).length,
+    idle: kills.filter((k) => k.claimed === 0 && k.committedNotMoved === 0).length,
+  }
+}

@@ -1,0 +1,216 @@
+// Crash equivalence: however consume is killed, the queue ends exactly as after one
+// uninterrupted run. Every run here is the real process (Bun.spawn), killed with SIGKILL.
+import { Database } from "bun:sqlite"
+import { afterAll, beforeAll, describe, expect, it } from "bun:test"
+import fs from "node:fs"
+import { join } from "node:path"
+import {
+  consumeToEnd,
+  consumeWithRandomKills,
+  diffSnapshots,
+  generateMessages,
+  makeQueueFrom,
+  rng,
+  type Snapshot,
+  startConsume,
+  summarizeKills,
+} from "./_chaos.ts"
+import { list, snapshot, type TempDir, tempDir } from "./support.ts"
+
+const claimRows = (root: string) => {
+  const db = new Database(join(root, "ledger.db"), { readonly: true })
+  try {
+    return db.query("SELECT name, state, attempts FROM claims ORDER BY rowid").all() as {
+      name: string
+      state: "claimed" | "committed"
+      attempts: number
+    }[]
+  } finally {
+    db.close()
+  }
+}
+
+describe("consume killed with SIGKILL at random points", () => {
+  it("ends with the same files, ledger rows and reports as one uninterrupted run", async () => {
+    await using t = await tempDir()
+    const seed = 20261129
+    generateMessages(join(t.path, "src"), 3000, seed)
+    makeQueueFrom(join(t.path, "src"), join(t.path, "ref"))
+    makeQueueFrom(join(t.path, "src"), join(t.path, "crash"))
+    // Random kills can legitimately hit one message while it is retried alone, over and over:
+    // that is exactly what a poison message looks like, and with the default of 3 attempts it
+    // would be sent to error/ as poison, a (correct) difference from the reference run. A large
+    // --max-attempts keeps this test about equivalence; the next test uses the defaults.
+    const args = ["--batch-size", "25", "--max-attempts", "1000"]
+    await consumeToEnd(join(t.path, "ref"), args)
+    const run = await consumeWithRandomKills(join(t.path, "crash"), {
+      random: rng(seed),
+      args,
+      maxKills: 30,
+      budgetMs: 40_000,
+      activeMs: 300,
+    })
+    const found = summarizeKills(run.kills)
+    expect(diffSnapshots(snapshot(join(t.path, "ref")), snapshot(join(t.path, "crash")))).toEqual([])
+    // The kills did land: most while a batch was in hand (timed from the first change the run made).
+    expect(found.kills).toBeGreaterThanOrEqual(5)
+    expect(found.inFlight + found.committedNotMoved).toBeGreaterThanOrEqual(1)
+  }, 120_000)
+
+  it("ends equivalent with the default settings after a moderate number of kills", async () => {
+    await using t = await tempDir()
+    const seed = 7
+    generateMessages(join(t.path, "src"), 600, seed)
+    makeQueueFrom(join(t.path, "src"), join(t.path, "ref"))
+    makeQueueFrom(join(t.path, "src"), join(t.path, "crash"))
+    await consumeToEnd(join(t.path, "ref"), ["--batch-size", "25"])
+    const run = await consumeWithRandomKills(join(t.path, "crash"), {
+      random: rng(seed),
+      args: ["--batch-size", "25"],
+      maxKills: 6,
+      budgetMs: 20_000,
+      activeMs: 150,
+    })
+    expect(diffSnapshots(snapshot(join(t.path, "ref")), snapshot(join(t.path, "crash")))).toEqual([])
+    expect(run.kills.length).toBeGreaterThanOrEqual(1)
+  }, 60_000)
+})
+
+describe("consume killed at each named step of the protocol (SPOOL_FAULT)", () => {
+  let t: TempDir
+  let reference: Snapshot
+  let n = 0
+  const args = ["--batch-size", "20"]
+
+  beforeAll(async () => {
+    t = await tempDir()
+    generateMessages(join(t.path, "src"), 300, 99)
+    makeQueueFrom(join(t.path, "src"), join(t.path, "ref"))
+    await consumeToEnd(join(t.path, "ref"), args)
+    reference = snapshot(join(t.path, "ref"))
+  }, 60_000)
+  afterAll(() => t[Symbol.asyncDispose](), 60_000)
+
+  /** A fresh copy of the queue, killed by the hook at `fault`; returns its root and what the kill left. */
+  async function killedAt(fault: string) {
+    const root = join(t.path, `q${n++}`)
+    makeQueueFrom(join(t.path, "src"), root)
+    const r = await startConsume(root, args, { SPOOL_FAULT: fault }).finished
+    expect(r.signalCode).toBe("SIGKILL")
+    return { root, claims: claimRows(root), processing: list(join(root, "processing")) }
+  }
+
+  it("after-claim: the batch in hand is processed again on restart, with nothing lost or doubled", async () => {
+    const { root, claims, processing } = await killedAt("after-claim@3")
+    expect(processing).toHaveLength(20)
+    expect(
+      claims
+        .filter((c) => c.state === "claimed")
+        .map((c) => c.name)
+        .sort(),
+    ).toEqual(processing)
+    const restart = await consumeToEnd(root, args)
+    expect(restart.stderr).toContain("claimed, not committed")
+    expect(diffSnapshots(reference, snapshot(root))).toEqual([])
+  }, 30_000)
+
+  it("after-commit: a committed batch is only moved on restart, never recorded as duplicates", async () => {
+    const { root, claims, processing } = await killedAt("after-commit@3")
+    expect(processing).toHaveLength(20)
+    expect(claims.filter((c) => c.state === "committed" && processing.includes(c.name))).toHaveLength(20)
+    const restart = await consumeToEnd(root, args)
+    expect(restart.stderr).toContain("committed, not yet moved")
+    const s = snapshot(root)
+    expect(diffSnapshots(reference, s)).toEqual([])
+    const recovered = new Set(processing)
+    const duplicated = s.duplicates as { file: string }[]
+    expect(duplicated.filter((d) => recovered.has(d.file))).toEqual(
+      (reference.duplicates as { file: string }[]).filter((d) => recovered.has(d.file)),
+    )
+  }, 30_000)
+
+  it("after-move: nothing is in processing/ and the restart finishes the rest", async () => {
+    const { root, processing } = await killedAt("after-move@3")
+    expect(processing).toEqual([])
+    expect(list(join(root, "done")).length + list(join(root, "error")).length).toBe(60)
+    await consumeToEnd(root, args)
+    expect(diffSnapshots(reference, snapshot(root))).toEqual([])
+  }, 30_000)
+
+  it("after-reports: the queue is already final and a restart changes nothing", async () => {
+    const { root, claims, processing } = await killedAt("after-reports")
+    expect(processing).toEqual([])
+    expect(claims).toEqual([])
+    expect(diffSnapshots(reference, snapshot(root))).toEqual([])
+    await consumeToEnd(root, args)
+    expect(diffSnapshots(reference, snapshot(root))).toEqual([])
+  }, 30_000)
+
+  it("a kill during recovery itself is recovered in turn", async () => {
+    const { root } = await killedAt("after-claim@2")
+    // The restart dies after its 5th commit: the 5th file it retries alone.
+    const second = await startConsume(root, args, { SPOOL_FAULT: "after-commit@5" }).finished
+    expect(second.signalCode).toBe("SIGKILL")
+    const claims = claimRows(root)
+    expect(claims.filter((c) => c.state === "committed")).toHaveLength(5)
+    expect(claims.filter((c) => c.state === "claimed")).toHaveLength(15)
+    // Only the files retried alone had their attempt counted; the rest were never read again.
+    expect(claims.map((c) => c.attempts)).toEqual([...Array(5).fill(2), ...Array(15).fill(1)])
+    await consumeToEnd(root, args)
+    expect(diffSnapshots(reference, snapshot(root))).toEqual([])
+  }, 30_000)
+})
+
+describe("a message that crashes the consumer every time (SPOOL_CRASH_ON)", () => {
+  /** 40 valid messages, the poison one among them; batches of 10 so it has batch-mates. */
+  function poisonQueue(root: string) {
+    for (const d of ["inbox", "processing", "done", "error", "tmp"]) fs.mkdirSync(join(root, d), { recursive: true })
+    for (let i = 1; i <= 40; i++) {
+      const name = `m-${String(i).padStart(2, "0")}.json`
+      fs.writeFileSync(
+        join(root, "inbox", name),
+        JSON.stringify({ msg_id: `id-${i}`, order_no: "A", seq: i, amount: i }),
+      )
+    }
+  }
+
+  /** Restarts consume until a run exits on its own; returns the attempts seen after each crash. */
+  async function runUntilDone(root: string, args: string[]) {
+    const attemptsAfterCrash: number[] = []
+    for (let i = 0; i < 12; i++) {
+      const r = await startConsume(root, ["--batch-size", "10", ...args], { SPOOL_CRASH_ON: "m-15.json" }).finished
+      if (r.exitCode === 0) return { attemptsAfterCrash, last: r }
+      expect(r.signalCode).toBe("SIGKILL")
+      attemptsAfterCrash.push(claimRows(root).find((c) => c.name === "m-15.json")?.attempts ?? -1)
+    }
+    throw new Error("consume never finished: the poison message loops")
+  }
+
+  it("goes to error/ as poison after 3 claims by default, and every other message flows", async () => {
+    await using t = await tempDir()
+    const root = join(t.path, "q")
+    poisonQueue(root)
+    const { attemptsAfterCrash } = await runUntilDone(root, [])
+    // The counter lives in the ledger, so it survives each restart: 1 (in a batch), 2, 3 (alone).
+    expect(attemptsAfterCrash).toEqual([1, 2, 3])
+    expect(list(join(root, "error"))).toEqual(["m-15.json"])
+    expect(list(join(root, "done"))).toHaveLength(39)
+    expect(list(join(root, "processing"))).toEqual([])
+    expect(list(join(root, "inbox"))).toEqual([])
+    expect(fs.readFileSync(join(root, "error.csv"), "utf8")).toBe("file,reason\nm-15.json,poison\n")
+    const s = snapshot(root)
+    expect(s.failures).toEqual([{ file: "m-15.json", original: "m-15.json", reason: "poison" }])
+    expect(s.processed).toHaveLength(39)
+    expect(s.claims).toEqual([])
+  }, 60_000)
+
+  it("takes as many claims as --max-attempts says", async () => {
+    await using t = await tempDir()
+    const root = join(t.path, "q")
+    poisonQueue(root)
+    const { attemptsAfterCrash } = await runUntilDone(root, ["--max-attempts", "5"])
+    expect(attemptsAfterCrash).toEqual([1, 2, 3, 4, 5])
+    expect(list(join(root, "error"))).toEqual(["m-15.json"])
+    expect(list(join(root, "done"))).toHaveLength(39)
+  }, 60_000)
+})
