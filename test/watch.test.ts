@@ -189,10 +189,31 @@ describe("consume --concurrency", () => {
     expect(read(join(q.root, "error.csv")).split("\n").filter(Boolean)).toHaveLength(3)
   })
 
+  it("exits with the worst worker's code: 3 when the ledger stays locked", async () => {
+    await using q = await tempQueue({ seed: { "a.json": message("a") } })
+    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+    q.put("b.json", message("b", 2))
+    const holder = new Database(join(q.root, "ledger.db"))
+    let r: Awaited<ReturnType<typeof spool>>
+    try {
+      holder.exec("BEGIN IMMEDIATE")
+      r = await spool("consume", ["--root", q.root, "--concurrency", "2", "--busy-timeout", "200ms"])
+    } finally {
+      holder.exec("ROLLBACK")
+      holder.close()
+    }
+    expect(r.stderr.match(/consume: the ledger .* stayed locked/g)).toHaveLength(2)
+    expect(r.stderr.match(/spool: warn: worker-failed worker=\d pid=\d+ exit_code=3/g)).toHaveLength(2)
+    expect(r.exitCode).toBe(3)
+    expect(list(join(q.root, "inbox"))).toEqual(["b.json"])
+    expect(list(join(q.root, "processing"))).toEqual([])
+  })
+
   it.each([
     ["--concurrency 0", ["--concurrency", "0"]],
     ["--rescan 0s", ["--watch", "--rescan", "0s"]],
     ["--batch-window soon", ["--watch", "--batch-window", "soon"]],
+    ["--busy-timeout soon with workers", ["--concurrency", "2", "--busy-timeout", "soon"]],
   ])("refuses %s with exit 2 and one message", async (_label, args) => {
     await using q = await tempQueue({ seed: { "a.json": message("a") } })
     const r = await spool("consume", ["--root", q.root, ...args])

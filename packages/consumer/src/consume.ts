@@ -87,6 +87,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     const rescanMs = parseDuration(v.rescan ?? "5s", "--rescan")
     if (rescanMs <= 0) throw new SpoolError("usage", `--rescan must be longer than 0, not ${JSON.stringify(v.rescan)}`)
     const batchWindowMs = parseDuration(v["batch-window"] ?? "50ms", "--batch-window")
+    const busyTimeoutMs = v["busy-timeout"] ? parseDuration(v["busy-timeout"], "--busy-timeout") : 10_000
     const tuning = {
       ...(v["batch-size"] && { batchSize: parseInteger(v["batch-size"], "--batch-size", 1) }),
       ...(v["max-attempts"] && { maxAttempts: parseInteger(v["max-attempts"], "--max-attempts", 1) }),
@@ -106,20 +107,23 @@ export async function main(argv: readonly string[]): Promise<number> {
       const code = await runWorkers(concurrency, argv, log)
       // Each worker wrote reports when it ended, and two such atomic rewrites can land out of
       // order; one more, after all of them, is sure to reflect the whole ledger.
-      if (fs.existsSync(queue.ledger)) {
-        const ledger = Ledger.open(queue.ledger, { durable })
+      if (!fs.existsSync(queue.ledger)) return code
+      try {
+        const ledger = Ledger.open(queue.ledger, { durable, busyTimeoutMs })
         try {
           writeReports(queue, ledger)
         } finally {
           ledger.close()
         }
+      } catch (error) {
+        // The workers' own exit codes say more than this; report the failure without hiding them.
+        if (!(error instanceof SpoolError)) throw error
+        log.warn("reports-failed", { error: error.message })
+        return Math.max(code, ExitCode.failure)
       }
       return code
     }
-    const ledger = Ledger.open(queue.ledger, {
-      durable,
-      busyTimeoutMs: v["busy-timeout"] ? parseDuration(v["busy-timeout"], "--busy-timeout") : 10_000,
-    })
+    const ledger = Ledger.open(queue.ledger, { durable, busyTimeoutMs })
     const stop = new AbortController()
     const onSignal = (signal: NodeJS.Signals) => {
       if (!stop.signal.aborted) log.info("stopping", { signal, note: "finishing the batch in hand" })
