@@ -125,7 +125,8 @@ describe("consume --watch", () => {
     await using w = startWatch(q.root, ["--rescan", "200ms"])
     await until(() => w.stderr().includes("spool: watching "), "the watcher to start")
     // An orphan: in processing/ with no claim, as a consumer killed mid-batch on another ledger leaves it.
-    fs.writeFileSync(join(q.root, "processing", "orphan.json"), message("orphan"))
+    fs.writeFileSync(join(q.root, "tmp", "orphan.json"), message("orphan"))
+    fs.renameSync(join(q.root, "tmp", "orphan.json"), join(q.root, "processing", "orphan.json"))
     await until(() => list(join(q.root, "done")).includes("orphan.json"), "orphan.json in done/")
     expect(await w.stop()).toBe(0)
     expect(w.stderr()).toMatch(/spool: warn: recovered file=orphan\.json/)
