@@ -5,7 +5,7 @@ import fs from "node:fs"
 import { join } from "node:path"
 import { decodeMessage, Message } from "@spool/core"
 import { consumeBounded, ledgerRows, parseCsv, queueListing, readErrorCsv } from "./_hostile.ts"
-import { type TempQueue, tempQueue } from "./support.ts"
+import { repoRoot, type TempQueue, tempQueue } from "./support.ts"
 
 const ok = (id: string, extra = "") => `{"msg_id":"${id}","order_no":"o-${id}","seq":1,"amount":1.5${extra}}`
 const deep = (open: string, close: string, n = 100_000) => open.repeat(n) + close.repeat(n)
@@ -453,6 +453,96 @@ describe("a producer still writing", () => {
       expect(run.stderr).toContain("--min-age")
       expect(run.exitCode).toBe(2)
       expect(queueListing(q.root).inbox).toEqual(["a.json"])
+    },
+    slow,
+  )
+})
+
+describe("bun run enqueue", () => {
+  const enqueue = async (args: readonly string[], stdin?: string) => {
+    const proc = Bun.spawn(["bun", "run", "enqueue", ...args], {
+      cwd: repoRoot,
+      env: { ...process.env, NO_COLOR: "1" },
+      stdin: stdin === undefined ? "ignore" : Buffer.from(stdin),
+      stdout: "pipe",
+      stderr: "pipe",
+    })
+    const [stdout, stderr, exitCode] = await Promise.all([
+      new Response(proc.stdout).text(),
+      new Response(proc.stderr).text(),
+      proc.exited,
+    ])
+    return { stdout, stderr, exitCode }
+  }
+
+  it(
+    "puts files and stdin into inbox/ byte for byte through tmp/, and consume takes them",
+    async () => {
+      await using q = await tempQueue()
+      const a = join(q.path, "from file.json")
+      fs.writeFileSync(a, `\uFEFF${ok("enq-a")}`)
+      const one = await enqueue(["--root", q.root, a])
+      expect(one.stdout).toBe("from file.json\n")
+      expect(one.exitCode).toBe(0)
+      const two = await enqueue(["--root", q.root, "--name", "piped.json", "-"], ok("enq-b"))
+      expect(two.stdout).toBe("piped.json\n")
+      expect(two.exitCode).toBe(0)
+      expect(queueListing(q.root).inbox).toEqual(["from file.json", "piped.json"])
+      expect(fs.readFileSync(join(q.root, "inbox", "from file.json"))).toEqual(fs.readFileSync(a))
+      expect(fs.readFileSync(join(q.root, "inbox", "piped.json"), "utf8")).toBe(ok("enq-b"))
+      expect(fs.readdirSync(join(q.root, "tmp"))).toEqual([])
+      expect((await consumeBounded(q.root)).exitCode).toBe(0)
+      expect(queueListing(q.root).done).toEqual(["from file.json", "piped.json"])
+    },
+    slow,
+  )
+
+  it(
+    "refuses with exit 1 and enqueues nothing when one name is already in inbox/",
+    async () => {
+      await using q = await tempQueue({ seed: { "taken.json": "original" } })
+      const fresh = join(q.path, "fresh.json")
+      const taken = join(q.path, "taken.json")
+      fs.writeFileSync(fresh, ok("fresh"))
+      fs.writeFileSync(taken, ok("taken"))
+      const r = await enqueue(["--root", q.root, fresh, taken])
+      expect(r.stdout).toBe("")
+      expect(r.stderr).toContain("taken.json")
+      expect(r.exitCode).toBe(1)
+      expect(queueListing(q.root).inbox).toEqual(["taken.json"])
+      expect(fs.readFileSync(join(q.root, "inbox", "taken.json"), "utf8")).toBe("original")
+      expect(fs.readdirSync(join(q.root, "tmp"))).toEqual([])
+    },
+    slow,
+  )
+
+  it.each([
+    ["stdin without --name", ["-"]],
+    ["a hidden name", ["--name", ".hidden.json", "-"]],
+    ["a name not ending in .json", ["--name", "x.txt", "-"]],
+    ["--name with two inputs", ["--name", "x.json", "a.json", "b.json"]],
+    ["no input at all", []],
+    ["an input that does not exist", ["/nonexistent/spool/x.json"]],
+  ])(
+    "exits 2 and changes nothing for %s",
+    async (_, args) => {
+      await using q = await tempQueue()
+      const r = await enqueue(["--root", q.root, ...args], "{}")
+      expect(r.stdout).toBe("")
+      expect(r.stderr).not.toBe("")
+      expect(r.exitCode).toBe(2)
+      expect(queueListing(q.root).inbox).toEqual([])
+    },
+    slow,
+  )
+
+  it(
+    "prints its usage for --help",
+    async () => {
+      const r = await enqueue(["--help"])
+      expect(r.stdout).toContain("Usage: bun run enqueue")
+      expect(r.stdout).toContain("tmp/")
+      expect(r.exitCode).toBe(0)
     },
     slow,
   )
