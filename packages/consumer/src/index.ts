@@ -1,5 +1,7 @@
+export { main as compact } from "./compact.ts"
 export { main as consume } from "./consume.ts"
+export { main as enqueue } from "./enqueue.ts"
 export { main as orderCheck } from "./order-check.ts"
 export { main as schema } from "./schema.ts"
 export { bundledFixtures, main as setup } from "./setup.ts"
-export { main as compact } from "./compact.ts"
+export { main as stats } from "./stats.ts"
