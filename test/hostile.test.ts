@@ -49,6 +49,7 @@ const contentCases: readonly (readonly [string, string | Uint8Array, Expect, str
     "done",
     "1.5",
   ],
+  ["deep-amount.json", `{"msg_id":"deep-amount","order_no":"o","seq":1,"amount":${deep("[", "]")}}`, "invalid-field"],
   ["all-null.json", '{"msg_id":null,"order_no":null,"seq":null,"amount":null}', "missing-field"],
   ["msg-id-null.json", '{"msg_id":null,"order_no":"o","seq":1,"amount":1}', "missing-field"],
   ["amount-absent.json", '{"msg_id":"amount-absent","order_no":"o","seq":1}', "missing-field"],
