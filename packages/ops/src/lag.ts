@@ -13,6 +13,7 @@ import {
   scanDir,
   writeFileAtomic,
 } from "@spool/core"
+import { writeErr, writeOut } from "./_io.ts"
 
 /** How far behind a queue is: regular files per directory and the age of the oldest waiting ones. */
 export interface LagReport {
@@ -239,7 +240,7 @@ const spec = {
 
 /** `lag DIR THRESHOLD`: queue depth for cron and dashboards. Exit 1 over the threshold or age limit. */
 export async function main(argv: readonly string[]): Promise<number> {
-  return runCommand(spec, argv, ({ values, positionals }) => {
+  return runCommand(spec, argv, async ({ values, positionals }) => {
     const [dir, thresholdText, ...extra] = positionals
     if (dir === undefined || dir === "") throw new SpoolError("usage", "missing DIR (the queue root)")
     const threshold = parseThreshold(thresholdText)
@@ -259,14 +260,14 @@ export async function main(argv: readonly string[]): Promise<number> {
       format !== "line" || values.all === true ? "full" : limits.maxAgeSeconds !== undefined ? "ages" : "counts"
     const report = measureLag(queue, detail)
     const violations = lagViolations(report, limits)
-    if (format === "line") process.stdout.write(values.all === true ? formatLongLine(report) : formatLine(report))
-    else if (format === "json") process.stdout.write(formatJson(report, limits, violations))
+    if (format === "line") await writeOut(values.all === true ? formatLongLine(report) : formatLine(report))
+    else if (format === "json") await writeOut(formatJson(report, limits, violations))
     else {
       const text = formatPrometheus(report, limits, violations)
-      if (values.textfile === undefined) process.stdout.write(text)
+      if (values.textfile === undefined) await writeOut(text)
       else writeTextfile(values.textfile, text)
     }
-    for (const v of violations) process.stderr.write(`lag: ${v}\n`)
+    await writeErr(violations.map((v) => `lag: ${v}\n`).join(""))
     return violations.length === 0 ? ExitCode.ok : ExitCode.check
   })
 }

@@ -13,6 +13,7 @@ import {
   SpoolError,
   writeReports,
 } from "@spool/core"
+import { writeErr } from "./_io.ts"
 
 /** What a successful replay did. */
 export interface Replayed {
@@ -132,7 +133,7 @@ const spec = {
 
 /** `replay FILE`: send one failed message back to inbox/. Exit 1 when refused (nothing changed). */
 export async function main(argv: readonly string[]): Promise<number> {
-  return runCommand(spec, argv, ({ values, positionals }) => {
+  return runCommand(spec, argv, async ({ values, positionals }) => {
     const [file, ...extra] = positionals
     if (file === undefined) throw new SpoolError("usage", "missing FILE (the name of a file in error/)")
     if (extra.length > 0)
@@ -144,7 +145,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     try {
       const r = replayFile(queue, ledger, file)
       writeReports(queue, ledger)
-      process.stderr.write(
+      await writeErr(
         `replay: moved error/${r.file} back to inbox/${r.file}` +
           (r.isRecordMarked
             ? ` (failed with ${r.reason ?? "unknown"}; record marked replayed)`
