@@ -63,18 +63,27 @@ describe.each(runners)("%s", (name, lag) => {
     expect(r.exitCode).toBe(1)
   })
 
-  it.each([
-    ["no arguments", []],
-    ["no THRESHOLD", ["."]],
-    ["a fractional THRESHOLD", ["Q", "1.5"]],
-    ["a word as THRESHOLD", ["Q", "ten"]],
-    ["a negative THRESHOLD", ["Q", "-1"]],
-    ["an extra argument", ["Q", "1", "2"]],
-    ["an unknown option", ["Q", "1", "--bogus"]],
-    ["a bad --max-age", ["Q", "1", "--max-age", "soon"]],
-    ["an unknown --format", ["Q", "1", "--format", "xml"]],
-    ["--textfile without --format prometheus", ["Q", "1", "--textfile", "out.prom"]],
-  ])("exits 2 with a message on stderr for %s", async (_case, args) => {
+  // The source entry loads @spool/core whole (arktype included, about a second per start on
+  // this machine), so it gets a sample of the usage errors; the built lag.sh gets all of them.
+  const isSource = name !== "dist/lag.sh"
+  const usageSample = new Set(["no THRESHOLD", "a fractional THRESHOLD", "a negative THRESHOLD", "a bad --max-age"])
+
+  it.each(
+    (
+      [
+        ["no arguments", []],
+        ["no THRESHOLD", ["."]],
+        ["a fractional THRESHOLD", ["Q", "1.5"]],
+        ["a word as THRESHOLD", ["Q", "ten"]],
+        ["a negative THRESHOLD", ["Q", "-1"]],
+        ["an extra argument", ["Q", "1", "2"]],
+        ["an unknown option", ["Q", "1", "--bogus"]],
+        ["a bad --max-age", ["Q", "1", "--max-age", "soon"]],
+        ["an unknown --format", ["Q", "1", "--format", "xml"]],
+        ["--textfile without --format prometheus", ["Q", "1", "--textfile", "out.prom"]],
+      ] as [string, string[]][]
+    ).filter(([c]) => !isSource || usageSample.has(c)),
+  )("exits 2 with a message on stderr for %s", async (_case, args) => {
     await using q = await tempQueue()
     const r = await lag(args.map((a) => (a === "Q" ? q.root : a)))
     expect(r.stdout).toBe("")
@@ -82,7 +91,7 @@ describe.each(runners)("%s", (name, lag) => {
     expect(r.exitCode).toBe(2)
   })
 
-  it.each(["inbox", "processing", "done", "error"])(
+  it.each(isSource ? ["done"] : ["inbox", "processing", "done", "error"])(
     "exits 2 naming the directory when %s/ is missing (not a queue)",
     async (missing) => {
       await using q = await tempQueue()
