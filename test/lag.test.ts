@@ -131,11 +131,11 @@ describe.each(runners)("%s", (name, lag) => {
       ok: false,
     })
     expect(o.violations).toEqual(["inbox=2 is over the threshold 1"])
-    // Ages from mtimes set 120 s and 30 s ago; the bound allows a slow machine.
+    // The inbox age comes from an mtime set 120 s ago; the bound allows a slow machine.
     expect(o.oldest_inbox_age_seconds).toBeGreaterThanOrEqual(120)
     expect(o.oldest_inbox_age_seconds).toBeLessThan(180)
-    expect(o.oldest_processing_age_seconds).toBeGreaterThanOrEqual(30)
-    expect(o.oldest_processing_age_seconds).toBeLessThan(90)
+    // processing/ is dated by ctime (the claim): setting the mtime back does not age it.
+    expect(o.oldest_processing_age_seconds).toBeLessThan(30)
     expect(r.exitCode).toBe(1)
   })
 

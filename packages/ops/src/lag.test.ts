@@ -125,7 +125,23 @@ describe("measureLag", () => {
     expect([full.inbox, full.processing, full.error, full.done]).toEqual([3, 1, 2, 5])
   })
 
-  it("reports the age of the oldest file in inbox/ and processing/ from its mtime, and 0 when empty", async () => {
+  it("dates inbox/ files from when they were written and processing/ files from when they were claimed", async () => {
+    await using t = await tempQueue()
+    const q = t.queue
+    const written = new Date(Date.now() - 600_000)
+    fs.writeFileSync(join(q.inbox, "claimed.json"), "{}")
+    fs.utimesSync(join(q.inbox, "claimed.json"), written, written)
+    fs.renameSync(join(q.inbox, "claimed.json"), join(q.processing, "claimed.json"))
+    fs.writeFileSync(join(q.inbox, "waiting.json"), "{}")
+    fs.utimesSync(join(q.inbox, "waiting.json"), written, written)
+
+    const r = measureLag(q, "ages")
+    expect(r.oldestInboxAgeSeconds).toBeGreaterThanOrEqual(600)
+    // Written ten minutes ago but claimed just now: the rename set its ctime.
+    expect(r.oldestProcessingAgeSeconds).toBeLessThan(60)
+  })
+
+  it("reports the age of the oldest inbox file, and 0 for an empty directory", async () => {
     await using t = await tempQueue()
     const q = t.queue
     const now = Date.now()

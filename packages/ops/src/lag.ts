@@ -22,9 +22,9 @@ export interface LagReport {
   readonly processing: number
   readonly error: number
   readonly done: number
-  /** Seconds since the oldest file in inbox/ was last written; 0 when inbox/ is empty. */
+  /** Seconds since the oldest file in inbox/ was written (its mtime); 0 when inbox/ is empty. */
   readonly oldestInboxAgeSeconds: number
-  /** Seconds since the oldest file in processing/ was last written; 0 when it is empty. */
+  /** Seconds since the oldest file in processing/ was claimed (its ctime); 0 when it is empty. */
   readonly oldestProcessingAgeSeconds: number
 }
 
@@ -35,16 +35,23 @@ const formats: readonly LagFormat[] = ["line", "json", "prometheus"]
 
 interface DirScan {
   readonly count: number
-  /** The smallest mtime among the regular files, in ms since the epoch. */
-  readonly oldestMtimeMs: number | undefined
+  /** The smallest timestamp among the regular files, in ms since the epoch. */
+  readonly oldestMs: number | undefined
 }
 
 /**
- * Counts the regular files directly in `path` and finds the oldest mtime, streaming the
+ * Which timestamp dates a file: `mtime`, when its producer wrote it (kept by every rename, so
+ * inbox/ age is the delay since the message was produced); `ctime`, which rename(2) sets on
+ * Linux filesystems, so in processing/ it is the moment a consumer claimed the file.
+ */
+export type AgeClock = "mtime" | "ctime"
+
+/**
+ * Counts the regular files directly in `path` and finds the oldest timestamp, streaming the
  * directory so memory stays flat at any size. A file that vanishes between readdir and
  * lstat (a consumer claimed it) is not counted.
  */
-export function scanAges(path: string): DirScan {
+export function scanAges(path: string, clock: AgeClock): DirScan {
   let count = 0
   let oldest: number | undefined
   for (const e of scanDir(path, 1024)) {
@@ -58,9 +65,10 @@ export function scanAges(path: string): DirScan {
     }
     if (!st.isFile()) continue
     count++
-    if (oldest === undefined || st.mtimeMs < oldest) oldest = st.mtimeMs
+    const t = clock === "mtime" ? st.mtimeMs : st.ctimeMs
+    if (oldest === undefined || t < oldest) oldest = t
   }
-  return { count, oldestMtimeMs: oldest }
+  return { count, oldestMs: oldest }
 }
 
 /** False when readdir could not tell the type (DT_UNKNOWN on some filesystems): lstat decides. */
@@ -91,10 +99,11 @@ export function measureLag(queue: Queue, detail: LagDetail, now = Date.now()): L
       throw new SpoolError("io", `cannot read ${d}: ${String(error)}`, { cause: error })
     }
   }
-  const age = (s: DirScan) => (s.oldestMtimeMs === undefined ? 0 : Math.max(0, now - s.oldestMtimeMs) / 1000)
-  const inbox = detail === "counts" ? { count: count(queue.inbox), oldestMtimeMs: undefined } : scanAges(queue.inbox)
+  const age = (s: DirScan) => (s.oldestMs === undefined ? 0 : Math.max(0, now - s.oldestMs) / 1000)
+  const inbox =
+    detail === "counts" ? { count: count(queue.inbox), oldestMs: undefined } : scanAges(queue.inbox, "mtime")
   const processing =
-    detail === "counts" ? { count: count(queue.processing), oldestMtimeMs: undefined } : scanAges(queue.processing)
+    detail === "counts" ? { count: count(queue.processing), oldestMs: undefined } : scanAges(queue.processing, "ctime")
   return {
     root: queue.root,
     inbox: inbox.count,
@@ -170,7 +179,7 @@ export function formatPrometheus(r: LagReport, limits: LagLimits, violations: re
   )
   metric(
     "spool_oldest_message_age_seconds",
-    "Seconds since the oldest file in the directory was written (0 when empty).",
+    "Seconds the oldest file has waited: inbox since written (mtime), processing since claimed (ctime); 0 when empty.",
     [
       [`${root},dir="inbox"`, round3(r.oldestInboxAgeSeconds)],
       [`${root},dir="processing"`, round3(r.oldestProcessingAgeSeconds)],
@@ -216,8 +225,8 @@ const spec = {
     "Reports how far behind the queue at DIR is. By default prints exactly one line\n" +
     "  inbox=<n> processing=<n> error=<n>\n" +
     "counting the regular files directly in each directory, and exits 1 when inbox holds more than\n" +
-    "THRESHOLD files (or, with --max-age, when its oldest file is older than AGE). Ages are measured\n" +
-    "from each file's mtime (when its producer wrote it).",
+    "THRESHOLD files (or, with --max-age, when its oldest file is older than AGE). An inbox/ age is\n" +
+    "the time since the file was written (mtime); a processing/ age, since it was claimed (ctime).",
   options: {
     all: { type: "boolean" },
     json: { type: "boolean" },
