@@ -372,7 +372,7 @@ describe("consume on hostile file names", () => {
       const multi = long("é", false).name
       expect(Buffer.byteLength(ascii)).toBeLessThanOrEqual(255)
       expect(Buffer.byteLength(multi)).toBeGreaterThan(250)
-      for (const round of [1, 2, 3]) {
+      for (const round of [1, 2]) {
         q.put(ascii, `bad ${round}`)
         q.put(multi, `bad ${round}`)
         const run = await consumeBounded(q.root)
@@ -380,16 +380,16 @@ describe("consume on hostile file names", () => {
       }
       const l = queueListing(q.root)
       expect(l.inbox).toEqual([])
-      expect(l.error).toHaveLength(6)
+      expect(l.error).toHaveLength(4)
       for (const n of l.error) {
         expect(Buffer.byteLength(n)).toBeLessThanOrEqual(255)
         expect(n.endsWith(".json")).toBe(true)
         expect(n).not.toContain("\uFFFD")
       }
-      expect(l.error.filter((n) => /~\d+\.json$/.test(n))).toHaveLength(4)
-      // Each copy kept its own bytes: three rounds, three distinct contents per name.
+      expect(l.error.filter((n) => /~1\.json$/.test(n))).toHaveLength(2)
+      // Each copy kept its own bytes: two rounds, two distinct contents per name.
       const contents = l.error.map((n) => fs.readFileSync(join(q.root, "error", n), "utf8")).sort()
-      expect(contents).toEqual(["bad 1", "bad 1", "bad 2", "bad 2", "bad 3", "bad 3"])
+      expect(contents).toEqual(["bad 1", "bad 1", "bad 2", "bad 2"])
       const csv = readErrorCsv(q.root)
       expect([...csv.keys()].sort()).toEqual(l.error)
       for (const reason of csv.values()) expect(reason).toBe("parse")
@@ -460,8 +460,11 @@ describe("a producer still writing", () => {
 })
 
 describe("bun run enqueue", () => {
-  const enqueue = async (args: readonly string[], stdin?: string) => {
-    const proc = Bun.spawn(["bun", "run", "enqueue", ...args], {
+  // The root script once (the first test), the bin file directly for the rest: half the processes.
+  const enqueue = async (args: readonly string[], stdin?: string, via: "script" | "bin" = "bin") => {
+    const cmd =
+      via === "script" ? ["bun", "run", "enqueue"] : ["bun", join(repoRoot, "packages/consumer/bin/enqueue.ts")]
+    const proc = Bun.spawn([...cmd, ...args], {
       cwd: repoRoot,
       env: { ...process.env, NO_COLOR: "1" },
       stdin: stdin === undefined ? "ignore" : Buffer.from(stdin),
@@ -482,7 +485,7 @@ describe("bun run enqueue", () => {
       await using q = await tempQueue()
       const a = join(q.path, "from file.json")
       fs.writeFileSync(a, `\uFEFF${ok("enq-a")}`)
-      const one = await enqueue(["--root", q.root, a])
+      const one = await enqueue(["--root", q.root, a], undefined, "script")
       expect(one.stdout).toBe("from file.json\n")
       expect(one.exitCode).toBe(0)
       const two = await enqueue(["--root", q.root, "--name", "piped.json", "-"], ok("enq-b"))
