@@ -276,7 +276,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       if (values.textfile === undefined) await writeOut(text)
       else writeTextfile(values.textfile, text)
     }
-    await writeErr(violations.map((v) => `lag: ${v}\n`).join(""))
+    if (violations.length > 0) await writeErr(violations.map((v) => `lag: ${v}\n`).join(""))
     return violations.length === 0 ? ExitCode.ok : ExitCode.check
   })
 }
@@ -297,6 +297,7 @@ function writeTextfile(path: string, text: string): void {
     // .prom, so the collector never sees a half-written file.
     writeFileAtomic(resolve(path), text)
   } catch (error) {
+    if (error instanceof SpoolError) throw error
     throw new SpoolError("io", `cannot write ${path}: ${error instanceof Error ? error.message : String(error)}`, {
       cause: error,
     })
