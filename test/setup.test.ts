@@ -160,6 +160,7 @@ describe("bun run setup", () => {
     const root = join(d.path, "q")
     const r = await spool("setup", ["--root", root, "--from", join(d.path, "nope")])
     expect(r.stdout).toBe("")
+    expect(fs.existsSync(root)).toBe(false) // a typo in --from leaves no half-made queue
     expect(r.stderr).toBe(
       `setup: --from ${join(d.path, "nope")} does not exist; give a directory of .json message files\n`,
     )

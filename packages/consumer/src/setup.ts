@@ -1,5 +1,6 @@
+import fs from "node:fs"
 import { fileURLToPath } from "node:url"
-import { type CommandSpec, createQueue, ExitCode, resolveRoot, runCommand, seedFrom } from "@spool/core"
+import { type CommandSpec, createQueue, ExitCode, resolveRoot, runCommand, SpoolError, seedFrom } from "@spool/core"
 
 /** The sample queue shipped with spool. */
 export const bundledFixtures = fileURLToPath(new URL("../../../fixtures", import.meta.url))
@@ -21,8 +22,15 @@ const spec = {
 /** `bun run setup`: create a queue and seed its inbox. */
 export async function main(argv: readonly string[]): Promise<number> {
   return runCommand(spec, argv, ({ values }) => {
-    const queue = createQueue(resolveRoot(values.root))
     const from = values.from ?? bundledFixtures
+    // Check the source first: a typo in --from must not leave a half-made queue behind.
+    const st = fs.statSync(from, { throwIfNoEntry: false })
+    if (!st?.isDirectory())
+      throw new SpoolError(
+        "usage",
+        `--from ${from} ${st ? "is not a directory" : "does not exist"}; give a directory of .json message files`,
+      )
+    const queue = createQueue(resolveRoot(values.root))
     const s = seedFrom(queue, from)
     process.stderr.write(
       `setup: queue ready at ${queue.root}; copied ${s.copied} message(s) from ${from} into inbox/` +
