@@ -294,6 +294,20 @@ describe("consume on things that are not regular files", () => {
   )
 
   it(
+    "reads a file above 64 MiB whole when --max-bytes allows it",
+    async () => {
+      // The run's read buffer stops at 64 MiB; a larger limit must not truncate the message.
+      const pad = "x".repeat(65 * 1024 * 1024)
+      await using q = await tempQueue({ seed: { "huge.json": ok("huge", `,"pad":"${pad}"`) } })
+      const run = await consumeBounded(q.root, ["--max-bytes", "100m"])
+      expect(run.exitCode).toBe(0)
+      expect(queueListing(q.root)).toMatchObject({ inbox: [], processing: [], done: ["huge.json"], error: [] })
+      expect(ledgerRows(q.root).processed.get("huge")?.amount).toBe("1.5")
+    },
+    slow,
+  )
+
+  it(
     "ignores hidden names and names that do not end in .json, leaving them untouched in inbox/",
     async () => {
       await using q = await tempQueue({
