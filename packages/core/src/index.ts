@@ -4,12 +4,21 @@ export type { ConsumeOptions, ConsumeSummary } from "./consumer.ts"
 export { consume, defaults } from "./consumer.ts"
 export type { EnqueueSummary } from "./enqueue.ts"
 export { enqueueBytes, seedFrom } from "./enqueue.ts"
-export { createConsumer } from "./typed-consumer.ts"
-export type { ConsumerConfig, Delivery, SpoolConsumer } from "./typed-consumer.ts"
 export type { SpoolErrorCode } from "./errors.ts"
 export { ExitCode, errnoOf, exitCodeFor, SpoolError } from "./errors.ts"
 export { renameNoReplace, writeFileAtomic } from "./files.ts"
-export type { AcceptedOutcome, Claim, ClaimRow, CompactSummary, ConflictRow, Effect, LedgerOptions, OrderProblem, Outcome, Verdict } from "./ledger.ts"
+export type {
+  AcceptedOutcome,
+  Claim,
+  ClaimRow,
+  CompactSummary,
+  ConflictRow,
+  Effect,
+  LedgerOptions,
+  OrderProblem,
+  Outcome,
+  Verdict,
+} from "./ledger.ts"
 export { Ledger, schemaVersion } from "./ledger.ts"
 export type { Log, LogFormat, LogLevel, LogOptions } from "./log.ts"
 export { createLog, isColorWanted, silentLog } from "./log.ts"
@@ -33,3 +42,5 @@ export type { FieldInfo, FieldRole, JsonType } from "./schema.ts"
 export { formatSchema, inferSchema } from "./schema.ts"
 export type { LedgerStats, StatsPeriod } from "./stats.ts"
 export { emptyStats, readStats } from "./stats.ts"
+export type { ConsumerConfig, Delivery, SpoolConsumer } from "./typed-consumer.ts"
+export { createConsumer } from "./typed-consumer.ts"
