@@ -131,6 +131,43 @@ describe("a ledger locked for longer than the busy timeout", () => {
   )
 
   it(
+    "exits 3 when the lock is taken mid-run, with every message in inbox/ or committed in done/",
+    async () => {
+      await using q = await tempQueue()
+      expect((await consumeBounded(q.root)).exitCode).toBe(0)
+      const n = 2000
+      fill(q.root, n)
+      const consumer = consumeBounded(q.root, ["--batch-size", "1", "--busy-timeout", "200ms", "--no-fsync"])
+      const holder = new Database(join(q.root, "ledger.db"))
+      let r: Awaited<ReturnType<typeof consumeBounded>>
+      try {
+        holder.exec("PRAGMA busy_timeout = 20000")
+        // Poll with a bound for the first committed file, then take the write lock between batches.
+        const done = join(q.root, "done")
+        for (const start = Date.now(); fs.readdirSync(done).length === 0; await Bun.sleep(2))
+          if (Date.now() - start > 30_000) throw new Error("consume never finished a first message")
+        holder.exec("BEGIN IMMEDIATE")
+        r = await consumer
+      } finally {
+        if (holder.inTransaction) holder.exec("ROLLBACK")
+        holder.close()
+      }
+      expect(r.stderr).toContain("locked")
+      expect(r.exitCode).toBe(3)
+      expectNothingLost(q.root, n)
+      const l = queueListing(q.root)
+      expect(l.done.length).toBeGreaterThan(0)
+      expect(l.inbox.length).toBeGreaterThan(0)
+      const again = await consumeBounded(q.root, ["--no-fsync"])
+      expect(again.exitCode).toBe(0)
+      expectNothingLost(q.root, n)
+      expect(queueListing(q.root).done).toHaveLength(n)
+      expect(fs.readFileSync(join(q.root, "dup.txt"), "utf8")).toBe("")
+    },
+    slow,
+  )
+
+  it(
     "also gives up when the lock is held by a sqlite3 process",
     async () => {
       if (!works(["sqlite3", "-version"])) {
