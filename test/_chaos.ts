@@ -60,15 +60,18 @@ export function generateMessages(dir: string, count: number, seed: number): Gene
     names.add(name)
     const r = random()
     let text: string
+    // Half the redeliveries come from a small hot set, so that batches often hold two
+    // deliveries of one msg_id and the order in which a batch is processed matters.
+    const from = () => (random() < 0.5 ? sent.slice(0, 8) : sent)
     if (sent.length > 0 && r < 0.06) {
-      text = (pick(sent) as { text: string }).text
+      text = (pick(from()) as { text: string }).text
       mix.sameDuplicate++
     } else if (sent.length > 0 && r < 0.09) {
-      const v = (pick(sent) as { value: Record<string, unknown> }).value
+      const v = (pick(from()) as { value: Record<string, unknown> }).value
       text = JSON.stringify(Object.fromEntries(Object.entries(v).reverse()), null, 2)
       mix.reformattedDuplicate++
     } else if (sent.length > 0 && r < 0.12) {
-      const v = (pick(sent) as { value: Record<string, unknown> }).value
+      const v = (pick(from()) as { value: Record<string, unknown> }).value
       text = JSON.stringify({ ...v, amount: Math.round(random() * 1e6) / 100, note: "resent with changes" })
       mix.conflict++
     } else if (r < 0.16) {
@@ -197,12 +200,14 @@ const mtimes = (root: string) =>
   `${fs.statSync(join(root, "inbox")).mtimeMs}/${fs.statSync(join(root, "processing")).mtimeMs}`
 
 /**
- * Runs consume on `root` again and again, SIGKILLing each run at a random point, until a run
- * ends on its own with an empty inbox/ or the kill budget (count or time) is spent; then one
- * more run to completion, which must exit 0. Start-up time varies a lot on a loaded machine,
- * so most kills are timed from the moment the run starts changing the queue (inbox/ or
- * processing/ changes its mtime; polled every 10 ms): a random delay in [0, activeMs). One
- * kill in five is timed from the spawn instead, to land in start-up and recovery.
+ * Runs consume on `root` again and again, SIGKILLing each run at a random point, until a round
+ * ends with an empty inbox/ or the kill budget (count or time) is spent; then one more run to
+ * completion, which must exit 0. With `consumers` > 1, each round starts that many processes at
+ * once, each with its own kill time. Start-up time varies a lot on a loaded machine, so most
+ * kills are timed from the moment the round starts changing the queue (inbox/ or processing/
+ * changes its mtime; polled every 10 ms): a random delay in [0, activeMs). One kill in five is
+ * timed from the spawn instead, to land in start-up and recovery. A run that ends on its own
+ * must exit 0 and never report a locked ledger.
  */
 export async function consumeWithRandomKills(
   root: string,
@@ -212,6 +217,7 @@ export async function consumeWithRandomKills(
     readonly maxKills: number
     readonly budgetMs: number
     readonly activeMs: number
+    readonly consumers?: number
   },
 ): Promise<KillRun> {
   const kills: KillObservation[] = []
@@ -220,37 +226,46 @@ export async function consumeWithRandomKills(
   let starts = 0
   let startupMs = 500
   while (kills.length < options.maxKills && performance.now() - started < options.budgetMs) {
-    const fromSpawn = options.random() < 0.2
-    const delayMs = Math.round(options.random() * (fromSpawn ? startupMs * 1.5 : options.activeMs))
     const before = mtimes(root)
-    const c = startConsume(root, options.args)
     const spawnedAt = performance.now()
-    starts++
-    let hasExited = false
-    void c.finished.then(() => {
-      hasExited = true
+    const round = Array.from({ length: options.consumers ?? 1 }, () => {
+      const fromSpawn = options.random() < 0.2
+      const delayMs = Math.round(options.random() * (fromSpawn ? startupMs * 1.5 : options.activeMs))
+      const c = startConsume(root, options.args)
+      let hasExited = false
+      void c.finished.then(() => {
+        hasExited = true
+      })
+      return { c, fromSpawn, delayMs, hasExited: () => hasExited }
     })
-    const deadline = performance.now() + 60_000
-    let activeAt = fromSpawn ? spawnedAt : undefined
-    while (!hasExited && activeAt === undefined && performance.now() < deadline) {
-      await Bun.sleep(10)
-      if (mtimes(root) !== before) activeAt = performance.now()
-    }
-    if (activeAt !== undefined && !fromSpawn) startupMs = activeAt - spawnedAt
-    if (activeAt !== undefined) {
-      const wait = activeAt + delayMs - performance.now()
-      let timer: Timer | undefined
-      await Promise.race([c.finished, new Promise((resolve) => (timer = setTimeout(resolve, Math.max(0, wait))))])
-      clearTimeout(timer)
-    }
-    if (!hasExited) c.proc.kill("SIGKILL")
-    const r = await c.finished
-    if (r.signalCode === "SIGKILL") {
-      kills.push(observe(root, Math.round(performance.now() - spawnedAt)))
-      continue
-    }
-    if (r.exitCode !== 0) throw new Error(`consume exited ${r.exitCode} between kills:\n${r.stderr}`)
-    stderr.push(r.stderr)
+    starts += round.length
+    const allExited = () => round.every((p) => p.hasExited())
+    const activity = (async () => {
+      for (const deadline = performance.now() + 60_000; performance.now() < deadline && !allExited(); ) {
+        await Bun.sleep(10)
+        if (mtimes(root) !== before) return performance.now()
+      }
+      return undefined
+    })()
+    await Promise.all(
+      round.map(async (p) => {
+        const from = p.fromSpawn ? spawnedAt : await activity
+        if (from !== undefined) {
+          let timer: Timer | undefined
+          const wait = Math.max(0, from + p.delayMs - performance.now())
+          await Promise.race([p.c.finished, new Promise((resolve) => (timer = setTimeout(resolve, wait)))])
+          clearTimeout(timer)
+        }
+        if (!p.hasExited()) p.c.proc.kill("SIGKILL")
+        const r = await p.c.finished
+        if (r.signalCode === "SIGKILL") kills.push(observe(root, Math.round(performance.now() - spawnedAt)))
+        else if (r.exitCode !== 0 || /database is locked/i.test(r.stderr))
+          throw new Error(`consume exited ${r.exitCode} between kills:\n${r.stderr}`)
+        else stderr.push(r.stderr)
+      }),
+    )
+    const activeAt = await activity
+    if (activeAt !== undefined) startupMs = activeAt - spawnedAt
     if (fs.readdirSync(join(root, "inbox")).length === 0) break
   }
   starts++
@@ -288,6 +303,44 @@ export function diffSnapshots(expected: Snapshot, actual: Snapshot, limit = 20):
   if (expected.dupTxt !== actual.dupTxt) out.push("dup.txt differs")
   if (expected.errorCsv !== actual.errorCsv) out.push("error.csv differs")
   return out.length > limit ? [...out.slice(0, limit), `... and ${out.length - limit} more`] : out
+}
+
+type Delivery = { msg_id: string; file: string; payload_hash: string }
+
+/**
+ * The end state with the one thing concurrency may legitimately change factored out: which
+ * delivery of a msg_id came first. With several consumers the order of commits is a race, so
+ * the processed row of a redelivered msg_id may name either file, and whether a later delivery
+ * is flagged as a conflict depends on which came first. Everything else must be equal as is.
+ */
+export function withoutWinners(s: Snapshot) {
+  const deliveries = new Map<string, string[]>()
+  for (const d of [...(s.processed as Delivery[]), ...(s.duplicates as Delivery[])])
+    deliveries.set(d.msg_id, [...(deliveries.get(d.msg_id) ?? []), `${d.file}:${d.payload_hash}`].sort())
+  return {
+    inbox: s.inbox,
+    processing: s.processing,
+    done: s.done,
+    error: s.error,
+    failures: s.failures,
+    claims: s.claims,
+    dupTxt: s.dupTxt,
+    errorCsv: s.errorCsv,
+    processedIds: (s.processed as Delivery[]).map((r) => r.msg_id),
+    deliveries: Object.fromEntries([...deliveries].sort(([a], [b]) => (a < b ? -1 : 1))),
+  }
+}
+
+/** The differences between two end states that concurrency cannot excuse (see withoutWinners). */
+export function diffIgnoringWinners(expected: Snapshot, actual: Snapshot): string[] {
+  const e = withoutWinners(expected)
+  const a = withoutWinners(actual)
+  return (Object.keys(e) as (keyof typeof e)[])
+    .filter((k) => !Bun.deepEquals(e[k], a[k]))
+    .map(
+      (k) =>
+        `${k} differs${k === "done" || k === "error" ? ` (${Object.keys(e[k]).length} files expected, ${Object.keys(a[k]).length} found)` : ""}`,
+    )
 }
 
 /** Sums kill observations into the protocol windows they interrupted. */

@@ -146,6 +146,27 @@ describe("consume killed at each named step of the protocol (SPOOL_FAULT)", () =
     expect(diffSnapshots(reference, snapshot(root))).toEqual([])
   }, 30_000)
 
+  it("a crashed batch is redone in its first order, so the same delivery of each msg_id wins", async () => {
+    await using q = await tempDir()
+    // 20 deliveries of 4 msg_ids, payloads all different: which file of each is processed and
+    // which are duplicates or conflicts depends only on the order of processing.
+    const src = join(q.path, "src")
+    fs.mkdirSync(src)
+    for (let i = 0; i < 20; i++)
+      fs.writeFileSync(
+        join(src, `d-${i}.json`),
+        JSON.stringify({ msg_id: `id-${i % 4}`, order_no: "A", seq: 1, amount: i }),
+      )
+    makeQueueFrom(src, join(q.path, "ref"))
+    makeQueueFrom(src, join(q.path, "crash"))
+    await consumeToEnd(join(q.path, "ref"), args)
+    const r = await startConsume(join(q.path, "crash"), args, { SPOOL_FAULT: "after-claim" }).finished
+    expect(r.signalCode).toBe("SIGKILL")
+    expect(list(join(q.path, "crash", "processing"))).toHaveLength(20)
+    await consumeToEnd(join(q.path, "crash"), args)
+    expect(diffSnapshots(snapshot(join(q.path, "ref")), snapshot(join(q.path, "crash")))).toEqual([])
+  }, 30_000)
+
   it("a kill during recovery itself is recovered in turn", async () => {
     const { root } = await killedAt("after-claim@2")
     // The restart dies after its 5th commit: the 5th file it retries alone.
