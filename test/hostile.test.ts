@@ -116,12 +116,18 @@ const contentCases: readonly (readonly [string, string | Uint8Array, Expect, str
     "done",
     "7.70",
   ],
+  [
+    "dup-key-msg-id.json",
+    '{"msg_id":"first","msg_id":"dup-key-msg-id","order_no":"o","seq":1,"amount":4}',
+    "done",
+    "4",
+  ],
   ["proto.json", ok("proto", ',"__proto__":{"polluted":true,"msg_id":"evil"}'), "done", "1.5"],
   ["proto-only.json", '{"__proto__":{"msg_id":"p","order_no":"o","seq":1,"amount":1}}', "missing-field"],
   ["constructor.json", ok("constructor", ',"constructor":{"prototype":{"polluted":true}}'), "done", "1.5"],
 ]
 
-/** The msg_id a done/ case was written with (the last msg_id key in its text). */
+/** The msg_id every done/ case carries: its file name without .json. */
 const idOf = (name: string) => name.replace(/\.json$/, "")
 
 describe("consume on a table of hostile contents", () => {
@@ -171,6 +177,7 @@ describe("consume on a table of hostile contents", () => {
     const rows = ledgerRows(q.root)
     expect(rows.processed.get("seq-3-point-0")?.seq).toBe(3)
     expect(rows.processed.get("seq-max-safe")?.seq).toBe(Number.MAX_SAFE_INTEGER)
+    expect(rows.processed.has("first")).toBe(false)
   })
 
   it("lists in error.csv exactly the files in error/, and leaves no claim behind", () => {
