@@ -2,7 +2,7 @@ import fs from "node:fs"
 import { join } from "node:path"
 import { crashIfPoison, fault } from "./_fault.ts"
 import { errnoOf, SpoolError } from "./errors.ts"
-import { fsyncDir, openDir, renameNoReplace } from "./files.ts"
+import { fsyncDir, type OpenDir, openDir, renameNoReplace, renameNoReplaceAt } from "./files.ts"
 import type { Claim, ClaimRow, Effect, Ledger, Outcome, Verdict } from "./ledger.ts"
 import { type Log, silentLog } from "./log.ts"
 import {
@@ -112,6 +112,7 @@ class Engine<T extends Message> {
   /** Items this run has in processing/ and has not yet moved out. */
   #inHand: Item[] = []
   readonly #dirFds: { inbox: number; processing: number; done: number; error: number }
+  readonly #openDirs: Record<QueueDirName, OpenDir>
   readonly summary: ConsumeSummary = {
     claimed: 0,
     processed: 0,
@@ -141,6 +142,8 @@ class Engine<T extends Message> {
       done: openDir(this.#q.done),
       error: openDir(this.#q.error),
     }
+    const at = (d: QueueDirName): OpenDir => ({ path: this.#q[d], fd: this.#dirFds[d] })
+    this.#openDirs = { inbox: at("inbox"), processing: at("processing"), done: at("done"), error: at("error") }
   }
 
   get #isStopping(): boolean {
@@ -276,7 +279,7 @@ class Engine<T extends Message> {
     const held: Item[] = []
     const gone: Claim[] = []
     for (const c of claims) {
-      const moved = renameNoReplace(join(this.#q.inbox, c.name), join(this.#q.processing, c.name))
+      const moved = this.#renameAt("inbox", c.name, "processing", c.name)
       if (moved === "moved") held.push({ ...c, isRegular: regular.has(c.name) })
       else {
         if (moved === "exists")
@@ -316,14 +319,21 @@ class Engine<T extends Message> {
 
   /** Moves committed items out of processing/ (the acknowledgement) and makes the moves durable. */
   #moveAll(items: readonly Item[]): void {
+    let toDone = false
+    let toError = false
     for (const item of items) {
       const o = item.outcome as Outcome
       const verdict = item.verdict as Verdict
       this.#count(o, verdict)
-      this.#moveOut(o.name, destOf(o, verdict), o.kind === "rejected" ? o.destName : o.name, o.claimId)
+      const dest = destOf(o, verdict)
+      if (dest === "done") toDone = true
+      else toError = true
+      this.#moveOut(o.name, dest, o.kind === "rejected" ? o.destName : o.name, o.claimId)
     }
     this.#inHand = []
-    this.#sync("processing", "done", "error")
+    // A directory no file entered has nothing to make durable: its fsync would be a no-op.
+    if (toDone && toError) this.#sync("processing", "done", "error")
+    else this.#sync("processing", toError ? "error" : "done")
     fault("after-move")
     this.summary.batches++
     this.#o.onBatch?.(this.summary)
@@ -406,7 +416,7 @@ class Engine<T extends Message> {
       fs.closeSync(fd)
     }
     crashIfPoison(item.name)
-    const hash = new Bun.CryptoHasher("sha256").update(bytes).digest("hex")
+    const hash = Bun.CryptoHasher.hash("sha256", bytes, "hex")
     const decoded = decodeMessage(bytes, this.#type)
     if (!decoded.ok) return this.#reject(item, decoded.reason, decoded.detail, hash)
     const m = decoded.message
@@ -419,7 +429,7 @@ class Engine<T extends Message> {
       seq: m.seq,
       amount: rawNumberField(decoded.text, "amount") ?? String(m.amount),
       hash,
-      contentHash: new Bun.CryptoHasher("sha256").update(canonicalJson(decoded.value)).digest("hex"),
+      contentHash: Bun.CryptoHasher.hash("sha256", canonicalJson(decoded.value), "hex"),
       message: m,
     }
   }
@@ -451,16 +461,23 @@ class Engine<T extends Message> {
 
   /** Moves a committed file out of processing/, never replacing anything. */
   #moveOut(name: string, dest: "done" | "error", preferred: string, claimId: string): void {
-    const from = join(this.#q.processing, name)
-    const dir = this.#q[dest]
     for (let k = 0; ; k++) {
       const to = k === 0 ? preferred : alternateName(name, k)
-      const r = renameNoReplace(from, join(dir, to))
+      const r = this.#renameAt("processing", name, dest, to)
       if (r === "exists") continue
-      if (r === "missing") throw new SpoolError("io", `${from} vanished before it could be moved to ${dir}/`)
+      if (r === "missing")
+        throw new SpoolError(
+          "io",
+          `${join(this.#q.processing, name)} vanished before it could be moved to ${this.#q[dest]}/`,
+        )
       if (dest === "error" && to !== preferred) this.#ledger.renameFailure(claimId, to)
       return
     }
+  }
+
+  /** A no-replace rename between two queue directories, through the descriptors held open. */
+  #renameAt(from: QueueDirName, name: string, to: QueueDirName, newName: string) {
+    return renameNoReplaceAt(this.#openDirs[from], name, this.#openDirs[to], newName)
   }
 
   #sync(...dirs: QueueDirName[]): void {

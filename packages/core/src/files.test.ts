@@ -3,7 +3,7 @@ import fs from "node:fs"
 import os from "node:os"
 import { join } from "node:path"
 import { SpoolError } from "./errors.ts"
-import { isSameFile, renameNoReplace, writeFileAtomic } from "./files.ts"
+import { isSameFile, openDir, renameNoReplace, renameNoReplaceAt, writeFileAtomic } from "./files.ts"
 
 async function tempDir(): Promise<{ path: string } & AsyncDisposable> {
   const path = fs.mkdtempSync(join(os.tmpdir(), "spool-files-"))
@@ -178,5 +178,38 @@ describe("writeFileAtomic", () => {
     expect(() => writeFileAtomic(path, failing())).toThrow("source failed")
     expect(fs.readFileSync(path, "utf8")).toBe("old")
     expect(fs.readdirSync(d.path)).toEqual(["r.txt"])
+  })
+})
+
+describe("renameNoReplaceAt", () => {
+  const dirs = (root: string) => {
+    for (const d of ["from", "to"]) fs.mkdirSync(join(root, d))
+    const from = { path: join(root, "from"), fd: openDir(join(root, "from")) }
+    const to = { path: join(root, "to"), fd: openDir(join(root, "to")) }
+    return { from, to, [Symbol.dispose]: () => [from.fd, to.fd].forEach((fd) => fs.closeSync(fd)) }
+  }
+
+  it("moves a name between two open directories, under a new name if asked", async () => {
+    await using d = await tempDir()
+    using x = dirs(d.path)
+    fs.writeFileSync(join(x.from.path, "a.json"), "A")
+    expect(renameNoReplaceAt(x.from, "a.json", x.to, "a~1.json")).toBe("moved")
+    expect(fs.readdirSync(x.from.path)).toEqual([])
+    expect(fs.readFileSync(join(x.to.path, "a~1.json"), "utf8")).toBe("A")
+  })
+
+  it("never replaces, reports a vanished source, and handles names of many bytes one after another", async () => {
+    await using d = await tempDir()
+    using x = dirs(d.path)
+    const long = `${"é".repeat(120)}.json`
+    fs.writeFileSync(join(x.from.path, long), "L")
+    fs.writeFileSync(join(x.from.path, "b.json"), "B1")
+    fs.writeFileSync(join(x.to.path, "b.json"), "B2")
+    expect(renameNoReplaceAt(x.from, long, x.to, long)).toBe("moved")
+    expect(renameNoReplaceAt(x.from, "b.json", x.to, "b.json")).toBe("exists")
+    expect(renameNoReplaceAt(x.from, "gone.json", x.to, "gone.json")).toBe("missing")
+    expect(fs.readFileSync(join(x.to.path, long), "utf8")).toBe("L")
+    expect(fs.readFileSync(join(x.from.path, "b.json"), "utf8")).toBe("B1")
+    expect(fs.readFileSync(join(x.to.path, "b.json"), "utf8")).toBe("B2")
   })
 })

@@ -1,4 +1,4 @@
-import { dlopen, FFIType, ptr, read } from "bun:ffi"
+import { dlopen, FFIType, type Pointer, ptr, read } from "bun:ffi"
 import fs from "node:fs"
 import { basename, dirname, join } from "node:path"
 import { errnoOf, SpoolError } from "./errors.ts"
@@ -9,11 +9,12 @@ const EEXIST = 17
 const ENOENT = 2
 
 type Renameat2 = (olddirfd: number, oldpath: Buffer, newdirfd: number, newpath: Buffer, flags: number) => number
+type Renameat2Raw = (olddirfd: number, oldpath: Pointer, newdirfd: number, newpath: Pointer, flags: number) => number
 
 // renameat2(RENAME_NOREPLACE) is the only single syscall that moves a file without ever
 // replacing one at the destination. Node exposes only rename(2), which overwrites, so we
 // reach libc through bun:ffi and fall back to link(2)+unlink(2) where it is unavailable.
-const native = ((): { renameat2: Renameat2; errno: () => number } | undefined => {
+const native = ((): { renameat2: Renameat2; renameat2Raw: Renameat2Raw; errno: () => number } | undefined => {
   if (process.platform !== "linux" || process.env.SPOOL_NO_RENAMEAT2 === "1") return undefined
   for (const name of ["libc.so.6", "libc.so"]) {
     try {
@@ -27,6 +28,7 @@ const native = ((): { renameat2: Renameat2; errno: () => number } | undefined =>
       const errnoPtr = lib.symbols.__errno_location
       return {
         renameat2: (a, b, c, d, e) => lib.symbols.renameat2(a, ptr(b), c, ptr(d), e),
+        renameat2Raw: (a, b, c, d, e) => lib.symbols.renameat2(a, b, c, d, e),
         errno: () => {
           const p = errnoPtr()
           return p === null ? 0 : read.i32(p, 0)
@@ -60,6 +62,41 @@ export function renameNoReplace(from: string | Buffer, to: string): MoveResult {
     isRenameat2Usable = false
   }
   return linkThenUnlink(from, to)
+}
+
+/** A directory held open for the run: its path (for messages and fallbacks) and a descriptor. */
+export interface OpenDir {
+  readonly path: string
+  readonly fd: number
+}
+
+// Scratch C strings for renameAt: the hot path renames two files per message, and encoding
+// each name into a fixed buffer costs no allocation. Larger than JSC's inline typed-array
+// limit, so the memory is out of line and never moves: the pointers are taken once.
+const fromName = Buffer.alloc(4096)
+const toName = Buffer.alloc(4096)
+const fromNamePtr = ptr(fromName)
+const toNamePtr = ptr(toName)
+
+function putCString(buffer: Buffer, name: string): boolean {
+  const n = buffer.write(name, 0, "utf8")
+  if (n >= buffer.length - 1 || Buffer.byteLength(name) !== n) return false
+  buffer[n] = 0
+  return true
+}
+
+/**
+ * renameNoReplace for a plain name inside a directory held open (renameat2 on the directory
+ * descriptors): the kernel resolves one component instead of a whole path, and nothing is
+ * allocated. Same results and errors as renameNoReplace on the joined paths.
+ */
+export function renameNoReplaceAt(from: OpenDir, name: string, to: OpenDir, newName: string): MoveResult {
+  if (isRenameat2Usable && native && putCString(fromName, name) && putCString(toName, newName)) {
+    if (native.renameat2Raw(from.fd, fromNamePtr, to.fd, toNamePtr, RENAME_NOREPLACE) === 0) return "moved"
+    const errno = native.errno()
+    if (errno === EEXIST) return "exists"
+  }
+  return renameNoReplace(join(from.path, name), join(to.path, newName))
 }
 
 function linkThenUnlink(from: string | Buffer, to: string): MoveResult {

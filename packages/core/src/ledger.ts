@@ -143,6 +143,15 @@ export class Ledger {
       // FULL: the WAL is fsynced at every commit, so a reported commit survives power loss.
       // NORMAL (the --no-fsync choice) survives a process crash but not a power cut.
       db.exec(`PRAGMA synchronous = ${options.durable === false ? "NORMAL" : "FULL"}`)
+      // msg_ids arrive in random order, so every batch dirties index pages all over the file; with
+      // SQLite's default 2 MiB cache each batch re-reads them. 16 MiB holds the hot index pages
+      // and is a fixed bound, so memory stays flat however large the ledger grows.
+      db.exec("PRAGMA cache_size = -16384")
+      // A checkpoint copies every page the WAL holds back into the database file. Every 10,000
+      // pages instead of SQLite's 1,000, an index page that many batches rewrite is copied once,
+      // not after every batch. Durability is the WAL fsync at COMMIT, unchanged; the WAL file
+      // peaks near 40 MiB on disk and is removed when the last connection closes.
+      db.exec("PRAGMA wal_autocheckpoint = 10000")
       if (!options.readonly) migrate(db, path)
       else if (userVersion(db) === 0)
         throw new SpoolError("ledger", `${path} has no spool ledger yet; run consume first`)
