@@ -7,7 +7,6 @@ import os from "node:os"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
 import {
-  consumeToEnd,
   consumeWithRandomKills,
   diffIgnoringWinners,
   diffSnapshots,
@@ -15,6 +14,7 @@ import {
   makeQueueFrom,
   rng,
   summarizeKills,
+  timeConsume,
 } from "../test/_chaos.ts"
 import { snapshot } from "../test/support.ts"
 
@@ -31,12 +31,13 @@ Options:
   --batch-size B     consume --batch-size (default 25)
   --kills K          most kills per iteration (default 30)
   --budget SECONDS   most time spent killing per iteration (default 60)
-  --active-ms MS     kills land within this long after a run starts changing the queue (default 300)
+  --active-ms MS     kills land within this long after a run starts changing the queue
+                     (default: an eighth of the time the uninterrupted run worked)
   --max-attempts N   consume --max-attempts (default 1000: random kills can hit one message
                      while it is retried alone, which is what poison looks like)
   --consumers C      consumers started together in each round (default 1); with more, only
                      which delivery of a redelivered msg_id wins may differ
-  --keep             keep the queues of a diverging iteration (always printed)
+  --keep             keep every iteration's queues (a diverging one's are always kept)
   -h, --help         show this help
 `
 
@@ -66,7 +67,7 @@ function parse(argv: string[]) {
       "batch-size": { type: "string", default: "25" },
       kills: { type: "string", default: "30" },
       budget: { type: "string", default: "60" },
-      "active-ms": { type: "string", default: "300" },
+      "active-ms": { type: "string" },
       "max-attempts": { type: "string", default: "1000" },
       consumers: { type: "string", default: "1" },
       keep: { type: "boolean", default: false },
@@ -85,7 +86,7 @@ function parse(argv: string[]) {
     batchSize: int("batch-size", 1),
     kills: int("kills", 0),
     budgetMs: int("budget", 1) * 1000,
-    activeMs: int("active-ms", 1),
+    activeMs: values["active-ms"] === undefined ? undefined : int("active-ms", 1),
     maxAttempts: int("max-attempts", 1),
     consumers: int("consumers", 1),
     keep: values.keep === true,
@@ -108,7 +109,8 @@ async function torture(o: ReturnType<typeof parse>): Promise<number> {
     const mix = generateMessages(join(dir, "src"), o.messages, seed)
     makeQueueFrom(join(dir, "src"), join(dir, "reference"))
     makeQueueFrom(join(dir, "src"), join(dir, "killed"))
-    await consumeToEnd(join(dir, "reference"), args)
+    const reference = await timeConsume(join(dir, "reference"), args)
+    const activeMs = o.activeMs ?? Math.max(20, Math.round(reference.activeMs / 8))
     let run: Awaited<ReturnType<typeof consumeWithRandomKills>>
     try {
       run = await consumeWithRandomKills(join(dir, "killed"), {
@@ -116,7 +118,7 @@ async function torture(o: ReturnType<typeof parse>): Promise<number> {
         args,
         maxKills: o.kills,
         budgetMs: o.budgetMs,
-        activeMs: o.activeMs,
+        activeMs,
         consumers: o.consumers,
       })
     } catch (error) {
@@ -140,7 +142,7 @@ async function torture(o: ReturnType<typeof parse>): Promise<number> {
       `iteration ${i + 1}/${o.iterations} seed=${seed} (${mix.valid} valid, ${mix.sameDuplicate + mix.reformattedDuplicate} duplicates, ` +
         `${mix.conflict} conflicts, ${mix.badJson + mix.missingField + mix.invalidField} bad): ${run.starts} runs, ${k.kills} kills ` +
         `(${k.inFlight} with a batch in hand, ${k.committedNotMoved} between commit and move, ${k.idle} with nothing in flight), ` +
-        `${seconds} s: ${diff.length === 0 ? "equivalent" : "DIVERGED"}`,
+        `kill window ${activeMs} ms, ${seconds} s: ${diff.length === 0 ? "equivalent" : "DIVERGED"}`,
     )
     if (diff.length > 0) {
       diverged++

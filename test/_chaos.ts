@@ -147,6 +147,30 @@ export async function consumeToEnd(root: string, args: readonly string[] = [], e
   return r
 }
 
+/**
+ * Runs consume to its end (it must exit 0) and measures it: start-up (until the run first
+ * changes the queue, polled every 10 ms) and the time it then worked. Random kills are
+ * scaled by the latter, so that they land all over a run on a fast machine and a slow one.
+ */
+export async function timeConsume(root: string, args: readonly string[] = []) {
+  const before = mtimes(root)
+  const spawnedAt = performance.now()
+  const c = startConsume(root, args)
+  let hasExited = false
+  void c.finished.then(() => {
+    hasExited = true
+  })
+  let activeAt: number | undefined
+  while (!hasExited && activeAt === undefined) {
+    await Bun.sleep(10)
+    if (mtimes(root) !== before) activeAt = performance.now()
+  }
+  const r = await c.finished
+  if (r.exitCode !== 0) throw new Error(`consume --root ${root} exited ${r.exitCode ?? r.signalCode}:\n${r.stderr}`)
+  const end = performance.now()
+  return { startupMs: (activeAt ?? end) - spawnedAt, activeMs: end - (activeAt ?? end) }
+}
+
 /** What the ledger and processing/ held right after a kill: which step of the protocol the kill interrupted. */
 export interface KillObservation {
   /** Time from spawn to kill. */

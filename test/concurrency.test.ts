@@ -15,9 +15,9 @@ describe("four consume processes on one root at once", () => {
     const root = join(t.path, "q")
     makeQueueFrom(join(t.path, "src"), ref)
     makeQueueFrom(join(t.path, "src"), root)
-    await consumeToEnd(ref, ["--batch-size", "25"])
+    await consumeToEnd(ref, ["--batch-size", "1000"])
 
-    const runs = await Promise.all(Array.from({ length: 4 }, () => startConsume(root, ["--batch-size", "25"]).finished))
+    const runs = await Promise.all(Array.from({ length: 4 }, () => startConsume(root, ["--batch-size", "10"]).finished))
     for (const r of runs) {
       expect(r.stderr).not.toMatch(/database is locked|SQLITE_BUSY|unexpected failure/i)
       expect(r.exitCode).toBe(0)

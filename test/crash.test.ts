@@ -14,6 +14,7 @@ import {
   type Snapshot,
   startConsume,
   summarizeKills,
+  timeConsume,
 } from "./_chaos.ts"
 import { list, snapshot, type TempDir, tempDir } from "./support.ts"
 
@@ -34,7 +35,7 @@ describe("consume killed with SIGKILL at random points", () => {
   it("ends with the same files, ledger rows and reports as one uninterrupted run", async () => {
     await using t = await tempDir()
     const seed = 20261129
-    generateMessages(join(t.path, "src"), 3000, seed)
+    generateMessages(join(t.path, "src"), 2000, seed)
     makeQueueFrom(join(t.path, "src"), join(t.path, "ref"))
     makeQueueFrom(join(t.path, "src"), join(t.path, "crash"))
     // Random kills can legitimately hit one message while it is retried alone, over and over:
@@ -42,13 +43,14 @@ describe("consume killed with SIGKILL at random points", () => {
     // would be sent to error/ as poison, a (correct) difference from the reference run. A large
     // --max-attempts keeps this test about equivalence; the next test uses the defaults.
     const args = ["--batch-size", "25", "--max-attempts", "1000"]
-    await consumeToEnd(join(t.path, "ref"), args)
+    const reference = await timeConsume(join(t.path, "ref"), args)
     const run = await consumeWithRandomKills(join(t.path, "crash"), {
       random: rng(seed),
       args,
-      maxKills: 30,
-      budgetMs: 40_000,
-      activeMs: 300,
+      maxKills: 25,
+      budgetMs: 25_000,
+      // Each kill lands on average 1/16 of an uninterrupted run's work after the restart.
+      activeMs: Math.max(20, reference.activeMs / 8),
     })
     const found = summarizeKills(run.kills)
     expect(diffSnapshots(snapshot(join(t.path, "ref")), snapshot(join(t.path, "crash")))).toEqual([])
@@ -60,16 +62,16 @@ describe("consume killed with SIGKILL at random points", () => {
   it("ends equivalent with the default settings after a moderate number of kills", async () => {
     await using t = await tempDir()
     const seed = 7
-    generateMessages(join(t.path, "src"), 600, seed)
+    generateMessages(join(t.path, "src"), 400, seed)
     makeQueueFrom(join(t.path, "src"), join(t.path, "ref"))
     makeQueueFrom(join(t.path, "src"), join(t.path, "crash"))
-    await consumeToEnd(join(t.path, "ref"), ["--batch-size", "25"])
+    const reference = await timeConsume(join(t.path, "ref"), ["--batch-size", "25"])
     const run = await consumeWithRandomKills(join(t.path, "crash"), {
       random: rng(seed),
       args: ["--batch-size", "25"],
-      maxKills: 6,
-      budgetMs: 20_000,
-      activeMs: 150,
+      maxKills: 5,
+      budgetMs: 10_000,
+      activeMs: Math.max(20, reference.activeMs / 4),
     })
     expect(diffSnapshots(snapshot(join(t.path, "ref")), snapshot(join(t.path, "crash")))).toEqual([])
     expect(run.kills.length).toBeGreaterThanOrEqual(1)
@@ -86,7 +88,7 @@ describe("consume killed at each named step of the protocol (SPOOL_FAULT)", () =
     t = await tempDir()
     generateMessages(join(t.path, "src"), 300, 99)
     makeQueueFrom(join(t.path, "src"), join(t.path, "ref"))
-    await consumeToEnd(join(t.path, "ref"), args)
+    await consumeToEnd(join(t.path, "ref"), ["--batch-size", "1000"])
     reference = snapshot(join(t.path, "ref"))
   }, 60_000)
   afterAll(() => t[Symbol.asyncDispose](), 60_000)
@@ -229,8 +231,8 @@ describe("a message that crashes the consumer every time (SPOOL_CRASH_ON)", () =
     await using t = await tempDir()
     const root = join(t.path, "q")
     poisonQueue(root)
-    const { attemptsAfterCrash } = await runUntilDone(root, ["--max-attempts", "5"])
-    expect(attemptsAfterCrash).toEqual([1, 2, 3, 4, 5])
+    const { attemptsAfterCrash } = await runUntilDone(root, ["--max-attempts", "4"])
+    expect(attemptsAfterCrash).toEqual([1, 2, 3, 4])
     expect(list(join(root, "error"))).toEqual(["m-15.json"])
     expect(list(join(root, "done"))).toHaveLength(39)
   }, 60_000)
