@@ -208,15 +208,22 @@ describe("a ledger locked for longer than the busy timeout", () => {
   )
 })
 
-// A small tmpfs as the queue root: real ENOSPC, on this machine, for root only.
-const mountPoint = fs.mkdtempSync(join(os.tmpdir(), "spool-tmpfs-"))
-const canMount = works(["mount", "-t", "tmpfs", "-o", "size=4m,mode=0755", "tmpfs", mountPoint])
-if (!canMount) {
-  fs.rmSync(mountPoint, { recursive: true, force: true })
+// A small tmpfs as the queue root: real ENOSPC, on this machine, for root only. The probe mounts
+// and unmounts at once; the real mount lives only while the describe block runs.
+const mountTmpfs = (at: string) => works(["mount", "-t", "tmpfs", "-o", "size=4m,mode=0755", "tmpfs", at])
+const canMount = (() => {
+  const probe = fs.mkdtempSync(join(os.tmpdir(), "spool-tmpfs-probe-"))
+  try {
+    return mountTmpfs(probe) && works(["umount", probe])
+  } finally {
+    fs.rmSync(probe, { recursive: true, force: true })
+  }
+})()
+if (!canMount)
   console.warn("faults.test: skipping disk-full tests: cannot mount a tmpfs here (needs root / CAP_SYS_ADMIN)")
-}
 
 describe.skipIf(!canMount)("a full disk", () => {
+  const mountPoint = join(os.tmpdir(), `spool-tmpfs-${process.pid}-${Date.now()}`)
   const root = join(mountPoint, "q")
   const filler = join(mountPoint, "filler")
 
@@ -238,10 +245,15 @@ describe.skipIf(!canMount)("a full disk", () => {
     for (const d of ["inbox", "processing", "done", "error", "tmp"]) fs.mkdirSync(join(root, d), { recursive: true })
   }
 
-  beforeAll(() => freshQueue())
+  beforeAll(() => {
+    fs.mkdirSync(mountPoint)
+    expect(mountTmpfs(mountPoint)).toBe(true)
+    freshQueue()
+  })
   afterAll(() => {
-    works(["umount", mountPoint])
-    fs.rmSync(mountPoint, { recursive: true, force: true })
+    const isUnmounted = works(["umount", mountPoint])
+    if (isUnmounted) fs.rmSync(mountPoint, { recursive: true, force: true })
+    expect(isUnmounted).toBe(true)
   })
 
   it(
