@@ -1,20 +1,29 @@
 // Test-only fault injection. SPOOL_FAULT names a protocol step at which the process kills
-// itself with SIGKILL (no cleanup runs, exactly as a crash): `after-claim`, `after-commit`,
-// `after-move`, `after-reports`, optionally `step@N` for the N-th time the step is reached.
-// SPOOL_CRASH_ON=name kills the process whenever it processes that file (a poison message).
-const [faultStep, faultAt] = (process.env.SPOOL_FAULT ?? "").split("@")
+// itself with SIGKILL (no cleanup runs, exactly as a crash): `after-claim` (files renamed
+// into processing/, nothing committed), `after-commit` (committed, not yet moved),
+// `after-move` (moved, claim rows not yet forgotten), `after-reports` (reports written),
+// optionally `step@N` for the N-th time the step is reached. SPOOL_CRASH_ON=name kills the
+// process whenever it reads that file (a poison message). Both are read once, at start-up.
+const steps = ["after-claim", "after-commit", "after-move", "after-reports"] as const
+
+/** The protocol steps a test can crash at. */
+export type FaultStep = (typeof steps)[number]
+
+const [faultStep, faultAt = "1"] = (process.env.SPOOL_FAULT ?? "").split("@")
+// A misspelt hook would never fire and a crash test would silently test nothing: refuse it.
+if (faultStep && (!steps.includes(faultStep as FaultStep) || !/^[1-9]\d*$/.test(faultAt)))
+  throw new Error(`SPOOL_FAULT=${process.env.SPOOL_FAULT}: expected one of ${steps.join(", ")}, optionally @N (N >= 1)`)
 const crashOn = process.env.SPOOL_CRASH_ON
 let reached = 0
 
-/** The protocol steps a test can crash at. */
-export type FaultStep = "after-claim" | "after-commit" | "after-move" | "after-reports"
-
+/** Kills the process with SIGKILL if SPOOL_FAULT names this step and it is reached for the N-th time. */
 export function fault(step: FaultStep): void {
   if (step !== faultStep) return
   reached++
-  if (reached >= Number(faultAt ?? 1)) process.kill(process.pid, "SIGKILL")
+  if (reached === Number(faultAt)) process.kill(process.pid, "SIGKILL")
 }
 
+/** Kills the process with SIGKILL if SPOOL_CRASH_ON names this file. */
 export function crashIfPoison(name: string): void {
   if (crashOn !== undefined && name === crashOn) process.kill(process.pid, "SIGKILL")
 }
