@@ -1,0 +1,161 @@
+import { afterAll, describe, expect, it } from "bun:test"
+import { pgUnavailable, tempDatabase } from "./_pg-testing.ts"
+import type { Outcome } from "./ledger.ts"
+import { PostgresLedger } from "./ledger-postgres.ts"
+import { currentOwner } from "./owner.ts"
+
+const skip = await pgUnavailable()
+if (skip) console.warn(skip)
+const pg = skip ? describe.skip : describe
+
+const now = () => new Date().toISOString()
+const accepted = (
+  name: string,
+  claimId: string,
+  msgId: string,
+  extra: Partial<Record<string, unknown>> = {},
+): Outcome =>
+  ({
+    kind: "accepted",
+    name,
+    claimId,
+    msgId,
+    orderNo: "O-1",
+    seq: 1,
+    amount: "1.10",
+    hash: `h-${name}`,
+    contentHash: `c-${msgId}`,
+    message: {},
+    ...extra,
+  }) as Outcome
+
+pg("PostgresLedger", () => {
+  const open: PostgresLedger[] = []
+  afterAll(async () => {
+    for (const l of open) await l.close().catch(() => {})
+  })
+
+  it("creates the schema once even when several consumers open a new ledger at the same moment", async () => {
+    await using db = await tempDatabase()
+    const ledgers = await Promise.all(Array.from({ length: 4 }, () => PostgresLedger.open(db.url, "root-a")))
+    for (const l of ledgers) expect(await l.version()).toBe(2)
+    const sql = (ledgers[0] as PostgresLedger).sql
+    const rows = await sql`SELECT version FROM spool_schema ORDER BY version`
+    expect(rows.map((r: { version: number }) => r.version)).toEqual([1, 2])
+    for (const l of ledgers) await l.close()
+  })
+
+  it("gives each name of a root to one owner, but the same name in another root to another", async () => {
+    await using db = await tempDatabase()
+    const a = await PostgresLedger.open(db.url, "root-a")
+    const a2 = await PostgresLedger.open(db.url, "root-a")
+    const b = await PostgresLedger.open(db.url, "root-b")
+    open.push(a, a2, b)
+    const [x, y, z] = [currentOwner(), currentOwner(), currentOwner()]
+    for (const [l, o] of [
+      [a, x],
+      [a2, y],
+      [b, z],
+    ] as const)
+      await l.registerConsumer(o, now())
+    const first = await a.claim(x.ownerId, ["m1.json", "m2.json"], now())
+    const second = await a2.claim(y.ownerId, ["m2.json", "m3.json"], now())
+    const other = await b.claim(z.ownerId, ["m1.json"], now())
+    expect(first.map((c) => c.name)).toEqual(["m1.json", "m2.json"])
+    expect(second.map((c) => c.name)).toEqual(["m3.json"])
+    expect(other.map((c) => c.name)).toEqual(["m1.json"])
+  })
+
+  it("returns processed, duplicate, conflict and rejected verdicts; the first delivery in a batch wins", async () => {
+    await using db = await tempDatabase()
+    const l = await PostgresLedger.open(db.url, "root-a")
+    open.push(l)
+    const o = currentOwner()
+    await l.registerConsumer(o, now())
+    const claims = await l.claim(o.ownerId, ["a.json", "b.json", "c.json", "d.json"], now())
+    const id = (n: string) => claims.find((c) => c.name === n)?.claimId as string
+    const verdicts = await l.commit(
+      [
+        accepted("a.json", id("a.json"), "m-1"),
+        accepted("b.json", id("b.json"), "m-1"),
+        accepted("c.json", id("c.json"), "m-1", { contentHash: "different" }),
+        {
+          kind: "rejected",
+          name: "d.json",
+          claimId: id("d.json"),
+          destName: "d.json",
+          reason: "parse",
+          detail: "x",
+          hash: null,
+        },
+      ],
+      now(),
+    )
+    expect(verdicts).toEqual(["processed", "duplicate", "conflict", "rejected"])
+    const [p] = await l.sql`SELECT msg_id, file, amount FROM processed`
+    expect(p).toEqual({ msg_id: "m-1", file: "a.json", amount: "1.10" })
+    const ids: string[] = []
+    for await (const m of l.duplicateIds()) ids.push(m)
+    expect(ids).toEqual(["m-1"])
+    expect(await l.failureReason("d.json")).toBe("parse")
+    const claimsNow = await l.listClaims()
+    expect(claimsNow.map((c) => [c.name, c.state, c.dest])).toEqual([
+      ["a.json", "committed", "done"],
+      ["b.json", "committed", "done"],
+      ["c.json", "committed", "done"],
+      ["d.json", "committed", "error"],
+    ])
+  })
+
+  it("rolls back only the message whose effect throws", async () => {
+    await using db = await tempDatabase()
+    const l = await PostgresLedger.open(db.url, "root-a")
+    open.push(l)
+    await l.sql`CREATE TABLE effects (msg_id TEXT PRIMARY KEY)`
+    const o = currentOwner()
+    await l.registerConsumer(o, now())
+    const claims = await l.claim(o.ownerId, ["a.json", "b.json"], now())
+    const verdicts = await l.commit(
+      claims.map((c, i) => accepted(c.name, c.claimId, `m-${i}`)),
+      now(),
+      async (out, tx) => {
+        await tx`INSERT INTO effects VALUES (${out.msgId})`
+        if (out.msgId === "m-1") throw new Error("no")
+      },
+    )
+    expect(verdicts).toEqual(["processed", "handler-rejected"])
+    expect(await l.sql`SELECT msg_id FROM effects`).toEqual([{ msg_id: "m-0" }])
+    expect(await l.sql`SELECT msg_id FROM processed`).toEqual([{ msg_id: "m-0" }])
+    expect(await l.failureReason("b.json")).toBe("handler")
+  })
+
+  it("runs order-check.sql unchanged and finds gaps and duplicated seqs", async () => {
+    await using db = await tempDatabase()
+    const l = await PostgresLedger.open(db.url, "root-a")
+    open.push(l)
+    const o = currentOwner()
+    await l.registerConsumer(o, now())
+    const names = ["a", "b", "c", "d"].map((n) => `${n}.json`)
+    const claims = await l.claim(o.ownerId, names, now())
+    await l.commit(
+      [
+        accepted("a.json", claims[0]?.claimId as string, "x1", { orderNo: "X", seq: 1 }),
+        accepted("b.json", claims[1]?.claimId as string, "x4", { orderNo: "X", seq: 4 }),
+        accepted("c.json", claims[2]?.claimId as string, "y1", { orderNo: "Y", seq: 1 }),
+        accepted("d.json", claims[3]?.claimId as string, "y1b", { orderNo: "Y", seq: 1 }),
+      ],
+      now(),
+    )
+    expect(await l.orderProblems()).toEqual([
+      { order_no: "X", seq: 2, problem: "missing" },
+      { order_no: "X", seq: 3, problem: "missing" },
+      { order_no: "Y", seq: 1, problem: "duplicate" },
+    ])
+  })
+
+  it("says clearly when the server cannot be reached", async () => {
+    await expect(PostgresLedger.open("postgres://postgres@127.0.0.1:1/none", "r")).rejects.toThrow(
+      /cannot reach the PostgreSQL ledger at postgres:\/\/postgres@127.0.0.1:1\/none/,
+    )
+  })
+})
