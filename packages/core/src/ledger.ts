@@ -381,6 +381,11 @@ export class Ledger {
     return (this.#s.failureReason.get(file) as { reason: string } | null)?.reason
   }
 
+  /** How many replays the ledger has logged under `file` (a bulk replay's --max-replays count). */
+  replayCount(file: string): number {
+    return (this.#s.replayCount.get(file) as { n: number }).n
+  }
+
   /** Marks the failure record of a file replayed from error/ and logs the replay. */
   markReplayed(file: string, now: string): boolean {
     return this.transaction(() => {
@@ -450,6 +455,7 @@ function prepare(db: Database) {
     latestFailure: q("SELECT id FROM failures WHERE file = ? AND replayed_at IS NULL ORDER BY id DESC LIMIT 1"),
     markReplayed: q("UPDATE failures SET replayed_at = ? WHERE id = ?"),
     insertReplay: q("INSERT INTO replays (file, failure_id, replayed_at) VALUES (?, ?, ?)"),
+    replayCount: q("SELECT count(*) AS n FROM replays WHERE file = ?"),
   }
 }
 

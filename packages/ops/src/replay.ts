@@ -6,6 +6,7 @@ import {
   errnoOf,
   Ledger,
   openQueue,
+  parseInteger,
   type Queue,
   renameNoReplace,
   resolveRoot,
@@ -13,7 +14,7 @@ import {
   SpoolError,
   writeReports,
 } from "@spool/core"
-import { writeErr } from "./_io.ts"
+import { writeErr, writeOut } from "./_io.ts"
 
 /** What a successful replay did. */
 export interface Replayed {
@@ -29,14 +30,21 @@ export interface Replayed {
  * `inbox/FILE`, so nothing the operator types can reach outside those two directories.
  */
 export function checkReplayName(file: string): void {
-  const refuse = (why: string) => {
-    throw new SpoolError("refused", `refusing to replay ${JSON.stringify(file)}: ${why}; nothing was changed`)
-  }
-  if (file === "") refuse("the name is empty")
-  if (file === "." || file === "..") refuse("it is not a file name")
+  const why = nameRefusal(file)
+  if (why !== undefined) throw refusal(file, why)
+}
+
+function refusal(file: string, why: string): SpoolError {
+  return new SpoolError("refused", `refusing to replay ${JSON.stringify(file)}: ${why}; nothing was changed`)
+}
+
+function nameRefusal(file: string): string | undefined {
+  if (file === "") return "the name is empty"
+  if (file === "." || file === "..") return "it is not a file name"
   if (file.includes("/"))
-    refuse(`give the name of a file directly in error/, without a path (e.g. ${JSON.stringify(baseName(file))})`)
-  if (file.includes("\0")) refuse("the name contains a NUL byte")
+    return `give the name of a file directly in error/, without a path (e.g. ${JSON.stringify(baseName(file))})`
+  if (file.includes("\0")) return "the name contains a NUL byte"
+  return undefined
 }
 
 function baseName(path: string): string {
@@ -62,24 +70,44 @@ function lstatOrUndefined(path: string): fs.Stats | undefined {
  * regular file (not a link, FIFO or directory) and the name is free in inbox/ and processing/.
  */
 export function checkReplayable(queue: Queue, file: string): void {
-  checkReplayName(file)
-  const refuse = (why: string): never => {
-    throw new SpoolError("refused", `refusing to replay ${JSON.stringify(file)}: ${why}; nothing was changed`)
-  }
+  const why = replayRefusal(queue, file)
+  if (why !== undefined) throw refusal(file, why)
+}
+
+/** Why `error/FILE` cannot go back to inbox/, or undefined when it can. */
+function replayRefusal(queue: Queue, file: string): string | undefined {
+  const badName = nameRefusal(file)
+  if (badName !== undefined) return badName
   const st = lstatOrUndefined(join(queue.error, file))
   if (st === undefined) {
     if (lstatOrUndefined(join(queue.done, file)) !== undefined)
-      refuse("it is in done/ (it was processed), not in error/; only failed messages can be replayed")
+      return "it is in done/ (it was processed), not in error/; only failed messages can be replayed"
     if (lstatOrUndefined(join(queue.inbox, file)) !== undefined)
-      refuse("it is in inbox/, not in error/ (already replayed, or not yet consumed)")
-    refuse(`there is no such file in ${queue.error}/; see error.csv for the files that can be replayed`)
-  } else if (st.isSymbolicLink())
-    refuse("error/ holds a symbolic link under that name, not a message; inspect it by hand")
-  else if (!st.isFile()) refuse("error/ holds something other than a regular file under that name; inspect it by hand")
+      return "it is in inbox/, not in error/ (already replayed, or not yet consumed)"
+    return `there is no such file in ${queue.error}/; see error.csv for the files that can be replayed`
+  }
+  if (st.isSymbolicLink()) return "error/ holds a symbolic link under that name, not a message; inspect it by hand"
+  if (!st.isFile()) return "error/ holds something other than a regular file under that name; inspect it by hand"
   if (lstatOrUndefined(join(queue.inbox, file)) !== undefined)
-    refuse("inbox/ already holds a file of that name; move or rename one of them first")
+    return "inbox/ already holds a file of that name; move or rename one of them first"
   if (lstatOrUndefined(join(queue.processing, file)) !== undefined)
-    refuse("a consumer is processing a file of that name right now; wait for it to finish and retry")
+    return "a consumer is processing a file of that name right now; wait for it to finish and retry"
+  return undefined
+}
+
+/** The reason part of a refusal's message (bulk replay prints one line per file in its own words). */
+function whyOf(file: string, message: string): string {
+  const prefix = `refusing to replay ${JSON.stringify(file)}: `
+  const suffix = "; nothing was changed"
+  const why = message.startsWith(prefix) ? message.slice(prefix.length) : message
+  return why.endsWith(suffix) ? why.slice(0, -suffix.length) : why
+}
+
+function tooOften(count: number, maxReplays: number): string {
+  return (
+    `it was already replayed ${count} time${count === 1 ? "" : "s"} (--max-replays ${maxReplays}); ` +
+    "a message that keeps failing needs a fix, not another replay: inspect it, or pass --force"
+  )
 }
 
 /**
@@ -94,10 +122,24 @@ export function replayFile(queue: Queue, ledger: Ledger, file: string, now = new
   return moveAndMark(queue, ledger, file, now)
 }
 
-/** The move and the ledger update of a replay, without the checks (exported for tests of the race). */
-export function moveAndMark(queue: Queue, ledger: Ledger, file: string, now: Date): Replayed {
+/**
+ * The move and the ledger update of a replay, without the checks (exported for tests of the
+ * race). With `maxReplays`, a file the ledger has logged that many replays of is refused, decided
+ * inside the same transaction, so two concurrent bulk replays cannot both pass the limit.
+ */
+export function moveAndMark(
+  queue: Queue,
+  ledger: Ledger,
+  file: string,
+  now: Date,
+  maxReplays = Number.POSITIVE_INFINITY,
+): Replayed {
   const reason = ledger.failureReason(file)
   const isRecordMarked = ledger.transaction(() => {
+    if (maxReplays !== Number.POSITIVE_INFINITY) {
+      const count = ledger.replayCount(file)
+      if (count >= maxReplays) throw refusal(file, tooOften(count, maxReplays))
+    }
     const isMarked = ledger.markReplayed(file, now.toISOString())
     const moved = renameNoReplace(join(queue.error, file), join(queue.inbox, file))
     if (moved === "exists")
@@ -115,29 +157,175 @@ export function moveAndMark(queue: Queue, ledger: Ledger, file: string, now: Dat
   return { file, reason, isRecordMarked }
 }
 
+/** Which files of error/ a bulk replay selects: named ones, or by glob, failure reason, or all. */
+export type Selection =
+  | { readonly kind: "names"; readonly names: readonly string[] }
+  | { readonly kind: "match"; readonly patterns: readonly string[] }
+  | { readonly kind: "reason"; readonly reason: string }
+  | { readonly kind: "all" }
+
+/** How a bulk replay treats each selected file. */
+export interface BulkOptions {
+  /** Refuse a file the ledger has logged this many replays of (0: refuse any replayed file). */
+  readonly maxReplays: number
+  /** Ignore maxReplays. */
+  readonly isForced: boolean
+  /** Decide and report everything, move nothing. */
+  readonly isDryRun: boolean
+  readonly now: Date
+}
+
+/** What a bulk replay did with one selected file. */
+export type BulkOutcome =
+  | { readonly file: string; readonly kind: "moved"; readonly replayed: Replayed }
+  | { readonly file: string; readonly kind: "would-move" }
+  | { readonly file: string; readonly kind: "refused"; readonly why: string }
+
+/**
+ * The names a selection picks in error/, sorted, each once. Named files are taken as given (a
+ * name that is not there is refused later); the others are entries directly in error/ of any
+ * type, so a link, directory or FIFO is selected and then refused, never skipped silently.
+ */
+export async function selectFiles(
+  queue: Queue,
+  selection: Selection,
+  ledger: () => Ledger | undefined,
+): Promise<string[]> {
+  const unique = (names: Iterable<string>) => [...new Set(names)].sort()
+  switch (selection.kind) {
+    case "names":
+      return unique(selection.names)
+    case "all":
+      return unique(fs.readdirSync(queue.error))
+    case "reason": {
+      // No ledger yet: nothing has failed with any reason (and none is created to find that out).
+      const l = fs.existsSync(queue.ledger) ? ledger() : undefined
+      if (l === undefined) return []
+      return unique(fs.readdirSync(queue.error).filter((n) => l.failureReason(n) === selection.reason))
+    }
+    case "match":
+      return unique(await matchNames(queue.error, selection.patterns))
+  }
+}
+
+/**
+ * zx's glob (globby over fast-glob), loaded only here: importing zx costs about 70 ms, which the
+ * single-file replay must not pay. Options: every entry type (the checks refuse non-files), dot
+ * names too (error/ has no hidden files by convention; `--all` takes them as well), one level
+ * deep (`**` must not reach into a directory in error/), no directory expansion (globby would
+ * otherwise turn a pattern naming a directory into its contents), links not followed.
+ */
+async function matchNames(dir: string, patterns: readonly string[]): Promise<string[]> {
+  const { glob } = await import("zx")
+  const names = await glob([...patterns], {
+    cwd: dir,
+    onlyFiles: false,
+    dot: true,
+    deep: 1,
+    expandDirectories: false,
+    followSymbolicLinks: false,
+    gitignore: false,
+  })
+  return names.filter((n) => !n.includes("/"))
+}
+
+/**
+ * Replays each file on its own, as `replay FILE` does (its checks, then the ledger mark and the
+ * no-replace move in one transaction), plus the replay limit; a refused file is reported and
+ * left where it is, and the others still move. Reports are not rewritten here (once, by the
+ * caller). `ledger` is asked for only once a file passes the checks, so a run that refuses
+ * everything never creates a ledger; in a dry run it may give undefined (no ledger yet).
+ */
+export async function replayFiles(
+  queue: Queue,
+  ledger: () => Ledger | undefined,
+  files: readonly string[],
+  options: BulkOptions,
+  onOutcome: (outcome: BulkOutcome) => Promise<void> | void = () => {},
+): Promise<BulkOutcome[]> {
+  const outcomes: BulkOutcome[] = []
+  const limit = options.isForced ? Number.POSITIVE_INFINITY : options.maxReplays
+  for (const file of files) {
+    let outcome: BulkOutcome
+    const why = replayRefusal(queue, file)
+    if (why !== undefined) outcome = { file, kind: "refused", why }
+    else if (options.isDryRun) {
+      const count = ledger()?.replayCount(file) ?? 0
+      outcome = count >= limit ? { file, kind: "refused", why: tooOften(count, limit) } : { file, kind: "would-move" }
+    } else {
+      const l = ledger()
+      if (l === undefined) throw new Error("replayFiles: a real run needs the ledger")
+      try {
+        outcome = { file, kind: "moved", replayed: moveAndMark(queue, l, file, options.now, limit) }
+      } catch (error) {
+        // Refused inside the transaction (limit reached, or the name taken since the checks):
+        // rolled back, so this file is untouched; anything else (I/O, a locked ledger) stops the run.
+        if (!(error instanceof SpoolError) || error.code !== "refused") throw error
+        outcome = { file, kind: "refused", why: whyOf(file, error.message) }
+      }
+    }
+    outcomes.push(outcome)
+    await onOutcome(outcome)
+  }
+  return outcomes
+}
+
 const spec = {
   name: "replay",
-  usage: "replay.sh [--root DIR] [--] FILE",
+  usage:
+    "replay.sh [--root DIR] [--] FILE\n" +
+    "       replay.sh [--root DIR] [--dry-run] [--max-replays N] [--force]\n" +
+    "                 (FILE... | --match GLOB | --reason REASON | --all)",
   summary:
     "Moves ROOT/error/FILE back to ROOT/inbox/FILE so the next consume retries it, marks its failure\n" +
     "record in ROOT/ledger.db as replayed, and rewrites ROOT/error.csv. FILE is a name directly in\n" +
     "error/ (see error.csv). Refuses, changing nothing, when FILE is a path, is not a regular file in\n" +
-    "error/, or its name is taken in inbox/ or processing/. The move never replaces a file.",
-  options: { root: { type: "string" } },
+    "error/, or its name is taken in inbox/ or processing/. The move never replaces a file.\n\n" +
+    "Bulk replay (several FILEs, --match, --reason, --all, or any of the options below) replays each\n" +
+    "selected file the same way, one ledger transaction per file, refusing (and leaving in error/)\n" +
+    "those that fail the checks or have been replayed --max-replays times already; the others still\n" +
+    "move. It lists the names it moved on stdout, one per line, rewrites the reports once at the end,\n" +
+    "and exits 1 if any selected file was refused. A selection that finds nothing exits 0.",
+  options: {
+    root: { type: "string" },
+    match: { type: "string", multiple: true },
+    reason: { type: "string" },
+    all: { type: "boolean" },
+    "dry-run": { type: "boolean" },
+    "max-replays": { type: "string" },
+    force: { type: "boolean" },
+  },
   help: [
     "FILE                  name of a file in error/ (use -- before a name that starts with -)",
     "--root DIR            queue root (default: $SPOOL_ROOT, else ./spool)",
+    "--match GLOB          every entry directly in error/ whose name matches GLOB (quote it; \\ escapes",
+    "                      * ? [ ] { } ( ) !; repeat for several globs)",
+    "--reason REASON       every file in error/ whose latest unreplayed failure has REASON (parse,",
+    "                      missing-field, invalid-field, ...; see error.csv)",
+    "--all                 every entry in error/",
+    "--dry-run             list on stdout what would move, change nothing (exit code as a real run)",
+    "--max-replays N       refuse a file the ledger has logged N replays of already (default 3)",
+    "--force               replay even past --max-replays",
   ],
   allowPositionals: true,
-} satisfies CommandSpec<Record<string, { type: "string" }>>
+} as const satisfies CommandSpec<Record<string, { type: "string" | "boolean"; multiple?: boolean }>>
+
+const defaultMaxReplays = 3
 
 /** `replay FILE`: send one failed message back to inbox/. Exit 1 when refused (nothing changed). */
 export async function main(argv: readonly string[]): Promise<number> {
   return runCommand(spec, argv, async ({ values, positionals }) => {
-    const [file, ...extra] = positionals
+    const isBulk =
+      positionals.length > 1 ||
+      values.match !== undefined ||
+      values.reason !== undefined ||
+      values.all === true ||
+      values["dry-run"] === true ||
+      values["max-replays"] !== undefined ||
+      values.force === true
+    if (isBulk) return replayBulk(values, positionals)
+    const [file] = positionals
     if (file === undefined) throw new SpoolError("usage", "missing FILE (the name of a file in error/)")
-    if (extra.length > 0)
-      throw new SpoolError("usage", `replay takes one FILE; unexpected argument ${JSON.stringify(extra[0])}`)
     const queue = openQueue(resolveRoot(values.root))
     // Every refusal that can be decided without the ledger is decided before opening it.
     checkReplayable(queue, file)
@@ -145,16 +333,127 @@ export async function main(argv: readonly string[]): Promise<number> {
     try {
       const r = replayFile(queue, ledger, file)
       writeReports(queue, ledger)
-      await writeErr(
-        `replay: moved error/${r.file} back to inbox/${r.file}` +
-          (r.isRecordMarked
-            ? ` (failed with ${r.reason ?? "unknown"}; record marked replayed)`
-            : " (the ledger had no failure record for it; the replay is logged)") +
-          "; run consume to process it\n",
-      )
+      await writeErr(`replay: ${movedLine(r)}; run consume to process it\n`)
       return ExitCode.ok
     } finally {
       ledger.close()
     }
   })
+}
+
+function movedLine(r: Replayed): string {
+  return (
+    `moved error/${r.file} back to inbox/${r.file}` +
+    (r.isRecordMarked
+      ? ` (failed with ${r.reason ?? "unknown"}; record marked replayed)`
+      : " (the ledger had no failure record for it; the replay is logged)")
+  )
+}
+
+type Values = {
+  root?: string | undefined
+  match?: string[] | undefined
+  reason?: string | undefined
+  all?: boolean | undefined
+  "dry-run"?: boolean | undefined
+  "max-replays"?: string | undefined
+  force?: boolean | undefined
+}
+
+/** Turns the options into one selection, or a usage error. */
+export function parseSelection(values: Values, positionals: readonly string[]): Selection {
+  const chosen = [
+    positionals.length > 0 ? "FILE" : undefined,
+    values.match !== undefined ? "--match" : undefined,
+    values.reason !== undefined ? "--reason" : undefined,
+    values.all === true ? "--all" : undefined,
+  ].filter((c) => c !== undefined)
+  if (chosen.length === 0)
+    throw new SpoolError("usage", "missing FILE (the name of a file in error/), --match GLOB, --reason REASON or --all")
+  if (chosen.length > 1)
+    throw new SpoolError("usage", `give one way of choosing files, not ${chosen.join(" and ")} together`)
+  if (values.match !== undefined) {
+    for (const p of values.match)
+      if (p === "" || p.includes("/") || p.includes("\0"))
+        throw new SpoolError(
+          "usage",
+          `--match takes a glob of names directly in error/, without a path, not ${JSON.stringify(p)}`,
+        )
+    return { kind: "match", patterns: values.match }
+  }
+  if (values.reason !== undefined) {
+    if (values.reason === "") throw new SpoolError("usage", "--reason takes a failure reason such as missing-field")
+    return { kind: "reason", reason: values.reason }
+  }
+  if (values.all === true) return { kind: "all" }
+  return { kind: "names", names: positionals }
+}
+
+async function replayBulk(values: Values, positionals: readonly string[]): Promise<number> {
+  const selection = parseSelection(values, positionals)
+  const maxReplays =
+    values["max-replays"] === undefined ? defaultMaxReplays : parseInteger(values["max-replays"], "--max-replays")
+  const isDryRun = values["dry-run"] === true
+  const queue = openQueue(resolveRoot(values.root))
+  // Opened at first need: a run that selects nothing or refuses everything creates no ledger. A
+  // dry run reads it without creating or migrating it; no ledger yet means no reasons, no replays.
+  let ledger: Ledger | undefined
+  const useLedger = () => {
+    if (ledger === undefined && !(isDryRun && !fs.existsSync(queue.ledger)))
+      ledger = Ledger.open(queue.ledger, isDryRun ? { readonly: true } : {})
+    return ledger
+  }
+  let moved = 0
+  try {
+    const files = await selectFiles(queue, selection, useLedger)
+    if (files.length === 0) {
+      await writeErr(`replay: ${describeSelection(selection)} selects no file in error/; nothing was changed\n`)
+      return ExitCode.ok
+    }
+    const outcomes = await replayFiles(
+      queue,
+      useLedger,
+      files,
+      { maxReplays, isForced: values.force === true, isDryRun, now: new Date() },
+      async (o) => {
+        if (o.kind === "refused") await writeErr(`replay: refused ${JSON.stringify(o.file)}: ${o.why}\n`)
+        else {
+          if (o.kind === "moved") {
+            moved++
+            await writeErr(`replay: ${movedLine(o.replayed)}\n`)
+          }
+          await writeOut(`${o.file}\n`)
+        }
+      },
+    )
+    const refused = outcomes.filter((o) => o.kind === "refused").length
+    const of = `of ${files.length} selected file${files.length === 1 ? "" : "s"}`
+    await writeErr(
+      isDryRun
+        ? `replay: dry run: ${files.length - refused} ${of} would move back to inbox/, ${refused} would be refused; nothing was changed\n`
+        : `replay: moved ${moved} ${of} back to inbox/, refused ${refused}` +
+            (moved > 0 ? "; run consume to process them\n" : "; nothing was changed\n"),
+    )
+    return refused > 0 ? ExitCode.check : ExitCode.ok
+  } finally {
+    try {
+      // Once for the whole run, and also when it stopped on a runtime failure after some moves.
+      if (moved > 0 && ledger !== undefined) writeReports(queue, ledger)
+    } finally {
+      ledger?.close()
+    }
+  }
+}
+
+function describeSelection(selection: Selection): string {
+  switch (selection.kind) {
+    case "names":
+      return "the given names"
+    case "all":
+      return "--all"
+    case "reason":
+      return `--reason ${selection.reason}`
+    case "match":
+      return selection.patterns.map((p) => `--match ${JSON.stringify(p)}`).join(" ")
+  }
 }
