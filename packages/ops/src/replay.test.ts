@@ -3,7 +3,16 @@ import fs from "node:fs"
 import os from "node:os"
 import { join } from "node:path"
 import { createQueue, Ledger, type Queue, SpoolError } from "@spool/core"
-import { checkReplayable, checkReplayName, moveAndMark, replayFile } from "./replay.ts"
+import {
+  checkReplayable,
+  checkReplayName,
+  moveAndMark,
+  parseSelection,
+  replayFile,
+  replayFiles,
+  type Selection,
+  selectFiles,
+} from "./replay.ts"
 
 const NOW = new Date("2026-11-29T10:00:00.000Z")
 
@@ -145,5 +154,267 @@ describe("replayFile", () => {
     expect(refusal(() => moveAndMark(t.queue, t.ledger, "bad.json", NOW)).code).toBe("refused")
     expect(ledgerState(t.ledger)).toEqual(before)
     expect(fs.readdirSync(t.queue.inbox)).toEqual([])
+  })
+})
+
+/** Records a failure under `name` with `reason` and writes the file into error/, as consume does. */
+let failures = 0
+function fail(t: TempQueue, name: string, reason: string, content = "{}"): void {
+  t.ledger.commit(
+    [{ kind: "rejected", name, claimId: `f${failures++}`, destName: name, reason, detail: "", hash: null }],
+    "2026-11-29T09:00:00.000Z",
+  )
+  fs.writeFileSync(join(t.queue.error, name), content)
+}
+
+/** Every entry of the four directories with its bytes (or its kind), and the ledger's replay bookkeeping. */
+function fullState(t: TempQueue) {
+  const dir = (d: string) =>
+    fs
+      .readdirSync(d)
+      .sort()
+      .map((n) => {
+        const st = fs.lstatSync(join(d, n))
+        return [n, st.isFile() ? fs.readFileSync(join(d, n), "utf8") : st.isDirectory() ? "dir" : "other"]
+      })
+  const q = t.queue
+  return { dirs: [q.inbox, q.processing, q.done, q.error].map(dir), ...ledgerState(t.ledger) }
+}
+
+const bulk = { maxReplays: 3, isForced: false, isDryRun: false, now: NOW }
+
+type Values = Parameters<typeof parseSelection>[0]
+
+describe("parseSelection", () => {
+  const reads: [string, Values, string[], Selection][] = [
+    ["several names", {}, ["b.json", "a.json"], { kind: "names", names: ["b.json", "a.json"] }],
+    ["a glob", { match: ["evt-*"] }, [], { kind: "match", patterns: ["evt-*"] }],
+    ["several globs", { match: ["a*", "b*"] }, [], { kind: "match", patterns: ["a*", "b*"] }],
+    ["a reason", { reason: "missing-field" }, [], { kind: "reason", reason: "missing-field" }],
+    ["--all", { all: true }, [], { kind: "all" }],
+  ]
+  it.each(reads)("reads %s", (_case, values, positionals, selection) => {
+    expect(parseSelection(values, positionals)).toEqual(selection)
+  })
+
+  const usageErrors: [string, Values, string[]][] = [
+    ["nothing chosen", {}, []],
+    ["names and --all", { all: true }, ["a.json"]],
+    ["--match and --reason", { match: ["x"], reason: "parse" }, []],
+    ["a glob with a path", { match: ["../done/*"] }, []],
+    ["an empty glob", { match: [""] }, []],
+    ["an empty reason", { reason: "" }, []],
+  ]
+  it.each(usageErrors)("refuses %s as a usage error", (_case, values, positionals) => {
+    expect(refusal(() => parseSelection(values, positionals)).code).toBe("usage")
+  })
+})
+
+describe("selectFiles", () => {
+  const tricky = ["evt a.json", "evt,b.json", "evt-[1].json", "evt-*.json", "evt-{x,y}.json", "evt-(p).json"]
+
+  it("matches names with spaces, commas, brackets and * against a glob, and escapes take them literally", async () => {
+    await using t = await failedQueue()
+    for (const n of [...tricky, "evt-1.json", "other.json"]) fs.writeFileSync(join(t.queue.error, n), "{}")
+    const match = (...patterns: string[]) => selectFiles(t.queue, { kind: "match", patterns }, () => t.ledger)
+    expect(await match("evt*")).toEqual([...tricky, "evt-1.json"].sort())
+    expect(await match("evt-\\*.json")).toEqual(["evt-*.json"])
+    expect(await match("evt-\\[1\\].json")).toEqual(["evt-[1].json"])
+    expect(await match("evt-\\{x,y\\}.json")).toEqual(["evt-{x,y}.json"])
+    expect(await match("evt-\\(p\\).json")).toEqual(["evt-(p).json"])
+    expect(await match("evt a.json", "evt,b.json")).toEqual(["evt a.json", "evt,b.json"])
+    expect(await match("nothing-*")).toEqual([])
+  })
+
+  it("selects links, directories and FIFOs by glob and by --all, but never what is inside a directory", async () => {
+    await using t = await failedQueue()
+    fs.symlinkSync("/nonexistent", join(t.queue.error, "link.json"))
+    fs.mkdirSync(join(t.queue.error, "dir.json"))
+    fs.writeFileSync(join(t.queue.error, "dir.json", "inner.json"), "{}")
+    expect(Bun.spawnSync(["mkfifo", join(t.queue.error, "fifo.json")]).exitCode).toBe(0)
+    const all = ["bad.json", "dir.json", "fifo.json", "link.json"]
+    expect(await selectFiles(t.queue, { kind: "match", patterns: ["*"] }, () => t.ledger)).toEqual(all)
+    expect(await selectFiles(t.queue, { kind: "match", patterns: ["**"] }, () => t.ledger)).toEqual(all)
+    expect(await selectFiles(t.queue, { kind: "match", patterns: ["dir.json"] }, () => t.ledger)).toEqual(["dir.json"])
+    expect(await selectFiles(t.queue, { kind: "all" }, () => t.ledger)).toEqual(all)
+  })
+
+  it("selects by the reason of each file's latest unreplayed failure", async () => {
+    await using t = await failedQueue()
+    fail(t, "m1.json", "missing-field")
+    fail(t, "m2.json", "missing-field")
+    fail(t, "i1.json", "invalid-field")
+    // m2.json failed with missing-field, was replayed, then failed again with parse.
+    t.ledger.markReplayed("m2.json", NOW.toISOString())
+    fail(t, "m2.json", "parse")
+    const byReason = (reason: string) => selectFiles(t.queue, { kind: "reason", reason }, () => t.ledger)
+    expect(await byReason("missing-field")).toEqual(["m1.json"])
+    expect(await byReason("parse")).toEqual(["bad.json", "m2.json"])
+    expect(await byReason("handler")).toEqual([])
+  })
+
+  it("selects nothing by reason, and creates no ledger, when the queue has none yet", async () => {
+    await using t = await failedQueue()
+    const queue = createQueue(join(t.dir, "fresh"))
+    fs.writeFileSync(join(queue.error, "x.json"), "{}")
+    let asked = 0
+    const ledger = () => {
+      asked++
+      return undefined
+    }
+    expect(await selectFiles(queue, { kind: "reason", reason: "parse" }, ledger)).toEqual([])
+    expect(asked).toBe(0)
+    expect(fs.existsSync(queue.ledger)).toBe(false)
+  })
+
+  it("takes named files as given, each once, sorted", async () => {
+    await using t = await failedQueue()
+    expect(await selectFiles(t.queue, { kind: "names", names: ["b", "a", "b"] }, () => t.ledger)).toEqual(["a", "b"])
+  })
+})
+
+describe("replayFiles", () => {
+  it("moves every selected file, each with its failure record marked and a replay logged", async () => {
+    await using t = await failedQueue()
+    fail(t, "m1.json", "missing-field", "m1")
+    const outcomes = await replayFiles(t.queue, () => t.ledger, ["bad.json", "m1.json"], bulk)
+    expect(outcomes.map((o) => [o.file, o.kind])).toEqual([
+      ["bad.json", "moved"],
+      ["m1.json", "moved"],
+    ])
+    expect(fs.readdirSync(t.queue.inbox).sort()).toEqual(["bad.json", "m1.json"])
+    expect(fs.readFileSync(join(t.queue.inbox, "m1.json"), "utf8")).toBe("m1")
+    expect(fs.readdirSync(t.queue.error)).toEqual([])
+    expect(ledgerState(t.ledger).failures.map((f) => (f as { replayed_at: string }).replayed_at)).toEqual([
+      NOW.toISOString(),
+      NOW.toISOString(),
+    ])
+    expect(ledgerState(t.ledger).replays.map((r) => (r as { file: string }).file)).toEqual(["bad.json", "m1.json"])
+  })
+
+  it("skips a file whose name is taken in inbox/, leaving both files and its record as they were, and moves the rest", async () => {
+    await using t = await failedQueue()
+    fail(t, "m1.json", "missing-field")
+    fs.writeFileSync(join(t.queue.inbox, "bad.json"), "producer's")
+    const outcomes = await replayFiles(t.queue, () => t.ledger, ["bad.json", "m1.json"], bulk)
+    expect(outcomes[0]).toEqual({
+      file: "bad.json",
+      kind: "refused",
+      why: "inbox/ already holds a file of that name; move or rename one of them first",
+    })
+    expect(outcomes[1]?.kind).toBe("moved")
+    expect(fs.readFileSync(join(t.queue.inbox, "bad.json"), "utf8")).toBe("producer's")
+    expect(fs.readFileSync(join(t.queue.error, "bad.json"), "utf8")).toBe("{not json")
+    expect(ledgerState(t.ledger).replays.map((r) => (r as { file: string }).file)).toEqual(["m1.json"])
+  })
+
+  it("refuses links, directories, FIFOs and absent names without touching them", async () => {
+    await using t = await failedQueue()
+    fs.symlinkSync(join(t.queue.error, "bad.json"), join(t.queue.error, "link.json"))
+    fs.mkdirSync(join(t.queue.error, "dir.json"))
+    expect(Bun.spawnSync(["mkfifo", join(t.queue.error, "fifo.json")]).exitCode).toBe(0)
+    const before = fullState(t)
+    const names = ["absent.json", "dir.json", "fifo.json", "link.json"]
+    const outcomes = await replayFiles(t.queue, () => t.ledger, names, bulk)
+    expect(outcomes.map((o) => o.kind)).toEqual(["refused", "refused", "refused", "refused"])
+    expect(fullState(t)).toEqual(before)
+  })
+
+  it("never asks for the ledger when every file is refused by the checks", async () => {
+    await using t = await failedQueue()
+    const outcomes = await replayFiles(
+      t.queue,
+      () => {
+        throw new Error("the ledger was opened")
+      },
+      ["absent.json"],
+      bulk,
+    )
+    expect(outcomes.map((o) => o.kind)).toEqual(["refused"])
+  })
+
+  it("refuses a file already replayed --max-replays times, and replays it with --force", async () => {
+    await using t = await failedQueue()
+    for (let i = 0; i < 2; i++) t.ledger.markReplayed("bad.json", NOW.toISOString())
+    expect(t.ledger.replayCount("bad.json")).toBe(2)
+    // Two replays logged: allowed under --max-replays 3, refused at --max-replays 2.
+    const before = fullState(t)
+    const refused = await replayFiles(t.queue, () => t.ledger, ["bad.json"], { ...bulk, maxReplays: 2 })
+    expect(refused).toEqual([
+      {
+        file: "bad.json",
+        kind: "refused",
+        why: "it was already replayed 2 times (--max-replays 2); a message that keeps failing needs a fix, not another replay: inspect it, or pass --force",
+      },
+    ])
+    expect(fullState(t)).toEqual(before)
+    expect(t.ledger.db.inTransaction).toBe(false)
+    const forced = await replayFiles(t.queue, () => t.ledger, ["bad.json"], { ...bulk, maxReplays: 2, isForced: true })
+    expect(forced.map((o) => o.kind)).toEqual(["moved"])
+    expect(t.ledger.replayCount("bad.json")).toBe(3)
+  })
+
+  it("counts replays per file name, so other files are not limited by it", async () => {
+    await using t = await failedQueue()
+    fail(t, "m1.json", "missing-field")
+    t.ledger.markReplayed("bad.json", NOW.toISOString())
+    const outcomes = await replayFiles(t.queue, () => t.ledger, ["bad.json", "m1.json"], { ...bulk, maxReplays: 1 })
+    expect(outcomes.map((o) => [o.file, o.kind])).toEqual([
+      ["bad.json", "refused"],
+      ["m1.json", "moved"],
+    ])
+  })
+
+  it("in a dry run reports what would move and what would be refused, and changes nothing", async () => {
+    await using t = await failedQueue()
+    fail(t, "m1.json", "missing-field")
+    fail(t, "m2.json", "missing-field")
+    fs.writeFileSync(join(t.queue.inbox, "m1.json"), "producer's")
+    t.ledger.markReplayed("m2.json", NOW.toISOString())
+    fs.writeFileSync(join(t.queue.error, "m2.json"), "{}")
+    const before = fullState(t)
+    const outcomes = await replayFiles(t.queue, () => t.ledger, ["bad.json", "m1.json", "m2.json"], {
+      ...bulk,
+      maxReplays: 1,
+      isDryRun: true,
+    })
+    expect(outcomes.map((o) => [o.file, o.kind])).toEqual([
+      ["bad.json", "would-move"],
+      ["m1.json", "refused"],
+      ["m2.json", "refused"],
+    ])
+    expect(fullState(t)).toEqual(before)
+  })
+
+  it("in a dry run without a ledger counts no replays", async () => {
+    await using t = await failedQueue()
+    const outcomes = await replayFiles(t.queue, () => undefined, ["bad.json"], {
+      ...bulk,
+      maxReplays: 1,
+      isDryRun: true,
+    })
+    expect(outcomes.map((o) => o.kind)).toEqual(["would-move"])
+  })
+
+  it("reports a refusal decided inside the transaction in the file's own words (name with a quote and colon)", async () => {
+    await using t = await failedQueue()
+    const name = 'a": b.json'
+    fail(t, name, "parse")
+    t.ledger.markReplayed(name, NOW.toISOString())
+    const outcomes = await replayFiles(t.queue, () => t.ledger, [name], { ...bulk, maxReplays: 1 })
+    expect(outcomes[0]).toMatchObject({
+      kind: "refused",
+      why: expect.stringMatching(/^it was already replayed 1 time \(/),
+    })
+  })
+})
+
+describe("moveAndMark with a replay limit", () => {
+  it("rolls back when the limit is reached, even when the file would otherwise move", async () => {
+    await using t = await failedQueue()
+    t.ledger.markReplayed("bad.json", NOW.toISOString())
+    const before = fullState(t)
+    expect(refusal(() => moveAndMark(t.queue, t.ledger, "bad.json", NOW, 1)).message).toContain("--max-replays 1")
+    expect(fullState(t)).toEqual(before)
   })
 })
