@@ -200,8 +200,7 @@ describe.each(runners)("%s", (name, replay) => {
       1,
     ],
     ["no FILE", () => [], 2],
-    ["two FILEs", () => [BROKEN, NOORDER], 2],
-    ["an unknown option", () => ["--force", BROKEN], 2],
+    ["an unknown option", () => ["--bogus", BROKEN], 2],
     [
       "a root that is not a queue",
       (root) => {
@@ -256,4 +255,217 @@ describe.each(runners)("%s", (name, replay) => {
     expect(r.stdout).toContain("--root")
     expect(r.exitCode).toBe(0)
   })
+})
+
+// Bulk replay: several names, --match, --reason, --all, --dry-run, --max-replays and --force.
+// Each file moves or is refused on its own; stdout lists the names moved (or that would move).
+
+/** Failed messages with names a glob or a shell could trip over, consumed into error/ beside the sample's two. */
+const HOSTILE = {
+  space: "evt x 1.json",
+  comma: "evt,2.json",
+  brackets: "evt-[3].json",
+  star: "evt-*4.json",
+}
+const OTHER = "zz-other.json"
+
+/** A drained copy of the sample queue whose error/ also holds the HOSTILE files and OTHER (all parse failures). */
+async function drainedHostile(): Promise<TempDir & { root: string }> {
+  const q = await drained()
+  for (const n of [...Object.values(HOSTILE), OTHER]) fs.writeFileSync(join(q.root, "inbox", n), "{not json")
+  const r = await spool("consume", ["--root", q.root])
+  expect(r.exitCode).toBe(0)
+  expect(list(join(q.root, "error"))).toEqual([...Object.values(HOSTILE), BROKEN, NOORDER, OTHER].sort())
+  return q
+}
+
+function replayRows(root: string): { file: string; failure_id: number | null }[] {
+  const db = new Database(join(root, "ledger.db"), { readonly: true })
+  try {
+    return db.query("SELECT file, failure_id FROM replays ORDER BY id").all() as {
+      file: string
+      failure_id: number | null
+    }[]
+  } finally {
+    db.close()
+  }
+}
+
+/** Logs `n` earlier replays of `file` in the ledger, as n replay-and-fail rounds would have. */
+function logReplays(root: string, file: string, n: number): void {
+  const db = new Database(join(root, "ledger.db"))
+  try {
+    for (let i = 0; i < n; i++)
+      db.run("INSERT INTO replays (file, failure_id, replayed_at) VALUES (?, NULL, '2026-01-01T00:00:00.000Z')", [file])
+  } finally {
+    db.close()
+  }
+}
+
+describe.each(runners)("%s, bulk", (name, replay) => {
+  const isBuilt = name === "dist/replay.sh"
+
+  it("replays several named files, lists them on stdout, rewrites error.csv once, and consume takes them again", async () => {
+    await using q = await drained()
+    const r = await replay(["--root", q.root, NOORDER, BROKEN])
+    expect(r.stdout).toBe(`${BROKEN}\n${NOORDER}\n`)
+    expect(r.stderr).toContain(
+      `moved error/${BROKEN} back to inbox/${BROKEN} (failed with parse; record marked replayed)`,
+    )
+    expect(r.stderr).toContain("moved 2 of 2 selected files back to inbox/, refused 0")
+    expect(r.exitCode).toBe(0)
+    expect(list(join(q.root, "inbox"))).toEqual([BROKEN, NOORDER])
+    expect(list(join(q.root, "error"))).toEqual([])
+    expect(fs.readFileSync(join(q.root, "error.csv"), "utf8")).toBe("file,reason\n")
+    expect(replayRows(q.root).map((x) => x.file)).toEqual([BROKEN, NOORDER])
+    expect(replayRows(q.root).every((x) => x.failure_id !== null)).toBe(true)
+    const again = await spool("consume", ["--root", q.root])
+    expect(again.stderr).toContain("files=2 ")
+    expect(again.exitCode).toBe(0)
+    expect(list(join(q.root, "inbox"))).toEqual([])
+    expect(list(join(q.root, "error"))).toEqual([BROKEN, NOORDER])
+    expect(fs.readFileSync(join(q.root, "error.csv"), "utf8")).toBe(
+      `file,reason\n${BROKEN},parse\n${NOORDER},missing-field\n`,
+    )
+  })
+
+  it("skips a file whose name is taken in inbox/, moves the others, and exits 1", async () => {
+    await using q = await drained()
+    fs.writeFileSync(join(q.root, "inbox", BROKEN), '{"new":"producer data"}')
+    const r = await replay(["--root", q.root, "--all"])
+    expect(r.stdout).toBe(`${NOORDER}\n`)
+    expect(r.stderr).toContain(`refused "${BROKEN}": inbox/ already holds a file of that name`)
+    expect(r.stderr).toContain("moved 1 of 2 selected files back to inbox/, refused 1")
+    expect(r.exitCode).toBe(1)
+    expect(fs.readFileSync(join(q.root, "inbox", BROKEN), "utf8")).toBe('{"new":"producer data"}')
+    expect(fs.readFileSync(join(q.root, "error", BROKEN), "utf8")).toBe(
+      fs.readFileSync(join(template.path, "q", "error", BROKEN), "utf8"),
+    )
+    expect(list(join(q.root, "inbox"))).toEqual([BROKEN, NOORDER])
+    expect(replayRows(q.root).map((x) => x.file)).toEqual([NOORDER])
+    expect(fs.readFileSync(join(q.root, "error.csv"), "utf8")).toBe(`file,reason\n${BROKEN},parse\n`)
+  })
+
+  it("selects by --reason from the ledger: only the missing-field failure moves", async () => {
+    await using q = await drained()
+    const r = await replay(["--root", q.root, "--reason", "missing-field"])
+    expect(r.stdout).toBe(`${NOORDER}\n`)
+    expect(r.exitCode).toBe(0)
+    expect(list(join(q.root, "inbox"))).toEqual([NOORDER])
+    expect(list(join(q.root, "error"))).toEqual([BROKEN])
+  })
+
+  it("refuses a file replayed --max-replays times already (default 3), and replays it with --force", async () => {
+    await using q = await drained()
+    logReplays(q.root, NOORDER, 3)
+    const refused = await replay(["--root", q.root, "--all"])
+    expect(refused.stdout).toBe(`${BROKEN}\n`)
+    expect(refused.stderr).toContain(`refused "${NOORDER}": it was already replayed 3 times (--max-replays 3)`)
+    expect(refused.exitCode).toBe(1)
+    expect(list(join(q.root, "error"))).toEqual([NOORDER])
+    const raised = await replay(["--root", q.root, "--max-replays", "4", NOORDER])
+    expect(raised.stdout).toBe(`${NOORDER}\n`)
+    expect(raised.exitCode).toBe(0)
+    // Consumed again, it fails again: now four replays are logged.
+    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+    expect(list(join(q.root, "error"))).toEqual([BROKEN, NOORDER])
+    const before = fullSnapshot(q.root)
+    const again = await replay(["--root", q.root, "--max-replays", "4", NOORDER])
+    expect(again.stdout).toBe("")
+    expect(again.stderr).toContain("it was already replayed 4 times (--max-replays 4)")
+    expect(again.exitCode).toBe(1)
+    expect(fullSnapshot(q.root)).toEqual(before)
+    const forced = await replay(["--root", q.root, "--force", "--max-replays", "4", NOORDER])
+    expect(forced.stdout).toBe(`${NOORDER}\n`)
+    expect(forced.exitCode).toBe(0)
+    expect(replayRows(q.root).filter((x) => x.file === NOORDER)).toHaveLength(5)
+  })
+
+  it("matches a glob against names with spaces, commas, brackets and *, and consume takes them again", async () => {
+    await using q = await drainedHostile()
+    const r = await replay(["--root", q.root, "--match", "evt*"])
+    const expected = [...Object.values(HOSTILE), BROKEN, NOORDER].sort()
+    expect(r.stdout).toBe(expected.map((n) => `${n}\n`).join(""))
+    expect(r.exitCode).toBe(0)
+    expect(list(join(q.root, "inbox"))).toEqual(expected)
+    expect(list(join(q.root, "error"))).toEqual([OTHER])
+    expect(fs.readFileSync(join(q.root, "error.csv"), "utf8")).toBe(`file,reason\n${OTHER},parse\n`)
+    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+    expect(list(join(q.root, "inbox"))).toEqual([])
+    expect(list(join(q.root, "error"))).toEqual([...expected, OTHER].sort())
+  })
+
+  it("takes an escaped * and [ ] literally, and several globs as their union", async () => {
+    await using q = await drainedHostile()
+    const r = await replay(["--root", q.root, "--match", "evt-\\*4.json", "--match", "evt-\\[3\\].json"])
+    expect(r.stdout).toBe(`${HOSTILE.star}\n${HOSTILE.brackets}\n`)
+    expect(r.exitCode).toBe(0)
+    expect(list(join(q.root, "inbox"))).toEqual([HOSTILE.brackets, HOSTILE.star].sort())
+  })
+
+  it("lists with --dry-run what would move and what would be refused, and changes nothing", async () => {
+    await using q = await drainedHostile()
+    fs.writeFileSync(join(q.root, "inbox", HOSTILE.comma), "producer's")
+    logReplays(q.root, OTHER, 3)
+    const before = fullSnapshot(q.root)
+    const csvTime = fs.statSync(join(q.root, "error.csv")).mtimeMs
+    const r = await replay(["--root", q.root, "--dry-run", "--all"])
+    const movable = [HOSTILE.space, HOSTILE.brackets, HOSTILE.star, BROKEN, NOORDER].sort()
+    expect(r.stdout).toBe(movable.map((n) => `${n}\n`).join(""))
+    expect(r.stderr).toContain(`refused "${HOSTILE.comma}": inbox/ already holds`)
+    expect(r.stderr).toContain(`refused "${OTHER}": it was already replayed 3 times`)
+    expect(r.stderr).toContain("dry run: 5 of 7 selected files would move back to inbox/, 2 would be refused")
+    expect(r.exitCode).toBe(1)
+    expect(fullSnapshot(q.root)).toEqual(before)
+    expect(fs.statSync(join(q.root, "error.csv")).mtimeMs).toBe(csvTime)
+  })
+
+  it("reports links, directories and FIFOs in error/ as refused under --all, never moving them", async () => {
+    await using q = await drained()
+    await using outside = await tempDir("spool-outside-")
+    fs.writeFileSync(join(outside.path, "secret.json"), "{}")
+    fs.symlinkSync(join(outside.path, "secret.json"), join(q.root, "error", "link.json"))
+    fs.mkdirSync(join(q.root, "error", "dir.json"))
+    fs.writeFileSync(join(q.root, "error", "dir.json", "inner.json"), "{}")
+    expect(Bun.spawnSync(["mkfifo", join(q.root, "error", "fifo.json")]).exitCode).toBe(0)
+    const r = await replay(["--root", q.root, "--all"])
+    expect(r.stdout).toBe(`${BROKEN}\n${NOORDER}\n`)
+    for (const n of ["dir.json", "fifo.json", "link.json"]) expect(r.stderr).toContain(`refused "${n}": error/ holds`)
+    expect(r.exitCode).toBe(1)
+    expect(list(join(q.root, "error"))).toEqual(["dir.json", "fifo.json", "link.json"])
+    expect(list(join(q.root, "error", "dir.json"))).toEqual(["inner.json"])
+    expect(list(join(q.root, "inbox"))).toEqual([BROKEN, NOORDER])
+    expect(list(outside.path)).toEqual(["secret.json"])
+  })
+
+  it("exits 0 and changes nothing when a selection finds no file", async () => {
+    await using q = await drained()
+    const before = fullSnapshot(q.root)
+    const r = await replay(["--root", q.root, "--match", "nothing-*"])
+    expect(r.stdout).toBe("")
+    expect(r.stderr).toBe('replay: --match "nothing-*" selects no file in error/; nothing was changed\n')
+    expect(r.exitCode).toBe(0)
+    expect(fullSnapshot(q.root)).toEqual(before)
+  })
+
+  const usageErrors: [string, string[]][] = [
+    ["names and --all together", [BROKEN, "--all"]],
+    ["--match and --reason together", ["--match", "evt-*", "--reason", "parse"]],
+    ["a glob with a path", ["--match", "../done/*"]],
+    ["a negative --max-replays", ["--max-replays", "-1", "--all"]],
+    ["a --max-replays that is not a number", ["--max-replays", "three", "--all"]],
+    ["options without a selection", ["--dry-run"]],
+  ]
+  it.each(isBuilt ? usageErrors : usageErrors.slice(0, 1))(
+    "refuses %s as a usage error (exit 2) and changes nothing",
+    async (_case, args) => {
+      await using q = await drained()
+      const before = fullSnapshot(q.root)
+      const r = await replay(["--root", q.root, ...args])
+      expect(r.stdout).toBe("")
+      expect(r.stderr).toMatch(/^replay: .+/)
+      expect(r.exitCode).toBe(2)
+      expect(fullSnapshot(q.root)).toEqual(before)
+    },
+  )
 })
