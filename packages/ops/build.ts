@@ -92,10 +92,10 @@ function newestInput(): number {
   return newest
 }
 
-/** True when a dist file is missing or older than a source (so tests never run a stale build). */
+/** True when a dist file (or a chunk an entry imports) is missing or older than a source (so tests never run a stale build). */
 export function isStale(): boolean {
   let oldest = Number.POSITIVE_INFINITY
-  for (const name of commands)
+  for (const name of commands) {
     for (const ext of ["js", "sh"]) {
       try {
         oldest = Math.min(oldest, fs.statSync(join(dist, `${name}.${ext}`)).mtimeMs)
@@ -103,6 +103,10 @@ export function isStale(): boolean {
         return true
       }
     }
+    const entry = fs.readFileSync(join(dist, `${name}.js`), "utf8")
+    for (const [, chunk] of entry.matchAll(/import\("\.\/([^"/]+\.js)"\)/g))
+      if (chunk === undefined || !fs.existsSync(join(dist, chunk))) return true
+  }
   return newestInput() > oldest
 }
 

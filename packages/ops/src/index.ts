@@ -10,5 +10,13 @@ export {
   parseThreshold,
   scanAges,
 } from "./lag.ts"
-export type { Replayed } from "./replay.ts"
-export { checkReplayable, checkReplayName, main as replay, replayFile } from "./replay.ts"
+export type { BulkOptions, BulkOutcome, Replayed, Selection } from "./replay.ts"
+export {
+  checkReplayable,
+  checkReplayName,
+  main as replay,
+  parseSelection,
+  replayFile,
+  replayFiles,
+  selectFiles,
+} from "./replay.ts"
