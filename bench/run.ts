@@ -1,4 +1,4 @@
-// `bun run bench [--messages N] [--runs R] [--million] [--consumers K] [--only LIST] [--keep]`
+// `bun run bench [--messages N] [--runs R] [--million] [--consumers K] [--only LIST] [--watch-seconds S] [--keep]`
 //
 // Generates a queue of N messages (about 5% duplicates, 1% bad files) in a temp directory,
 // then, for each run, gives each contender a fresh copy of that inbox and times it as a
@@ -21,6 +21,7 @@ const { values: v } = parseArgs({
     consumers: { type: "string" },
     only: { type: "string" },
     keep: { type: "boolean" },
+    "watch-seconds": { type: "string" },
     help: { type: "boolean", short: "h" },
   },
   strict: true,
@@ -28,12 +29,13 @@ const { values: v } = parseArgs({
 if (v.help) {
   process.stdout.write(
     [
-      "usage: bun run bench [--messages N] [--runs R] [--million] [--consumers K] [--only LIST] [--keep]",
+      "usage: bun run bench [--messages N] [--runs R] [--million] [--consumers K] [--only LIST] [--watch-seconds S] [--keep]",
       "  --messages N    queue size (default 100000)",
       "  --million       queue size 1000000",
       "  --runs R        runs per contender; the table shows medians (default 3)",
       "  --consumers K   also run K consume processes at once on one root (scaling)",
-      "  --only LIST     comma-separated subset of consume,floor,baseline (default all)",
+      "  --only LIST     comma-separated subset of consume,floor,baseline,watch (default all)",
+      "  --watch-seconds S  how long to feed consume --watch at 1000 messages/s (default 10)",
       "  --keep          keep the generated data (path printed)",
       "",
     ].join("\n"),
@@ -44,8 +46,8 @@ if (v.help) {
 const N = v.million ? 1_000_000 : Number(v.messages ?? 100_000)
 const runs = Number(v.runs ?? 3)
 const consumers = Number(v.consumers ?? 1)
-type Contender = "consume" | "floor" | "baseline"
-const only = new Set((v.only ?? "consume,floor,baseline").split(",") as Contender[])
+const watchSeconds = Number(v["watch-seconds"] ?? 10)
+const only = new Set((v.only ?? "consume,floor,baseline,watch").split(","))
 if (!Number.isInteger(N) || N < 1 || !Number.isInteger(runs) || runs < 1 || !Number.isInteger(consumers))
   throw new Error("--messages, --runs and --consumers take positive integers")
 
@@ -315,12 +317,107 @@ process.stderr.write(
   `bench: generated in ${fmt((performance.now() - t0) / 1000)} s: ${expected.distinct} distinct, ${expected.duplicates} duplicates, ${expected.bad} bad\n`,
 )
 
+/** Start-up of the cron-run ops commands: median wall time of 11 runs, in ms (undefined if not built). */
+function measureStartup(base: string): { lagMs: number; replayMs: number } | undefined {
+  const dist = join(repo, "packages/ops/dist")
+  if (!fs.existsSync(join(dist, "lag.sh")) || !fs.existsSync(join(dist, "replay.sh"))) {
+    process.stderr.write("bench: packages/ops/dist not built (bun run build); skipping lag.sh/replay.sh start-up\n")
+    return undefined
+  }
+  const root = join(base, "startup")
+  for (const d of ["inbox", "processing", "done", "error", "tmp"]) fs.mkdirSync(join(root, d), { recursive: true })
+  const time = (cmd: string[], wantCode: number): number => {
+    const xs: number[] = []
+    for (let i = 0; i < 11; i++) {
+      const t = performance.now()
+      const r = spawnSync(cmd[0] as string, cmd.slice(1), { env: { ...process.env, SPOOL_ROOT: root } })
+      xs.push(performance.now() - t)
+      if (r.status !== wantCode) throw new Error(`${cmd.join(" ")} exited ${r.status}: ${r.stderr}`)
+    }
+    return median(xs)
+  }
+  // lag on an empty queue answers 0; replay of a file not in error/ refuses (1) after the same start-up.
+  return {
+    lagMs: time([join(dist, "lag.sh"), root, "0"], 0),
+    replayMs: time([join(dist, "replay.sh"), "absent.json"], 1),
+  }
+}
+
+/**
+ * Watch-mode latency: `consume --watch` (durable, defaults) runs while this process puts
+ * `rate` messages per second into inbox/ for `seconds`, the Maildir way (tmp/, then rename).
+ * A file's latency is from its rename into inbox/ to its rename into done/ (the inode's ctime,
+ * which rename(2) sets). Percentiles over every file; the end state is checked as elsewhere.
+ */
+async function measureWatch(base: string, seconds: number, rate: number) {
+  const root = join(base, "watch")
+  for (const d of ["inbox", "processing", "done", "error", "tmp"]) fs.mkdirSync(join(root, d), { recursive: true })
+  const proc = Bun.spawn(["bun", "packages/consumer/bin/consume.ts", "--root", root, "--watch", "--quiet"], {
+    cwd: repo,
+    stdin: "ignore",
+    stdout: "ignore",
+    stderr: "inherit",
+  })
+  // Start timing once the consumer is up: one file through end to end first.
+  fs.writeFileSync(join(root, "tmp", "warm-up.json"), message(9_999_999))
+  fs.renameSync(join(root, "tmp", "warm-up.json"), join(root, "inbox", "warm-up.json"))
+  const upBy = performance.now() + 60_000
+  while (!fs.existsSync(join(root, "done", "warm-up.json")) && performance.now() < upBy) await Bun.sleep(10)
+  const arrivals = new Map<string, number>()
+  const total = seconds * rate
+  const started = performance.now()
+  // Paced in 10 ms slices: at each slice, every message due by then is put in.
+  for (let i = 0; i < total; ) {
+    const due = Math.min(total, Math.floor(((performance.now() - started) / 1000) * rate) + 1)
+    for (; i < due; i++) {
+      const name = `w-${i.toString(36).padStart(6, "0")}.json`
+      fs.writeFileSync(join(root, "tmp", name), message(10_000_000 + i))
+      fs.renameSync(join(root, "tmp", name), join(root, "inbox", name))
+      arrivals.set(name, performance.timeOrigin + performance.now())
+    }
+    await Bun.sleep(10)
+  }
+  const producedIn = (performance.now() - started) / 1000
+  const deadline = performance.now() + 60_000
+  while (countEntries(join(root, "done")) < total + 1 && performance.now() < deadline) await Bun.sleep(50)
+  proc.kill("SIGTERM")
+  await proc.exited
+  const latencies: number[] = []
+  for (const [name, at] of arrivals) latencies.push(fs.lstatSync(join(root, "done", name)).ctimeMs - at)
+  expectDone(root, total + 1)
+  return {
+    messages: total,
+    rate: total / producedIn,
+    p50Ms: percentile(latencies, 50),
+    p99Ms: percentile(latencies, 99),
+    maxMs: Math.max(...latencies),
+  }
+}
+
+function expectDone(root: string, n: number): void {
+  const got = [
+    countEntries(join(root, "done")),
+    countEntries(join(root, "inbox")),
+    countEntries(join(root, "processing")),
+  ]
+  if (got[0] !== n || got[1] !== 0 || got[2] !== 0)
+    throw new Error(`watch: wrong end state: done/ ${got[0]} (want ${n}), inbox/ ${got[1]}, processing/ ${got[2]}`)
+}
+
+const startup = measureStartup(base)
 const results: Measured[] = []
+let watchResult: Awaited<ReturnType<typeof measureWatch>> | undefined
 try {
   for (let r = 1; r <= runs; r++) {
     for (const c of ["consume", "floor", "baseline"] as const)
       if (only.has(c)) results.push(await runOne(c, r, base, master, expected))
     if (consumers > 1) results.push(await runOne(`consume-x${consumers}`, r, base, master, expected, consumers))
+  }
+  if (only.has("watch") && watchSeconds > 0) {
+    watchResult = await measureWatch(base, watchSeconds, 1000)
+    process.stderr.write(
+      `bench: watch: ${watchResult.messages} messages at ${fmt(watchResult.rate, 0)}/s, arrival to done/ p50 ${fmt(watchResult.p50Ms)} ms p99 ${fmt(watchResult.p99Ms)} ms\n`,
+    )
   }
 } finally {
   if (!v.keep) fs.rmSync(base, { recursive: true, force: true })
@@ -354,10 +451,11 @@ fs.mkdirSync(join(repo, "bench/results"), { recursive: true })
 const file = join(repo, "bench/results", `${date.replaceAll(":", "-").slice(0, 19)}-${N}.json`)
 fs.writeFileSync(
   file,
-  `${JSON.stringify({ date, command: `bun run bench ${process.argv.slice(2).join(" ")}`.trim(), machine, expected, runs, summary, ratios, results }, null, 2)}\n`,
+  `${JSON.stringify({ date, command: `bun run bench ${process.argv.slice(2).join(" ")}`.trim(), machine, expected, runs, summary, ratios, startup, watch: watchResult, results }, null, 2)}\n`,
 )
 
 const cell = (x: number, d = 1) => (Number.isNaN(x) ? "-" : x.toFixed(d))
+const times = (x: number, d: number) => (Number.isNaN(x) ? "n/a" : `${x.toFixed(d)}x`)
 const lines = [
   `${N} messages (${expected.distinct} distinct, ${expected.duplicates} duplicates, ${expected.bad} bad), medians of ${runs} runs, ${machine.nproc} cores, ${machine.filesystem}`,
   "",
@@ -369,10 +467,18 @@ const lines = [
     return `| ${c} | ${cell(s.messagesPerSecond, 0)} | ${cell(s.seconds, 2)} | ${cell(s.batchP50Ms)} | ${cell(s.batchP99Ms)} | ${cell(s.peakRssMb)} |`
   }),
   "",
-  `consume / floor = ${cell(ratios.consumeOverFloor, 2)}x, consume / baseline = ${cell(ratios.consumeOverBaseline, 1)}x` +
+  `consume / floor = ${times(ratios.consumeOverFloor, 2)}, consume / baseline = ${times(ratios.consumeOverBaseline, 1)}` +
     (consumers > 1
-      ? `, ${consumers} consumers / 1 consumer = ${cell(rate(`consume-x${consumers}`) / rate("consume"), 2)}x`
+      ? `, ${consumers} consumers / 1 consumer = ${times(rate(`consume-x${consumers}`) / rate("consume"), 2)}`
       : ""),
+  ...(watchResult
+    ? [
+        `watch mode at ${cell(watchResult.rate, 0)} messages/s for ${watchSeconds} s: arrival in inbox/ to done/ p50 ${cell(watchResult.p50Ms)} ms, p99 ${cell(watchResult.p99Ms)} ms, max ${cell(watchResult.maxMs)} ms`,
+      ]
+    : []),
+  ...(startup
+    ? [`start-up (median of 11): lag.sh ${cell(startup.lagMs, 0)} ms, replay.sh ${cell(startup.replayMs, 0)} ms`]
+    : []),
   `figures: ${file.slice(repo.length + 1)}`,
 ]
 process.stdout.write(`${lines.join("\n")}\n`)
