@@ -18,45 +18,51 @@ const mode = (path: string) => fs.statSync(path).mode & 0o777
 const octal = (m: number) => `0${m.toString(8)}`
 
 describe("file permissions", () => {
-  it("creates the ledger 0640 and the reports 0644 even under umask 000, and nothing world-writable", async () => {
-    await using d = await tempDir()
-    const root = join(d.path, "q")
-    const setup = await underUmask000("packages/consumer/bin/setup.ts", ["--root", root])
-    expect(setup.exitCode).toBe(0)
-    const msg = join(d.path, "late.json")
-    fs.writeFileSync(msg, JSON.stringify({ msg_id: "late", order_no: "o", seq: 99, amount: 1 }))
-    const enqueue = await underUmask000("packages/consumer/bin/enqueue.ts", ["--root", root, msg])
-    expect(enqueue.exitCode).toBe(0)
-    expect(octal(mode(join(root, "inbox", "late.json")))).toBe("0644")
-    const schema = await underUmask000("packages/consumer/bin/schema.ts", ["--root", root])
-    expect(schema.exitCode).toBe(0)
-    const consume = await underUmask000("packages/consumer/bin/consume.ts", ["--root", root])
-    expect(consume.exitCode).toBe(0)
-    await underUmask000("packages/consumer/bin/order-check.ts", ["--root", root])
+  it(
+    "creates the ledger 0640 and the reports 0644 even under umask 000, and nothing world-writable",
+    async () => {
+      await using d = await tempDir()
+      const root = join(d.path, "q")
+      const setup = await underUmask000("packages/consumer/bin/setup.ts", ["--root", root])
+      expect(setup.exitCode).toBe(0)
+      const msg = join(d.path, "late.json")
+      fs.writeFileSync(msg, JSON.stringify({ msg_id: "late", order_no: "o", seq: 99, amount: 1 }))
+      const enqueue = await underUmask000("packages/consumer/bin/enqueue.ts", ["--root", root, msg])
+      expect(enqueue.exitCode).toBe(0)
+      expect(octal(mode(join(root, "inbox", "late.json")))).toBe("0644")
+      const schema = await underUmask000("packages/consumer/bin/schema.ts", ["--root", root])
+      expect(schema.exitCode).toBe(0)
+      const consume = await underUmask000("packages/consumer/bin/consume.ts", ["--root", root])
+      expect(consume.exitCode).toBe(0)
+      await underUmask000("packages/consumer/bin/order-check.ts", ["--root", root])
 
-    expect(octal(mode(join(root, "ledger.db")))).toBe("0640")
-    for (const report of ["dup.txt", "error.csv", "schema.csv", "order-check.sql", "order-result.txt"])
-      expect([report, octal(mode(join(root, report)))]).toEqual([report, "0644"])
-    for (const dir of ["inbox", "processing", "done", "error", "tmp"])
-      expect([dir, octal(mode(join(root, dir)))]).toEqual([dir, "0755"])
-    for (const entry of fs.readdirSync(root))
-      expect([entry, mode(join(root, entry)) & 0o002]).toEqual([entry, 0])
-  }, slow)
+      expect(octal(mode(join(root, "ledger.db")))).toBe("0640")
+      for (const report of ["dup.txt", "error.csv", "schema.csv", "order-check.sql", "order-result.txt"])
+        expect([report, octal(mode(join(root, report)))]).toEqual([report, "0644"])
+      for (const dir of ["inbox", "processing", "done", "error", "tmp"])
+        expect([dir, octal(mode(join(root, dir)))]).toEqual([dir, "0755"])
+      for (const entry of fs.readdirSync(root)) expect([entry, mode(join(root, entry)) & 0o002]).toEqual([entry, 0])
+    },
+    slow,
+  )
 
-  it("gives the ledger's -wal and -shm files the ledger's own mode", async () => {
-    await using d = await tempDir()
-    const root = join(d.path, "q")
-    expect((await underUmask000("packages/consumer/bin/setup.ts", ["--root", root])).exitCode).toBe(0)
-    expect((await underUmask000("packages/consumer/bin/consume.ts", ["--root", root])).exitCode).toBe(0)
-    // A reader holding the ledger open keeps the -wal and -shm files in place after consume exits.
-    const reader = new Database(join(root, "ledger.db"), { readonly: true })
-    try {
-      reader.query("SELECT count(*) FROM processed").get()
+  it(
+    "gives the ledger's -wal and -shm files the ledger's own mode",
+    async () => {
+      await using d = await tempDir()
+      const root = join(d.path, "q")
+      expect((await underUmask000("packages/consumer/bin/setup.ts", ["--root", root])).exitCode).toBe(0)
       expect((await underUmask000("packages/consumer/bin/consume.ts", ["--root", root])).exitCode).toBe(0)
-      for (const f of ["ledger.db-wal", "ledger.db-shm"])
-        expect([f, octal(mode(join(root, f)))]).toEqual([f, "0640"])
-    } finally {
-      reader.close()
-    }
-  }, slow)
+      // A reader holding the ledger open keeps the -wal and -shm files in place after consume exits.
+      const reader = new Database(join(root, "ledger.db"), { readonly: true })
+      try {
+        reader.query("SELECT count(*) FROM processed").get()
+        expect((await underUmask000("packages/consumer/bin/consume.ts", ["--root", root])).exitCode).toBe(0)
+        for (const f of ["ledger.db-wal", "ledger.db-shm"]) expect([f, octal(mode(join(root, f)))]).toEqual([f, "0640"])
+      } finally {
+        reader.close()
+      }
+    },
+    slow,
+  )
 })

@@ -129,7 +129,8 @@ function expectInvariants(root: string, { files }: Mix): void {
   }
   const { processed } = ledgerRows(root)
   expect([...processed.keys()].sort(byUtf8)).toEqual([...seen.keys()].sort(byUtf8))
-  for (const [id, deliveries] of seen) expect(deliveries.map((d) => d.amount)).toContain(processed.get(id)?.amount ?? "(no row)")
+  for (const [id, deliveries] of seen)
+    expect(deliveries.map((d) => d.amount)).toContain(processed.get(id)?.amount ?? "(no row)")
   const twice = [...seen].filter(([, d]) => d.length > 1).map(([id]) => id)
   const dupTxt = fs.readFileSync(join(root, "dup.txt"), "utf8")
   expect(dupTxt).toBe(

@@ -7,14 +7,15 @@ import {
   ExitCode,
   isColorWanted,
   isMessageName,
-  Ledger,
   type LogFormat,
   type LogLevel,
+  openLedger,
   openQueue,
   parseBytes,
   parseDuration,
   parseInteger,
   type Queue,
+  resolveLedgerUrl,
   resolveRoot,
   runCommand,
   SpoolError,
@@ -36,6 +37,7 @@ const spec = {
     "a rescan every --rescan as a safety net) and drains again, recovering dead consumers' claims each time.",
   options: {
     root: { type: "string" },
+    ledger: { type: "string" },
     "batch-size": { type: "string" },
     "max-attempts": { type: "string" },
     "max-bytes": { type: "string" },
@@ -54,6 +56,7 @@ const spec = {
   },
   help: [
     "--root DIR            queue root (default: $SPOOL_ROOT, else ./spool)",
+    "--ledger URL          a postgres:// ledger shared by consumers on many hosts (default: $SPOOL_LEDGER_URL,\n                        else SQLite in ROOT/ledger.db)",
     `--batch-size N        messages per ledger transaction (default ${defaults.batchSize})`,
     `--max-attempts N      claims before a message that keeps crashing the consumer is poison (default ${defaults.maxAttempts})`,
     "--max-bytes SIZE      larger files go to error/ as too-large, unread (default 1m)",
@@ -81,6 +84,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     const level: LogLevel = v.quiet ? "quiet" : v.verbose ? "verbose" : "info"
     const durable = !v["no-fsync"]
     const queue = openQueue(resolveRoot(v.root))
+    const ledgerUrl = resolveLedgerUrl(v.ledger)
     // Every option is checked here, before any worker starts, so a usage error is reported once.
     const concurrency = v.concurrency ? parseInteger(v.concurrency, "--concurrency", 1) : 1
     const isWatching = v.watch === true
@@ -107,13 +111,13 @@ export async function main(argv: readonly string[]): Promise<number> {
       const code = await runWorkers(concurrency, argv, log)
       // Each worker wrote reports when it ended, and two such atomic rewrites can land out of
       // order; one more, after all of them, is sure to reflect the whole ledger.
-      if (!fs.existsSync(queue.ledger)) return code
+      if (ledgerUrl === undefined && !fs.existsSync(queue.ledger)) return code
       try {
-        const ledger = Ledger.open(queue.ledger, { durable, busyTimeoutMs })
+        const ledger = await openLedger(queue, { url: ledgerUrl, durable, busyTimeoutMs })
         try {
-          writeReports(queue, ledger)
+          await writeReports(queue, ledger)
         } finally {
-          ledger.close()
+          await ledger.close()
         }
       } catch (error) {
         // The workers' own exit codes say more than this; report the failure without hiding them.
@@ -123,7 +127,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       }
       return code
     }
-    const ledger = Ledger.open(queue.ledger, { durable, busyTimeoutMs })
+    const ledger = await openLedger(queue, { url: ledgerUrl, durable, busyTimeoutMs })
     const stop = new AbortController()
     const onSignal = (signal: NodeJS.Signals) => {
       if (!stop.signal.aborted) log.info("stopping", { signal, note: "finishing the batch in hand" })
@@ -168,7 +172,7 @@ export async function main(argv: readonly string[]): Promise<number> {
           })
         : await consume(options)
       progress.finish()
-      if (!isWatching) writeReports(queue, ledger)
+      if (!isWatching) await writeReports(queue, ledger)
       const seconds = ((performance.now() - started) / 1000).toFixed(2)
       const reasons = Object.entries(summary.rejectedBy)
         .map(([r, n]) => `${r} ${n}`)
@@ -191,7 +195,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       progress.finish()
       process.off("SIGINT", onSignal)
       process.off("SIGTERM", onSignal)
-      ledger.close()
+      await ledger.close()
     }
   })
 }

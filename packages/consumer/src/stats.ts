@@ -6,9 +6,15 @@ import {
   Ledger,
   type LedgerStats,
   openQueue,
+  PostgresLedger,
   parseDuration,
+  type Queue,
+  readSharedStats,
   readStats,
+  redact,
+  resolveLedgerUrl,
   resolveRoot,
+  rootId,
   runCommand,
   SpoolError,
   type StatsPeriod,
@@ -20,15 +26,17 @@ const spec = {
   summary:
     "Reads ROOT/ledger.db and prints what the consumer has done, over all time and over a recent window:\n" +
     "messages processed, duplicates and the duplicate rate (duplicates / (processed + duplicates)),\n" +
-    "conflicts (duplicates whose bytes differ), failures by reason, poison messages and replays.\n" +
+    "conflicts (duplicates whose content differs), failures by reason, poison messages and replays.\n" +
     "Read-only: safe to run while consumers are working. A queue with no ledger yet shows zeros.",
   options: {
     root: { type: "string" },
+    ledger: { type: "string" },
     json: { type: "boolean" },
     window: { type: "string" },
   },
   help: [
     "--root DIR            queue root (default: $SPOOL_ROOT, else ./spool)",
+    "--ledger URL          a postgres:// ledger (default: $SPOOL_LEDGER_URL, else SQLite in ROOT/ledger.db)",
     "--window DURATION     the recent window, e.g. 15m, 24h, 7d (default 24h)",
     "--json                one JSON object on stdout instead of the table",
   ],
@@ -36,22 +44,37 @@ const spec = {
 
 /** `bun run stats`: ledger statistics as a table or JSON. */
 export async function main(argv: readonly string[]): Promise<number> {
-  return runCommand(spec, argv, ({ values: v }) => {
+  return runCommand(spec, argv, async ({ values: v }) => {
     const windowText = v.window ?? "24h"
     const windowMs = parseDuration(windowText, "--window")
     if (windowMs <= 0)
       throw new SpoolError("usage", `--window must be longer than 0, not ${JSON.stringify(windowText)}`)
     const queue = openQueue(resolveRoot(v.root))
     const since = new Date(Date.now() - windowMs)
-    const stats = fs.existsSync(queue.ledger) ? statsOf(queue.ledger, since) : emptyStats(since)
+    const url = resolveLedgerUrl(v.ledger)
+    const stats =
+      url !== undefined
+        ? await sharedStatsOf(queue, url, since)
+        : fs.existsSync(queue.ledger)
+          ? statsOf(queue.ledger, since)
+          : emptyStats(since)
     if (v.json) {
       const out = { root: queue.root, window: { text: windowText, ms: windowMs }, ...stats }
       process.stdout.write(`${JSON.stringify(out, null, 2)}\n`)
     } else {
-      process.stdout.write(formatStats(stats, queue.ledger, windowText))
+      process.stdout.write(formatStats(stats, url === undefined ? queue.ledger : redact(url), windowText))
     }
     return ExitCode.ok
   })
+}
+
+async function sharedStatsOf(queue: Queue, url: string, since: Date): Promise<LedgerStats> {
+  const ledger = await PostgresLedger.open(url, rootId(queue), { migrate: false })
+  try {
+    return await readSharedStats(ledger.sql, since)
+  } finally {
+    await ledger.close()
+  }
 }
 
 function statsOf(path: string, since: Date): LedgerStats {

@@ -4,7 +4,7 @@ import {
   type ConsumeSummary,
   consume,
   isMessageName,
-  type Ledger,
+  type LedgerPort,
   type Log,
   type Queue,
   writeReports,
@@ -13,7 +13,7 @@ import {
 /** Settings of a long-running consumer. */
 export interface WatchOptions extends Omit<ConsumeOptions, "signal" | "log" | "queue" | "ledger"> {
   readonly queue: Queue
-  readonly ledger: Ledger
+  readonly ledger: LedgerPort
   readonly log: Log
   /** Stops watching: the batch in hand is finished, nothing more is claimed. */
   readonly signal: AbortSignal
@@ -70,7 +70,7 @@ export async function watch(o: WatchOptions): Promise<ConsumeSummary> {
       if (o.signal.aborted) break
       const isBurst = wake.isFired
       if (isReportDue && (!isBurst || performance.now() - lastReportAt >= reportIntervalMs)) {
-        writeReports(o.queue, o.ledger)
+        await writeReports(o.queue, o.ledger)
         isReportDue = false
         lastReportAt = performance.now()
       }
@@ -83,7 +83,7 @@ export async function watch(o: WatchOptions): Promise<ConsumeSummary> {
     watcher?.close()
     o.signal.removeEventListener("abort", onAbort)
   }
-  if (isReportDue) writeReports(o.queue, o.ledger)
+  if (isReportDue) await writeReports(o.queue, o.ledger)
   return total
 }
 

@@ -3,7 +3,7 @@ import fs from "node:fs"
 import { hostname, tmpdir } from "node:os"
 import { join } from "node:path"
 import { consume } from "./consumer.ts"
-import { Ledger, type Outcome } from "./ledger.ts"
+import { type Effect, Ledger, type Outcome } from "./ledger.ts"
 import { currentOwner, type Owner, processStartTicks } from "./owner.ts"
 import { createQueue, type Queue } from "./queue.ts"
 
@@ -206,7 +206,9 @@ describe("the poison counter", () => {
       queue: t.q,
       ledger: t.ledger,
       maxAttempts: 3,
-      effect: (o, db) => seen.push(db.query("SELECT attempts FROM claims WHERE name = ?").get(o.name)),
+      effect: ((o, db) => {
+        seen.push(db.query("SELECT attempts FROM claims WHERE name = ?").get(o.name))
+      }) satisfies Effect,
     })
     expect(seen).toEqual([{ attempts: 3 }])
     expect(ls(t.q.done)).toEqual(["p.json"])

@@ -3,7 +3,9 @@ import { join } from "node:path"
 import { crashIfPoison, fault } from "./_fault.ts"
 import { errnoOf, SpoolError } from "./errors.ts"
 import { fsyncDir, type OpenDir, openDir, renameNoReplace, renameNoReplaceAt } from "./files.ts"
-import type { Claim, ClaimRow, Effect, Ledger, Outcome, Verdict } from "./ledger.ts"
+import type { Claim, ClaimRow, Effect, Outcome, Verdict } from "./ledger.ts"
+import type { LedgerPort } from "./ledger-port.ts"
+import type { PostgresEffect } from "./ledger-postgres.ts"
 import { type Log, silentLog } from "./log.ts"
 import {
   canonicalJson,
@@ -19,11 +21,11 @@ import { alternateName, isMessageName, type Queue, scanDir } from "./queue.ts"
 /** Settings of a consume run; every one has a default a demanding operator can live with. */
 export interface ConsumeOptions<T extends Message = Message> {
   readonly queue: Queue
-  readonly ledger: Ledger
+  readonly ledger: LedgerPort
   /** The message type; defaults to spool's Message. Must require at least Message's fields. */
   readonly type?: MessageType<T>
-  /** A business effect committed in the same transaction as the processed row. */
-  readonly effect?: Effect
+  /** A business effect committed in the same transaction as the processed row (for the ledger's backend). */
+  readonly effect?: Effect | PostgresEffect
   /** Messages per ledger transaction. */
   readonly batchSize?: number
   /** Claims a file may take before it is declared poison (it crashed the consumer each time). */
@@ -99,7 +101,7 @@ export async function consume<T extends Message = Message>(options: ConsumeOptio
 class Engine<T extends Message> {
   readonly #o: ConsumeOptions<T>
   readonly #q: Queue
-  readonly #ledger: Ledger
+  readonly #ledger: LedgerPort
   readonly #log: Log
   readonly #owner: Owner = currentOwner()
   readonly #type: MessageType<T>
@@ -151,16 +153,16 @@ class Engine<T extends Message> {
   }
 
   async run(): Promise<ConsumeSummary> {
-    this.#ledger.registerConsumer(this.#owner, now())
+    await this.#ledger.registerConsumer(this.#owner, now())
     try {
       await this.#recover()
       while (!this.#isStopping) {
         const claimedAny = await this.#pass()
         if (!claimedAny) break
       }
-      this.#ledger.unregisterConsumer(this.#owner.ownerId)
+      await this.#ledger.unregisterConsumer(this.#owner.ownerId)
     } catch (error) {
-      this.#handBack()
+      await this.#handBack()
       throw error
     } finally {
       for (const fd of Object.values(this.#dirFds)) fs.closeSync(fd)
@@ -173,11 +175,11 @@ class Engine<T extends Message> {
    * committed files go on to done/ or error/, the rest back to inbox/. Best effort: what
    * cannot be done here, recovery does on the next start.
    */
-  #handBack(): void {
+  async #handBack(): Promise<void> {
     let isFlushed = false
     try {
       // #retryAlone's commits are not yet durable: no committed file moves before they are.
-      this.#ledger.flush(this.#owner.ownerId, now())
+      await this.#ledger.flush(this.#owner.ownerId, now())
       isFlushed = true
     } catch {}
     for (const item of this.#inHand) {
@@ -185,9 +187,12 @@ class Engine<T extends Message> {
         const o = item.committed ? item.outcome : undefined
         if (o !== undefined) {
           if (isFlushed)
-            this.#moveOut(o.name, destOf(o, item.verdict), o.kind === "rejected" ? o.destName : o.name, o.claimId)
+            await this.#moveOut(o.name, destOf(o, item.verdict), o.kind === "rejected" ? o.destName : o.name, o.claimId)
+        } else if (this.#ledger.backend === "postgres") {
+          // A commit that failed over the network may still have committed: only recovery,
+          // which reads the claim's state, can tell. The file waits in processing/ for it.
         } else if (renameNoReplace(join(this.#q.processing, item.name), join(this.#q.inbox, item.name)) === "moved")
-          this.#ledger.release(this.#owner.ownerId, [item])
+          await this.#ledger.release(this.#owner.ownerId, [item])
       } catch {}
     }
     this.#inHand = []
@@ -274,7 +279,7 @@ class Engine<T extends Message> {
   }
 
   async #claimAndProcess(names: readonly string[], regular: ReadonlySet<string>): Promise<boolean> {
-    const claims = this.#ledger.claim(this.#owner.ownerId, names, now())
+    const claims = await this.#ledger.claim(this.#owner.ownerId, names, now())
     if (claims.length === 0) return false
     const held: Item[] = []
     const gone: Claim[] = []
@@ -292,33 +297,33 @@ class Engine<T extends Message> {
       }
     }
     this.#inHand = held
-    this.#ledger.release(this.#owner.ownerId, gone)
+    await this.#ledger.release(this.#owner.ownerId, gone)
     if (held.length === 0) return gone.length < claims.length
     this.#sync("inbox", "processing")
     fault("after-claim")
     this.summary.claimed += held.length
     for (const item of held) this.#log.debug("claimed", { file: item.name, claim_id: item.claimId })
-    this.#finish(held)
+    await this.#finish(held)
     // Let signal handlers run between batches: SIGTERM is honoured at a batch boundary.
     await new Promise((r) => setImmediate(r))
     return true
   }
 
   /** Decides, commits and moves a batch of items that are in processing/. */
-  #finish(items: Item[]): void {
+  async #finish(items: Item[]): Promise<void> {
     for (const item of items) item.outcome = this.#decide(item)
     const outcomes = items.map((i) => i.outcome as Outcome)
-    const verdicts = this.#ledger.commit(outcomes, now(), this.#o.effect)
+    const verdicts = await this.#ledger.commit(outcomes, now(), this.#o.effect)
     for (const [i, item] of items.entries()) {
       item.committed = true
       item.verdict = verdicts[i] as Verdict
     }
     fault("after-commit")
-    this.#moveAll(items)
+    await this.#moveAll(items)
   }
 
   /** Moves committed items out of processing/ (the acknowledgement) and makes the moves durable. */
-  #moveAll(items: readonly Item[]): void {
+  async #moveAll(items: readonly Item[]): Promise<void> {
     let toDone = false
     let toError = false
     for (const item of items) {
@@ -328,7 +333,7 @@ class Engine<T extends Message> {
       const dest = destOf(o, verdict)
       if (dest === "done") toDone = true
       else toError = true
-      this.#moveOut(o.name, dest, o.kind === "rejected" ? o.destName : o.name, o.claimId)
+      await this.#moveOut(o.name, dest, o.kind === "rejected" ? o.destName : o.name, o.claimId)
     }
     this.#inHand = []
     // A directory no file entered has nothing to make durable: its fsync would be a no-op.
@@ -460,7 +465,7 @@ class Engine<T extends Message> {
   }
 
   /** Moves a committed file out of processing/, never replacing anything. */
-  #moveOut(name: string, dest: "done" | "error", preferred: string, claimId: string): void {
+  async #moveOut(name: string, dest: "done" | "error", preferred: string, claimId: string): Promise<void> {
     for (let k = 0; ; k++) {
       const to = k === 0 ? preferred : alternateName(name, k)
       const r = this.#renameAt("processing", name, dest, to)
@@ -470,7 +475,7 @@ class Engine<T extends Message> {
           "io",
           `${join(this.#q.processing, name)} vanished before it could be moved to ${this.#q[dest]}/`,
         )
-      if (dest === "error" && to !== preferred) this.#ledger.renameFailure(claimId, to)
+      if (dest === "error" && to !== preferred) await this.#ledger.renameFailure(claimId, to)
       return
     }
   }
@@ -496,17 +501,17 @@ class Engine<T extends Message> {
    */
   async #recover(): Promise<void> {
     const me = this.#owner.ownerId
-    const dead = this.#ledger.listClaims().filter((r) => r.ownerId !== me && !this.#isOwnerAlive(r))
+    const dead = (await this.#ledger.listClaims()).filter((r) => r.ownerId !== me && !this.#isOwnerAlive(r))
     const finished: ClaimRow[] = []
     const retry: Item[] = []
-    for (const row of this.#ledger.adoptClaims(dead, me)) {
+    for (const row of await this.#ledger.adoptClaims(dead, me)) {
       const inProcessing = exists(join(this.#q.processing, row.name))
       if (row.state === "claimed" && inProcessing) {
         retry.push({ name: row.name, claimId: row.claimId, attempts: row.attempts })
         continue
       }
       if (row.state === "committed" && inProcessing) {
-        this.#moveOut(row.name, row.dest ?? "done", row.destName ?? row.name, row.claimId)
+        await this.#moveOut(row.name, row.dest ?? "done", row.destName ?? row.name, row.claimId)
         this.#log.warn("recovered", { file: row.name, step: "committed, not yet moved", dest: row.dest })
         this.summary.recovered++
       }
@@ -515,24 +520,24 @@ class Engine<T extends Message> {
     if (finished.length > 0) {
       // The moves must be on disk before the rows that explain them are forgotten.
       this.#sync("processing", "done", "error")
-      this.#ledger.dropClaims(finished)
+      await this.#ledger.dropClaims(finished)
     }
     for (const item of retry)
       this.#log.warn("recovered", { file: item.name, step: "claimed, not committed", attempts: item.attempts })
     this.summary.recovered += retry.length
-    this.#retryAlone(retry)
+    await this.#retryAlone(retry)
 
     // Read the claims before the directory: a file that appears in processing/ meanwhile had
     // its claim row committed first, so claimOrphan's insert will conflict and skip it.
-    const claimed = new Set(this.#ledger.listClaims().map((r) => r.name))
+    const claimed = new Set((await this.#ledger.listClaims()).map((r) => r.name))
     const orphans: Item[] = []
     for (const e of scanDir(this.#q.processing)) {
       if (claimed.has(e.name)) continue
-      const c = this.#ledger.claimOrphan(e.name, me, now())
+      const c = await this.#ledger.claimOrphan(e.name, me, now())
       if (!c) continue
       if (!exists(join(this.#q.processing, e.name))) {
         // Finished by its owner between our listing and our claim.
-        this.#ledger.dropClaims([c])
+        await this.#ledger.dropClaims([c])
         continue
       }
       this.#log.warn("recovered", { file: e.name, step: "orphan in processing/ with no claim" })
@@ -542,7 +547,7 @@ class Engine<T extends Message> {
     for (let i = 0; i < orphans.length; i += this.#batchSize) {
       this.#inHand = orphans.slice(i, i + this.#batchSize)
       this.summary.claimed += this.#inHand.length
-      this.#finish(this.#inHand)
+      await this.#finish(this.#inHand)
     }
   }
 
@@ -554,7 +559,7 @@ class Engine<T extends Message> {
    * unread. Commits here are process-crash durable only; one flush makes them all durable
    * before the first file moves, so the Maildir rule holds at one fsync for the whole lot.
    */
-  #retryAlone(items: Item[]): void {
+  async #retryAlone(items: Item[]): Promise<void> {
     if (items.length === 0) return
     const me = this.#owner.ownerId
     const poisonAt = Math.max(this.#maxAttempts, 2)
@@ -564,16 +569,18 @@ class Engine<T extends Message> {
       if (item.attempts >= poisonAt)
         item.outcome = this.#reject(item, "poison", `crashed the consumer on each of ${item.attempts} attempts`, null)
       else {
-        this.#ledger.startAttempt(item, me)
+        await this.#ledger.startAttempt(item, me)
         item.outcome = this.#decide(item)
       }
       const outcome = item.outcome
-      item.verdict = this.#ledger.lazily(() => this.#ledger.commit([outcome], now(), this.#o.effect))[0] as Verdict
+      item.verdict = (
+        await this.#ledger.lazily(() => this.#ledger.commit([outcome], now(), this.#o.effect))
+      )[0] as Verdict
       item.committed = true
       fault("after-commit")
     }
-    this.#ledger.flush(me, now())
-    this.#moveAll(items)
+    await this.#ledger.flush(me, now())
+    await this.#moveAll(items)
   }
 
   #isOwnerAlive(row: ClaimRow): boolean {

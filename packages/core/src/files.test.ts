@@ -186,7 +186,14 @@ describe("renameNoReplaceAt", () => {
     for (const d of ["from", "to"]) fs.mkdirSync(join(root, d))
     const from = { path: join(root, "from"), fd: openDir(join(root, "from")) }
     const to = { path: join(root, "to"), fd: openDir(join(root, "to")) }
-    return { from, to, [Symbol.dispose]: () => [from.fd, to.fd].forEach((fd) => fs.closeSync(fd)) }
+    return {
+      from,
+      to,
+      [Symbol.dispose]: () => {
+        fs.closeSync(from.fd)
+        fs.closeSync(to.fd)
+      },
+    }
   }
 
   it("moves a name between two open directories, under a new name if asked", async () => {

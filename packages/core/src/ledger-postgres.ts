@@ -391,6 +391,28 @@ export class PostgresLedger {
     return row?.reason as string | undefined
   }
 
+  /** The reason of the latest unreplayed failure of every file this root has recorded in error/. */
+  async failureReasons(): Promise<Map<string, string>> {
+    const rows = (await this.sql`
+      SELECT DISTINCT ON (file) file, reason FROM failures
+      WHERE root_id = ${this.rootId} AND replayed_at IS NULL ORDER BY file, id DESC`) as {
+      file: string
+      reason: string
+    }[]
+    return new Map(rows.map((r) => [r.file, r.reason]))
+  }
+
+  /**
+   * Runs `fn` while holding this root's report lock, so consumers of one root write their
+   * reports one after the other and the last one written reflects every commit before it.
+   */
+  async withReportLock<T>(fn: () => Promise<T>): Promise<T> {
+    return this.transaction(async (tx) => {
+      await tx`SELECT pg_advisory_xact_lock(hashtext(${`spool-reports:${this.rootId}`}))`
+      return fn()
+    })
+  }
+
   /** Marks the failure record of a file replayed from error/ and logs the replay. */
   async markReplayed(file: string, now: string, tx: SQL = this.sql): Promise<boolean> {
     const [row] = await tx`

@@ -110,6 +110,7 @@ export type Effect = (outcome: AcceptedOutcome, db: Database) => void
 
 /** The SQLite ledger: one file next to the queue, WAL mode, short IMMEDIATE transactions. */
 export class Ledger {
+  readonly backend = "sqlite" as const
   readonly db: Database
   readonly path: string
   #claimCounter = 0

@@ -2,6 +2,8 @@ import { join } from "node:path"
 import { fault } from "./_fault.ts"
 import { writeFileAtomic } from "./files.ts"
 import type { Ledger, OrderProblem } from "./ledger.ts"
+import type { LedgerPort } from "./ledger-port.ts"
+import { PostgresLedger } from "./ledger-postgres.ts"
 import { type Queue, scanDir } from "./queue.ts"
 
 /** Report files written into the queue root. */
@@ -30,7 +32,13 @@ export function csvRow(fields: readonly (string | number)[]): string {
  * (one row per file now in error/, by name) and conflicts.csv (redeliveries of a processed
  * msg_id whose content differs), each atomically.
  */
-export function writeReports(queue: Queue, ledger: Ledger): void {
+export async function writeReports(queue: Queue, ledger: LedgerPort): Promise<void> {
+  if (ledger instanceof PostgresLedger) await writeSharedReports(queue, ledger)
+  else writeLocalReports(queue, ledger as Ledger)
+  fault("after-reports")
+}
+
+function writeLocalReports(queue: Queue, ledger: Ledger): void {
   // Under the ledger's write lock: no commit lands between reading the ledger and renaming the
   // reports into place, and concurrent consumers write one after the other, so the last
   // report written reflects every commit and move before it.
@@ -41,7 +49,10 @@ export function writeReports(queue: Queue, ledger: Ledger): void {
         for (const id of ledger.duplicateIds()) yield `${id}\n`
       })(),
     )
-    writeFileAtomic(join(queue.root, reportFiles.errors), errorRows(queue, ledger))
+    writeFileAtomic(
+      join(queue.root, reportFiles.errors),
+      errorRows(queue, (name) => ledger.failureReason(name)),
+    )
     writeFileAtomic(
       join(queue.root, reportFiles.conflicts),
       (function* () {
@@ -51,10 +62,30 @@ export function writeReports(queue: Queue, ledger: Ledger): void {
       })(),
     )
   })
-  fault("after-reports")
 }
 
-function* errorRows(queue: Queue, ledger: Ledger): Generator<string> {
+/**
+ * The same reports from a shared PostgreSQL ledger, under the root's report lock. dup.txt and
+ * conflicts.csv cover the whole ledger (every root's deliveries); error.csv this root's error/.
+ */
+async function writeSharedReports(queue: Queue, ledger: PostgresLedger): Promise<void> {
+  await ledger.withReportLock(async () => {
+    const ids: string[] = []
+    for await (const id of ledger.duplicateIds()) ids.push(`${id}\n`)
+    const conflicts: string[] = ["msg_id,file,processed_file,content_hash,processed_content_hash\n"]
+    for await (const c of ledger.conflicts())
+      conflicts.push(csvRow([c.msg_id, c.file, c.processed_file, c.content_hash, c.processed_content_hash]))
+    const reasons = await ledger.failureReasons()
+    writeFileAtomic(join(queue.root, reportFiles.duplicates), ids)
+    writeFileAtomic(
+      join(queue.root, reportFiles.errors),
+      errorRows(queue, (name) => reasons.get(name)),
+    )
+    writeFileAtomic(join(queue.root, reportFiles.conflicts), conflicts)
+  })
+}
+
+function* errorRows(queue: Queue, reasonOf: (file: string) => string | undefined): Generator<string> {
   yield "file,reason\n"
   // error/ is expected to stay small (it is a to-do list for operators); sorting it gives a
   // report that does not depend on directory order.
@@ -62,7 +93,7 @@ function* errorRows(queue: Queue, ledger: Ledger): Generator<string> {
   // Every entry counts, including the links, FIFOs and directories consume put there.
   for (const e of scanDir(queue.error)) names.push(e.name)
   names.sort()
-  for (const name of names) yield csvRow([name, ledger.failureReason(name) ?? "unknown"])
+  for (const name of names) yield csvRow([name, reasonOf(name) ?? "unknown"])
 }
 
 /** The text of order-result.txt: `OK`, or a header and one CSV row per problem. */

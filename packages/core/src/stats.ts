@@ -1,4 +1,5 @@
 import type { Database } from "bun:sqlite"
+import type { SQL } from "bun"
 import statsSql from "../sql/stats.sql" with { type: "text" }
 
 /** What the consumer did over one period. */
@@ -77,19 +78,45 @@ export function readStats(db: Database, since: Date): LedgerStats {
   const params = { since: since.toISOString() }
   // One read transaction: both queries see the same snapshot even while a consumer commits.
   return db
-    .transaction(() => {
-      const d = db.query(query("deliveries")).get(params) as DeliveriesRow
-      const f = db.query(query("failures")).all(params) as FailureRow[]
-      return {
-        since: params.since,
-        allTime: period(d.processed, d.duplicates, d.conflicts, d.replays, f, "total"),
-        recent: period(d.processed_recent, d.duplicates_recent, d.conflicts_recent, d.replays_recent, f, "recent"),
-        duplicateIds: d.duplicate_ids,
-        openFailures: byReason(f, "open"),
-        lastProcessedAt: d.last_processed_at,
-      }
-    })
+    .transaction(() =>
+      statsFrom(
+        params.since,
+        db.query(query("deliveries")).get(params) as DeliveriesRow,
+        db.query(query("failures")).all(params) as FailureRow[],
+      ),
+    )
     .deferred()
+}
+
+/**
+ * The same statistics from a PostgreSQL ledger: the same stats.sql, with its `:since` bound as
+ * `$1`, in one repeatable-read snapshot. PostgreSQL counts are bigints: read as numbers.
+ */
+export async function readSharedStats(sql: SQL, since: Date): Promise<LedgerStats> {
+  const at = since.toISOString()
+  return sql.begin("ISOLATION LEVEL REPEATABLE READ READ ONLY", async (tx) => {
+    const [d] = (await tx.unsafe(query("deliveries").replaceAll(":since", "$1"), [at])) as Record<string, unknown>[]
+    const f = (await tx.unsafe(query("failures").replaceAll(":since", "$1"), [at])) as Record<string, unknown>[]
+    const numbers = (row: Record<string, unknown>) =>
+      Object.fromEntries(
+        Object.entries(row).map(([k, v]) => [
+          k,
+          typeof v === "bigint" || (typeof v === "string" && /^\d+$/.test(v) && k !== "reason") ? Number(v) : v,
+        ]),
+      )
+    return statsFrom(at, numbers(d ?? {}) as unknown as DeliveriesRow, f.map(numbers) as unknown as FailureRow[])
+  }) as Promise<LedgerStats>
+}
+
+function statsFrom(since: string, d: DeliveriesRow, f: FailureRow[]): LedgerStats {
+  return {
+    since,
+    allTime: period(d.processed, d.duplicates, d.conflicts, d.replays, f, "total"),
+    recent: period(d.processed_recent, d.duplicates_recent, d.conflicts_recent, d.replays_recent, f, "recent"),
+    duplicateIds: d.duplicate_ids,
+    openFailures: byReason(f, "open"),
+    lastProcessedAt: d.last_processed_at,
+  }
 }
 
 /** The statistics of a queue that has no ledger yet. */

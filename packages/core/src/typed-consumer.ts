@@ -1,6 +1,6 @@
 import type { Database } from "bun:sqlite"
 import { type ConsumeSummary, consume } from "./consumer.ts"
-import { Ledger } from "./ledger.ts"
+import { type Effect, Ledger } from "./ledger.ts"
 import type { Log } from "./log.ts"
 import type { Message, MessageType } from "./message.ts"
 import { openQueue, type Queue, resolveRoot } from "./queue.ts"
@@ -72,7 +72,8 @@ export function createConsumer<T extends Message>(config: ConsumerConfig<T> = {}
         ledger,
         ...(config.type && { type: config.type }),
         ...(handle && {
-          effect: (o, db) => handle(o.message as T, db, { file: o.name, msgId: o.msgId, payloadHash: o.hash }),
+          effect: ((o, db) =>
+            handle(o.message as T, db, { file: o.name, msgId: o.msgId, payloadHash: o.hash })) satisfies Effect,
         }),
         ...(signal && { signal }),
         ...(config.batchSize !== undefined && { batchSize: config.batchSize }),
@@ -82,7 +83,7 @@ export function createConsumer<T extends Message>(config: ConsumerConfig<T> = {}
         ...(config.durable !== undefined && { durable: config.durable }),
         ...(config.log && { log: config.log }),
       })
-      writeReports(queue, ledger)
+      await writeReports(queue, ledger)
       return summary
     },
     close,

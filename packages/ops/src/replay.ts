@@ -6,10 +6,13 @@ import {
   errnoOf,
   Ledger,
   openQueue,
+  PostgresLedger,
   parseInteger,
   type Queue,
   renameNoReplace,
+  resolveLedgerUrl,
   resolveRoot,
+  rootId,
   runCommand,
   SpoolError,
   writeReports,
@@ -157,6 +160,31 @@ export function moveAndMark(
   return { file, reason, isRecordMarked }
 }
 
+/**
+ * Replay of one file against the shared PostgreSQL ledger: the failure record is marked and the
+ * replay logged in a transaction that commits only if the no-replace rename succeeded.
+ */
+export async function replayShared(queue: Queue, url: string, file: string, now = new Date()): Promise<Replayed> {
+  const ledger = await PostgresLedger.open(url, rootId(queue), { migrate: false })
+  try {
+    const reason = await ledger.failureReason(file)
+    const isRecordMarked = await ledger.transaction(async (tx) => {
+      const isMarked = await ledger.markReplayed(file, now.toISOString(), tx)
+      const moved = renameNoReplace(join(queue.error, file), join(queue.inbox, file))
+      if (moved !== "moved")
+        throw new SpoolError(
+          "refused",
+          `refusing to replay ${JSON.stringify(file)}: ${moved === "exists" ? "a file of that name just appeared in inbox/" : "it left error/ while replay ran"}; nothing was changed`,
+        )
+      return isMarked
+    })
+    await writeReports(queue, ledger)
+    return { file, reason, isRecordMarked }
+  } finally {
+    await ledger.close()
+  }
+}
+
 /** Which files of error/ a bulk replay selects: named ones, or by glob, failure reason, or all. */
 export type Selection =
   | { readonly kind: "names"; readonly names: readonly string[] }
@@ -288,6 +316,7 @@ const spec = {
     "and exits 1 if any selected file was refused. A selection that finds nothing exits 0.",
   options: {
     root: { type: "string" },
+    ledger: { type: "string" },
     match: { type: "string", multiple: true },
     reason: { type: "string" },
     all: { type: "boolean" },
@@ -298,6 +327,8 @@ const spec = {
   help: [
     "FILE                  name of a file in error/ (use -- before a name that starts with -)",
     "--root DIR            queue root (default: $SPOOL_ROOT, else ./spool)",
+    "--ledger URL          a postgres:// ledger (default: $SPOOL_LEDGER_URL, else SQLite in ROOT/ledger.db);",
+    "                      bulk selection options need the SQLite ledger for now",
     "--match GLOB          every entry directly in error/ whose name matches GLOB (quote it; \\ escapes",
     "                      * ? [ ] { } ( ) !; repeat for several globs)",
     "--reason REASON       every file in error/ whose latest unreplayed failure has REASON (parse,",
@@ -323,16 +354,27 @@ export async function main(argv: readonly string[]): Promise<number> {
       values["dry-run"] === true ||
       values["max-replays"] !== undefined ||
       values.force === true
+    const url = resolveLedgerUrl(values.ledger)
+    if (isBulk && url !== undefined)
+      throw new SpoolError(
+        "usage",
+        "bulk replay (several names, --match, --reason, --all, --dry-run, --max-replays, --force) needs the SQLite ledger for now; with --ledger, replay one FILE at a time",
+      )
     if (isBulk) return replayBulk(values, positionals)
     const [file] = positionals
     if (file === undefined) throw new SpoolError("usage", "missing FILE (the name of a file in error/)")
     const queue = openQueue(resolveRoot(values.root))
     // Every refusal that can be decided without the ledger is decided before opening it.
     checkReplayable(queue, file)
+    if (url !== undefined) {
+      const r = await replayShared(queue, url, file)
+      await writeErr(`replay: ${movedLine(r)}; run consume to process it\n`)
+      return ExitCode.ok
+    }
     const ledger = Ledger.open(queue.ledger)
     try {
       const r = replayFile(queue, ledger, file)
-      writeReports(queue, ledger)
+      await writeReports(queue, ledger)
       await writeErr(`replay: ${movedLine(r)}; run consume to process it\n`)
       return ExitCode.ok
     } finally {
@@ -438,7 +480,7 @@ async function replayBulk(values: Values, positionals: readonly string[]): Promi
   } finally {
     try {
       // Once for the whole run, and also when it stopped on a runtime failure after some moves.
-      if (moved > 0 && ledger !== undefined) writeReports(queue, ledger)
+      if (moved > 0 && ledger !== undefined) await writeReports(queue, ledger)
     } finally {
       ledger?.close()
     }

@@ -1,0 +1,104 @@
+import fs from "node:fs"
+import { join } from "node:path"
+import { SpoolError } from "./errors.ts"
+import { renameNoReplace } from "./files.ts"
+import {
+  type Claim,
+  type ClaimRow,
+  type CompactSummary,
+  type ConflictRow,
+  type Effect,
+  Ledger,
+  type OrderProblem,
+  type Outcome,
+  type Verdict,
+} from "./ledger.ts"
+import { type PostgresEffect, PostgresLedger } from "./ledger-postgres.ts"
+import type { Owner } from "./owner.ts"
+import type { Queue } from "./queue.ts"
+
+type Awaitable<T> = T | Promise<T>
+
+/**
+ * What the consume engine, the reports and the operator commands need from a ledger; the
+ * SQLite `Ledger` (synchronous, embedded, the default) and the `PostgresLedger` (shared by
+ * consumers on many hosts) both provide it.
+ */
+export interface LedgerPort {
+  readonly backend: "sqlite" | "postgres"
+  registerConsumer(owner: Owner, now: string): Awaitable<void>
+  unregisterConsumer(ownerId: string): Awaitable<void>
+  claim(ownerId: string, names: readonly string[], now: string): Awaitable<Claim[]>
+  release(ownerId: string, claims: readonly Claim[]): Awaitable<void>
+  commit(outcomes: readonly Outcome[], now: string, effect?: Effect | PostgresEffect): Awaitable<Verdict[]>
+  listClaims(): Awaitable<ClaimRow[]>
+  adoptClaims(rows: readonly ClaimRow[], ownerId: string): Awaitable<ClaimRow[]>
+  startAttempt(claim: Claim, ownerId: string): Awaitable<Claim>
+  lazily<T>(fn: () => T): T
+  flush(ownerId: string, now: string): Awaitable<void>
+  claimOrphan(name: string, ownerId: string, now: string): Awaitable<Claim | undefined>
+  dropClaims(claims: readonly Claim[]): Awaitable<void>
+  renameFailure(claimId: string, file: string): Awaitable<void>
+  duplicateIds(): Iterable<string> | AsyncIterable<string>
+  conflicts(): Iterable<ConflictRow> | AsyncIterable<ConflictRow>
+  failureReason(file: string): Awaitable<string | undefined>
+  orderProblems(): Awaitable<OrderProblem[]>
+  compact(historyCutoff: string, keyCutoff: string | undefined, now: string): Awaitable<CompactSummary>
+  close(): Awaitable<void>
+}
+
+/** How to reach the ledger of a queue. */
+export interface OpenLedgerOptions {
+  /** A `postgres://` URL: use the shared PostgreSQL ledger instead of ROOT/ledger.db. */
+  readonly url?: string | undefined
+  readonly durable?: boolean
+  readonly busyTimeoutMs?: number
+  readonly readonly?: boolean
+}
+
+/** The ledger URL from `--ledger`, else `SPOOL_LEDGER_URL`; undefined means SQLite in the root. */
+export function resolveLedgerUrl(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const url = flag ?? (env.SPOOL_LEDGER_URL || undefined)
+  if (url === undefined) return undefined
+  if (!/^postgres(ql)?:\/\//.test(url))
+    throw new SpoolError(
+      "usage",
+      `--ledger/SPOOL_LEDGER_URL takes a postgres:// URL (SQLite needs none: it lives in ROOT/ledger.db), not ${JSON.stringify(url)}`,
+    )
+  return url
+}
+
+/** Opens the queue's ledger: SQLite in the root, or PostgreSQL when a URL is given. */
+export async function openLedger(queue: Queue, options: OpenLedgerOptions = {}): Promise<Ledger | PostgresLedger> {
+  if (options.url === undefined)
+    return Ledger.open(queue.ledger, {
+      ...(options.durable !== undefined && { durable: options.durable }),
+      ...(options.busyTimeoutMs !== undefined && { busyTimeoutMs: options.busyTimeoutMs }),
+      ...(options.readonly !== undefined && { readonly: options.readonly }),
+    })
+  return PostgresLedger.open(options.url, rootId(queue), { migrate: !options.readonly })
+}
+
+const ROOT_ID_FILE = ".spool-root-id"
+
+/**
+ * The queue root's identity in a shared ledger: a random id kept in ROOT/.spool-root-id,
+ * created once (no-replace, so two consumers starting at once agree on it). Roots on several
+ * hosts have different ids, so their file names never collide in the ledger; consumers on
+ * several hosts sharing one root (a network filesystem) share its id and so its claims.
+ */
+export function rootId(queue: Queue): string {
+  const path = join(queue.root, ROOT_ID_FILE)
+  const read = () => fs.readFileSync(path, "utf8").trim()
+  try {
+    return read()
+  } catch {}
+  const tmp = join(queue.tmp, `root-id.${process.pid}.${crypto.randomUUID()}`)
+  fs.writeFileSync(tmp, `${crypto.randomUUID()}\n`, { mode: 0o644 })
+  try {
+    renameNoReplace(tmp, path)
+  } finally {
+    fs.rmSync(tmp, { force: true })
+  }
+  return read()
+}
