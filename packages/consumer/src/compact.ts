@@ -46,6 +46,11 @@ export async function main(argv: readonly string[]): Promise<number> {
     const horizon = v.horizon === undefined ? undefined : parseDuration(v.horizon, "--horizon")
     if (horizon !== undefined && horizon < olderThan)
       throw new SpoolError("usage", "--horizon must be at least --older-than: keys must outlive the files they protect")
+    if (process.env.SPOOL_LEDGER_URL)
+      throw new SpoolError(
+        "usage",
+        "compact works on the SQLite ledger in ROOT/ledger.db; SPOOL_LEDGER_URL names a PostgreSQL ledger, which compact does not prune yet (unset it to compact a local ledger)",
+      )
     const queue = openQueue(resolveRoot(v.root))
     const now = Date.now()
     const cutoff = now - olderThan

@@ -1,0 +1,266 @@
+// The PostgreSQL ledger, end to end: the real commands with --ledger against a real server,
+// one throwaway database per test. Skipped, with the reason printed, when no server answers.
+import { Database } from "bun:sqlite"
+import { afterAll, describe, expect, it } from "bun:test"
+import fs from "node:fs"
+import { join } from "node:path"
+import { SQL } from "bun"
+import { pgUnavailable, tempDatabase } from "../packages/core/src/_pg-testing.ts"
+import { consumeWithRandomKills, generateMessages, makeQueueFrom, rng, startConsume, timeConsume } from "./_chaos.ts"
+import { list, repoRoot, run, spool, tempDir, tempQueue } from "./support.ts"
+
+const skip = await pgUnavailable()
+if (skip) console.warn(skip)
+const pg = skip ? describe.skip : describe
+
+const hashes = (dir: string) =>
+  Object.fromEntries(
+    list(dir).map((n) => [n, new Bun.CryptoHasher("sha256").update(fs.readFileSync(join(dir, n))).digest("hex")]),
+  )
+const read = (path: string) => (fs.existsSync(path) ? fs.readFileSync(path, "utf8") : undefined)
+
+/** The end state of a root whose ledger is in PostgreSQL, timestamps and claim ids aside. */
+async function pgSnapshot(root: string, url: string) {
+  const sql = new SQL({ url, max: 1 })
+  try {
+    const rows = async (q: Promise<unknown[]>) => (await q).map((r) => ({ ...(r as object) }))
+    return {
+      inbox: hashes(join(root, "inbox")),
+      processing: hashes(join(root, "processing")),
+      done: hashes(join(root, "done")),
+      error: hashes(join(root, "error")),
+      processed: await rows(
+        sql`SELECT msg_id, order_no, seq::text AS seq, amount, file, payload_hash FROM processed ORDER BY msg_id COLLATE "C"`,
+      ),
+      duplicates: await rows(
+        sql`SELECT msg_id, file, payload_hash, is_conflict FROM duplicates ORDER BY msg_id COLLATE "C", file COLLATE "C"`,
+      ),
+      failures: await rows(sql`SELECT file, original, reason FROM failures ORDER BY file COLLATE "C"`),
+      claims: await rows(sql`SELECT name FROM claims`),
+      dupTxt: read(join(root, "dup.txt")),
+      errorCsv: read(join(root, "error.csv")),
+    }
+  } finally {
+    await sql.close()
+  }
+}
+
+pg("the PostgreSQL ledger (--ledger / SPOOL_LEDGER_URL)", () => {
+  const cleanups: (() => Promise<void>)[] = []
+  afterAll(async () => {
+    for (const c of cleanups) await c()
+  })
+
+  it("consumes the sample with the same outcome as the SQLite ledger, and order-check, stats and replay work on it", async () => {
+    await using db = await tempDatabase()
+    await using local = await tempQueue({ seed: "fixtures" })
+    await using shared = await tempQueue({ seed: "fixtures" })
+    expect((await spool("consume", ["--root", local.root])).exitCode).toBe(0)
+    const r = await spool("consume", ["--root", shared.root, "--ledger", db.url])
+    expect(r.stdout).toBe("")
+    expect(r.stderr).toContain("processed=15 duplicates=3")
+    expect(r.exitCode).toBe(0)
+    expect(fs.existsSync(join(shared.root, "ledger.db"))).toBe(false)
+    for (const d of ["inbox", "processing", "done", "error"])
+      expect(hashes(join(shared.root, d))).toEqual(hashes(join(local.root, d)))
+    for (const f of ["dup.txt", "error.csv", "conflicts.csv"])
+      expect(read(join(shared.root, f))).toBe(read(join(local.root, f)))
+
+    const oc = await spool("order-check", ["--root", shared.root], { SPOOL_LEDGER_URL: db.url })
+    expect(oc.stdout).toBe("OK\n")
+    expect(oc.exitCode).toBe(0)
+
+    const st = await run(["bun", "packages/consumer/bin/stats.ts", "--root", shared.root, "--ledger", db.url, "--json"])
+    expect(st.exitCode).toBe(0)
+    const stats = JSON.parse(st.stdout)
+    expect(stats.allTime).toMatchObject({ processed: 15, duplicates: 3, failures: 2 })
+    expect(stats.openFailures).toEqual({ "missing-field": 1, parse: 1 })
+
+    const rp = await run([
+      "bun",
+      "scripts/replay.ts",
+      "--root",
+      shared.root,
+      "--ledger",
+      db.url,
+      "evt-broken-0001.json",
+    ])
+    expect(rp.exitCode).toBe(0)
+    expect(list(join(shared.root, "inbox"))).toEqual(["evt-broken-0001.json"])
+    expect(read(join(shared.root, "error.csv"))).toBe("file,reason\nevt-noorder-0002.json,missing-field\n")
+    const refused = await run(["bun", "scripts/replay.ts", "--root", shared.root, "--ledger", db.url, "nope.json"])
+    expect(refused.exitCode).toBe(1)
+  })
+
+  it("runs order-check.sql unchanged in psql and finds the same problems as on SQLite", async () => {
+    const psql = Bun.which("psql")
+    if (!psql) {
+      console.warn("psql is not installed: the psql half of this test was skipped")
+      return
+    }
+    await using db = await tempDatabase()
+    const msgs = {
+      "x1.json": { msg_id: "x1", order_no: "X", seq: 1, amount: 1 },
+      "x4.json": { msg_id: "x4", order_no: "X", seq: 4, amount: 1 },
+      "y1.json": { msg_id: "y1", order_no: "Y", seq: 1, amount: 1 },
+      "y1b.json": { msg_id: "y1b", order_no: "Y", seq: 1, amount: 1 },
+    }
+    await using local = await tempQueue({ seed: msgs })
+    await using shared = await tempQueue({ seed: msgs })
+    await spool("consume", ["--root", local.root])
+    await spool("consume", ["--root", shared.root, "--ledger", db.url])
+    const a = await spool("order-check", ["--root", local.root])
+    const b = await spool("order-check", ["--root", shared.root, "--ledger", db.url])
+    expect(b.stdout).toBe(a.stdout)
+    expect(b.exitCode).toBe(1)
+    const sqlFile = join(repoRoot, "packages/core/sql/order-check.sql")
+    const viaPsql = await run([psql, db.url, "-At", "-F", "|", "-f", sqlFile])
+    const sqlite = new Database(join(local.root, "ledger.db"), { readonly: true })
+    const expected = (sqlite.query(fs.readFileSync(sqlFile, "utf8")).all() as Record<string, unknown>[])
+      .map((r) => `${r.order_no}|${r.seq}|${r.problem}`)
+      .join("\n")
+    sqlite.close()
+    expect(viaPsql.stdout.trim()).toBe(expected)
+    expect(expected).toBe("X|2|missing\nX|3|missing\nY|1|duplicate")
+  })
+
+  it("processes every msg_id exactly once across separate roots that receive overlapping deliveries", async () => {
+    await using db = await tempDatabase()
+    await using dir = await tempDir()
+    const random = rng(42)
+    const roots = [0, 1, 2].map((i) => join(dir.path, `host-${i}`))
+    const deliveries = new Map<string, number>()
+    for (const root of roots) {
+      for (const d of ["inbox", "processing", "done", "error", "tmp"]) fs.mkdirSync(join(root, d), { recursive: true })
+      for (let m = 0; m < 300; m++) {
+        if (random() < 0.45) continue
+        const copies = random() < 0.1 ? 2 : 1 // sometimes redelivered to the same host too
+        for (let c = 0; c < copies; c++) {
+          const body = { msg_id: `m-${m}`, order_no: `O-${m % 17}`, seq: Math.floor(m / 17) + 1, amount: m / 4 }
+          fs.writeFileSync(join(root, "inbox", `m-${m}-${c}.json`), JSON.stringify(body))
+          deliveries.set(`m-${m}`, (deliveries.get(`m-${m}`) ?? 0) + 1)
+        }
+      }
+    }
+    const runs = await Promise.all(
+      roots.map((root) => startConsume(root, ["--ledger", db.url, "--batch-size", "37"]).finished),
+    )
+    for (const r of runs) {
+      expect(r.stderr).not.toMatch(/deadlock|locked|unexpected/i)
+      expect(r.exitCode).toBe(0)
+    }
+    const sql = new SQL({ url: db.url, max: 1 })
+    cleanups.push(() => sql.close())
+    const processed = (await sql`SELECT msg_id FROM processed`) as { msg_id: string }[]
+    const [dups] = (await sql`SELECT COUNT(*)::int AS n FROM duplicates`) as { n: number }[]
+    expect(processed.length).toBe(deliveries.size)
+    expect(new Set(processed.map((p) => p.msg_id))).toEqual(new Set(deliveries.keys()))
+    const total = [...deliveries.values()].reduce((a, b) => a + b, 0)
+    expect(dups?.n).toBe(total - deliveries.size)
+    const repeated = [...deliveries].filter(([, n]) => n > 1).map(([id]) => id)
+    const expectedDupTxt = `${repeated.sort().join("\n")}\n`
+    // Every root's dup.txt reflects the shared ledger once the last consumer has written it.
+    const last = roots.map((r) => read(join(r, "dup.txt")))
+    expect(last).toContain(expectedDupTxt)
+    for (const root of roots) {
+      expect(list(join(root, "inbox"))).toEqual([])
+      expect(list(join(root, "processing"))).toEqual([])
+    }
+    const [claims] = (await sql`SELECT COUNT(*)::int AS n FROM claims`) as { n: number }[]
+    expect(claims?.n).toBe(0)
+  })
+
+  it("gives each file of one shared root to exactly one of several consumers", async () => {
+    await using db = await tempDatabase()
+    await using dir = await tempDir()
+    const src = join(dir.path, "src")
+    fs.mkdirSync(src)
+    const mix = generateMessages(src, 600, 7)
+    const root = join(dir.path, "root")
+    makeQueueFrom(src, root)
+    const runs = await Promise.all(
+      [0, 1, 2].map(() => startConsume(root, ["--ledger", db.url, "--batch-size", "50"]).finished),
+    )
+    for (const r of runs) expect(r.exitCode).toBe(0)
+    const s = await pgSnapshot(root, db.url)
+    expect(Object.keys(s.inbox)).toEqual([])
+    expect(Object.keys(s.processing)).toEqual([])
+    expect(Object.keys(s.done).length + Object.keys(s.error).length).toBe(list(src).length)
+    expect(s.processed.length).toBe(mix.valid)
+    expect(s.claims).toEqual([])
+  })
+
+  it("ends in the same state after random SIGKILLs as after one uninterrupted run", async () => {
+    await using dbA = await tempDatabase()
+    await using dbB = await tempDatabase()
+    await using dir = await tempDir()
+    const src = join(dir.path, "src")
+    fs.mkdirSync(src)
+    generateMessages(src, 1500, 11)
+    const reference = join(dir.path, "reference")
+    const killed = join(dir.path, "killed")
+    makeQueueFrom(src, reference)
+    makeQueueFrom(src, killed)
+    // Random kills can hit one file more than --max-attempts times: that would rightly make it
+    // poison and the end states differ for a reason that is not under test here.
+    const args = ["--ledger", dbB.url, "--batch-size", "25", "--max-attempts", "1000"]
+    const { activeMs } = await timeConsume(reference, ["--ledger", dbA.url, "--batch-size", "25"])
+    const k = await consumeWithRandomKills(killed, {
+      random: rng(5),
+      args,
+      maxKills: 8,
+      budgetMs: 30_000,
+      activeMs: Math.max(100, activeMs * 0.8),
+    })
+    expect(k.kills.length).toBeGreaterThan(0)
+    const expected = await pgSnapshot(reference, dbA.url)
+    const actual = await pgSnapshot(killed, dbB.url)
+    expect(actual).toEqual(expected)
+  })
+})
+
+describe("schema migrations", () => {
+  it("upgrades a version-1 SQLite ledger in place without losing a row", async () => {
+    await using q = await tempQueue({ seed: { "new.json": { msg_id: "new", order_no: "O", seq: 2, amount: 2.5 } } })
+    const db = new Database(join(q.root, "ledger.db"))
+    db.exec(fs.readFileSync(join(repoRoot, "packages/core/sql/sqlite/0001-init.sql"), "utf8"))
+    db.exec("PRAGMA user_version = 1")
+    db.run(
+      "INSERT INTO processed (msg_id, order_no, seq, amount, file, payload_hash, content_hash, claim_id, processed_at) VALUES ('old', 'O', 1, '1.10', 'old.json', 'h', 'c', 'k', '2025-01-01T00:00:00.000Z')",
+    )
+    db.close()
+    const r = await spool("consume", ["--root", q.root])
+    expect(r.exitCode).toBe(0)
+    const after = new Database(join(q.root, "ledger.db"), { readonly: true })
+    expect(after.query("PRAGMA user_version").get()).toEqual({ user_version: 2 })
+    expect(after.query("SELECT msg_id, amount FROM processed ORDER BY msg_id").all()).toEqual([
+      { msg_id: "new", amount: "2.5" },
+      { msg_id: "old", amount: "1.10" },
+    ])
+    expect(after.query("SELECT COUNT(*) AS n FROM horizon").get()).toEqual({ n: 0 })
+    after.close()
+    const oc = await spool("order-check", ["--root", q.root])
+    expect(oc.stdout).toBe("OK\n")
+  })
+
+  pg("on PostgreSQL", () => {
+    it("upgrades a version-1 PostgreSQL ledger in place without losing a row", async () => {
+      await using db = await tempDatabase()
+      const sql = new SQL({ url: db.url, max: 1 })
+      await sql.unsafe(fs.readFileSync(join(repoRoot, "packages/core/sql/postgres/0001-init.sql"), "utf8"))
+      await sql`CREATE TABLE spool_schema (version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)`
+      await sql`INSERT INTO spool_schema VALUES (1, '2025-01-01T00:00:00.000Z')`
+      await sql`INSERT INTO processed (msg_id, order_no, seq, amount, file, root_id, payload_hash, content_hash, claim_id, processed_at)
+                VALUES ('old', 'O', 1, '1.10', 'old.json', 'r', 'h', 'c', 'k', '2025-01-01T00:00:00.000Z')`
+      await using q = await tempQueue({ seed: { "new.json": { msg_id: "new", order_no: "O", seq: 2, amount: 2.5 } } })
+      const r = await spool("consume", ["--root", q.root, "--ledger", db.url])
+      expect(r.exitCode).toBe(0)
+      expect(await sql`SELECT version FROM spool_schema ORDER BY version`).toEqual([{ version: 1 }, { version: 2 }])
+      expect(await sql`SELECT msg_id, amount FROM processed ORDER BY msg_id`).toEqual([
+        { msg_id: "new", amount: "2.5" },
+        { msg_id: "old", amount: "1.10" },
+      ])
+      await sql.close()
+    })
+  })
+})
