@@ -152,7 +152,10 @@ describe("main() in one process", () => {
     fs.writeFileSync(join(d.path, "file.json"), "{}")
     const r = await call(setup, ["--root", root, "--from", join(d.path, "file.json")])
     expect(r.stdout).toBe("")
-    expect(r.stderr).toBe(`setup: --from ${join(d.path, "file.json")} is not a directory\n`)
+    expect(r.stderr).toBe(
+      `setup: --from ${join(d.path, "file.json")} is not a directory; give a directory of .json message files\n`,
+    )
     expect(r.code).toBe(2)
+    expect(fs.existsSync(root)).toBe(false)
   })
 })
