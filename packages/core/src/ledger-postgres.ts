@@ -3,15 +3,17 @@ import orderCheckSql from "../sql/order-check.sql" with { type: "text" }
 import init0001 from "../sql/postgres/0001-init.sql" with { type: "text" }
 import horizon0002 from "../sql/postgres/0002-horizon.sql" with { type: "text" }
 import { SpoolError } from "./errors.ts"
-import type {
-  AcceptedOutcome,
-  Claim,
-  ClaimRow,
-  CompactSummary,
-  ConflictRow,
-  OrderProblem,
-  Outcome,
-  Verdict,
+import {
+  type AcceptedOutcome,
+  type Claim,
+  type ClaimRow,
+  type CompactSummary,
+  type ConflictRow,
+  type OrderProblem,
+  type Outcome,
+  type RawClaimRow,
+  toClaimRow,
+  type Verdict,
 } from "./ledger.ts"
 import type { Owner } from "./owner.ts"
 
@@ -456,46 +458,6 @@ export class PostgresLedger {
 
   async close(): Promise<void> {
     await this.sql.close()
-  }
-}
-
-interface RawClaimRow {
-  name: string
-  claim_id: string
-  owner_id: string | null
-  attempts: number
-  state: "claimed" | "committed"
-  dest: "done" | "error" | null
-  dest_name: string | null
-  payload_hash: string | null
-  host: string | null
-  pid: number | null
-  boot_id: string | null
-  start_ticks: string | null
-  heartbeat_at: string | null
-}
-
-function toClaimRow(r: RawClaimRow): ClaimRow {
-  return {
-    name: r.name,
-    claimId: r.claim_id,
-    ownerId: r.owner_id,
-    attempts: r.attempts,
-    state: r.state,
-    dest: r.dest,
-    destName: r.dest_name,
-    payloadHash: r.payload_hash,
-    owner:
-      r.owner_id !== null && r.host !== null
-        ? {
-            ownerId: r.owner_id,
-            host: r.host,
-            pid: r.pid ?? 0,
-            bootId: r.boot_id ?? "",
-            startTicks: r.start_ticks ?? "",
-            heartbeatAt: r.heartbeat_at ?? "",
-          }
-        : undefined,
   }
 }
 

@@ -460,7 +460,8 @@ function prepare(db: Database) {
   }
 }
 
-interface RawClaimRow {
+/** A claims row joined with its owner, as both backends select it. */
+export interface RawClaimRow {
   name: string
   claim_id: string
   owner_id: string | null
@@ -476,7 +477,8 @@ interface RawClaimRow {
   heartbeat_at: string | null
 }
 
-function toClaimRow(r: RawClaimRow): ClaimRow {
+/** A selected claims row as the engine sees it. */
+export function toClaimRow(r: RawClaimRow): ClaimRow {
   return {
     name: r.name,
     claimId: r.claim_id,
