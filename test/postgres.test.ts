@@ -190,6 +190,31 @@ pg("the PostgreSQL ledger (--ledger / SPOOL_LEDGER_URL)", () => {
     expect(s.claims).toEqual([])
   })
 
+  it.each(["after-claim", "after-commit", "after-move", "after-reports"])(
+    "recovers from a kill %s exactly as from no kill at all",
+    async (step) => {
+      await using dbA = await tempDatabase()
+      await using dbB = await tempDatabase()
+      await using dir = await tempDir()
+      const src = join(dir.path, "src")
+      fs.mkdirSync(src)
+      generateMessages(src, 120, 3)
+      const reference = join(dir.path, "reference")
+      const killed = join(dir.path, "killed")
+      makeQueueFrom(src, reference)
+      makeQueueFrom(src, killed)
+      const args = ["--batch-size", "30"]
+      expect((await startConsume(reference, ["--ledger", dbA.url, ...args]).finished).exitCode).toBe(0)
+      const k = await startConsume(killed, ["--ledger", dbB.url, ...args], {
+        SPOOL_FAULT: `${step}@${step === "after-reports" ? 1 : 2}`,
+      }).finished
+      expect(k.signalCode).toBe("SIGKILL")
+      const r = await startConsume(killed, ["--ledger", dbB.url, ...args]).finished
+      expect(r.exitCode).toBe(0)
+      expect(await pgSnapshot(killed, dbB.url)).toEqual(await pgSnapshot(reference, dbA.url))
+    },
+  )
+
   it("ends in the same state after random SIGKILLs as after one uninterrupted run", async () => {
     await using dbA = await tempDatabase()
     await using dbB = await tempDatabase()
