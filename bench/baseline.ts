@@ -37,7 +37,7 @@ for (;;) {
       continue
     }
     claimed++
-    let m: { msg_id?: unknown; order_no?: unknown; seq?: unknown; amount?: unknown } | undefined
+    let m: { msg_id?: unknown; order_no?: unknown; seq?: unknown; amount?: unknown } | null | undefined
     try {
       m = JSON.parse(fs.readFileSync(path, "utf8"))
     } catch {}
@@ -48,7 +48,7 @@ for (;;) {
       typeof m.order_no === "string" &&
       Number.isInteger(m.seq) &&
       typeof m.amount === "number"
-    if (ok) insert.run(m.msg_id as string, m.order_no as string, m.seq as number, String(m.amount))
+    if (ok && m) insert.run(m.msg_id as string, m.order_no as string, m.seq as number, String(m.amount))
     fs.renameSync(path, join(dir(ok ? "done" : "error"), name))
     if (ok) done++
     else error++

@@ -306,8 +306,12 @@ const machine = {
   memoryMb: Math.round(os.totalmem() / 2 ** 20),
   filesystem: `${fsLine[1]} on ${fsLine[0]} (${fsLine[6]})`,
   kernel: os.release(),
+  /** 1-minute load average when the bench started: other work on the machine skews every figure. */
+  loadAtStart: os.loadavg()[0] ?? 0,
   bun: Bun.version,
-  sqlite: sh("sqlite3", ["--version"]).split(" ")[0],
+  // The floor links the system SQLite; bun:sqlite embeds its own.
+  sqliteFloor: sh("sqlite3", ["--version"]).split(" ")[0],
+  sqliteBun: (new Database(":memory:").query("SELECT sqlite_version() AS v").get() as { v: string }).v,
 }
 process.stderr.write(`bench: ${N} messages in ${base} (${machine.filesystem}); generating...\n`)
 const t0 = performance.now()
@@ -446,12 +450,13 @@ const ratios = {
   ...(consumers > 1 && { [`consumeX${consumers}OverConsume`]: rate(`consume-x${consumers}`) / rate("consume") }),
 }
 
+const loadAtEnd = os.loadavg()[0] ?? 0
 const date = new Date().toISOString()
 fs.mkdirSync(join(repo, "bench/results"), { recursive: true })
 const file = join(repo, "bench/results", `${date.replaceAll(":", "-").slice(0, 19)}-${N}.json`)
 fs.writeFileSync(
   file,
-  `${JSON.stringify({ date, command: `bun run bench ${process.argv.slice(2).join(" ")}`.trim(), machine, expected, runs, summary, ratios, startup, watch: watchResult, results }, null, 2)}\n`,
+  `${JSON.stringify({ date, command: `bun run bench ${process.argv.slice(2).join(" ")}`.trim(), machine, loadAtEnd, expected, runs, summary, ratios, startup, watch: watchResult, results }, null, 2)}\n`,
 )
 
 const cell = (x: number, d = 1) => (Number.isNaN(x) ? "-" : x.toFixed(d))
@@ -479,6 +484,7 @@ const lines = [
   ...(startup
     ? [`start-up (median of 11): lag.sh ${cell(startup.lagMs, 0)} ms, replay.sh ${cell(startup.replayMs, 0)} ms`]
     : []),
+  `load average (1 min): ${cell(machine.loadAtStart, 2)} at start, ${cell(loadAtEnd, 2)} at end`,
   `figures: ${file.slice(repo.length + 1)}`,
 ]
 process.stdout.write(`${lines.join("\n")}\n`)
