@@ -406,9 +406,12 @@ class Engine<T extends Message> {
       let buffer = st.size < this.#buffer.length ? this.#buffer : Buffer.allocUnsafe(this.#maxBytes + 1)
       let n = 0
       for (;;) {
-        const r = fs.readSync(fd, buffer, n, buffer.length - n, n)
+        const wanted = buffer.length - n
+        const r = fs.readSync(fd, buffer, n, wanted, n)
         n += r
-        if (r === 0 || n > this.#maxBytes) break
+        // A short read that reached the size fstat gave is end of file: skip the read that
+        // would only return 0 (one syscall per message saved).
+        if (r === 0 || n > this.#maxBytes || (r < wanted && n >= st.size)) break
         if (n === buffer.length) {
           const bigger = Buffer.allocUnsafe(this.#maxBytes + 1)
           buffer.copy(bigger)
