@@ -11,6 +11,8 @@ import fs from "node:fs"
 import os from "node:os"
 import { join, resolve } from "node:path"
 import { parseArgs } from "node:util"
+import { SQL } from "bun"
+import { tempDatabase } from "../packages/core/src/_pg-testing.ts"
 
 const repo = resolve(import.meta.dir, "..")
 const { values: v } = parseArgs({
@@ -34,7 +36,9 @@ if (v.help) {
       "  --million       queue size 1000000",
       "  --runs R        runs per contender; the table shows medians (default 3)",
       "  --consumers K   also run K consume processes at once on one root (scaling)",
-      "  --only LIST     comma-separated subset of consume,floor,baseline,watch (default all)",
+      "  --only LIST     comma-separated subset of consume,floor,baseline,watch,consume-pg (default all but",
+      "                  consume-pg; consume-pg runs consume against a fresh PostgreSQL database on",
+      "                  $SPOOL_TEST_PG_URL, default the local server, to compare the two backends)",
       "  --watch-seconds S  how long to feed consume --watch at 1000 messages/s (default 10)",
       "  --keep          keep the generated data (path printed)",
       "",
@@ -208,7 +212,7 @@ function rowCount(db: string): number {
 }
 
 /** Throws unless the queue ended exactly as the generated data says it must. */
-function check(label: string, root: string, db: string, e: Expected, isConsume: boolean): void {
+function check(label: string, root: string, db: string | number, e: Expected, isConsume: boolean): void {
   const problems: string[] = []
   const expect = (what: string, got: number, want: number) => {
     if (got !== want) problems.push(`${what}: ${got}, expected ${want}`)
@@ -217,7 +221,7 @@ function check(label: string, root: string, db: string, e: Expected, isConsume: 
   expect("processing/", countEntries(join(root, "processing")), 0)
   expect("done/", countEntries(join(root, "done")), e.distinct + e.duplicates)
   expect("error/", countEntries(join(root, "error")), e.bad)
-  expect("processed rows", rowCount(db), e.distinct)
+  expect("processed rows", typeof db === "number" ? db : rowCount(db), e.distinct)
   if (isConsume) {
     const dup = fs.readFileSync(join(root, "dup.txt"), "utf8")
     expect("dup.txt lines", dup === "" ? 0 : dup.trimEnd().split("\n").length, e.distinctDuplicateIds)
@@ -266,12 +270,30 @@ async function runOne(
     check(label, root, db, e, false)
     m = { contender, run, seconds: t.seconds, messagesPerSecond: N / t.seconds, peakRssMb: t.peakRssMb }
   } else {
+    // consume-pg: the same command against a fresh PostgreSQL database (the backend comparison).
+    const pg = contender === "consume-pg" ? await tempDatabase() : undefined
+    const ledgerArgs = pg ? ["--ledger", pg.url] : []
     const stats = Array.from({ length: processes }, (_, i) => join(base, `${label}.stats-${i}.json`))
     const t = await timed(
-      stats.map((s) => ["bun", "packages/consumer/bin/consume.ts", "--root", root, "--quiet", "--stats-json", s]),
+      stats.map((s) => [
+        "bun",
+        "packages/consumer/bin/consume.ts",
+        "--root",
+        root,
+        ...ledgerArgs,
+        "--quiet",
+        "--stats-json",
+        s,
+      ]),
     )
     const batchMs = stats.flatMap((s) => (JSON.parse(fs.readFileSync(s, "utf8")) as { batchMs: number[] }).batchMs)
-    check(label, root, join(root, "ledger.db"), e, true)
+    if (pg) {
+      const sql = new SQL({ url: pg.url, max: 1 })
+      const [row] = (await sql`SELECT count(*)::int AS n FROM processed`) as { n: number }[]
+      await sql.close()
+      await pg[Symbol.asyncDispose]()
+      check(label, root, row?.n ?? -1, e, true)
+    } else check(label, root, join(root, "ledger.db"), e, true)
     m = {
       contender,
       run,
@@ -413,7 +435,7 @@ const results: Measured[] = []
 let watchResult: Awaited<ReturnType<typeof measureWatch>> | undefined
 try {
   for (let r = 1; r <= runs; r++) {
-    for (const c of ["consume", "floor", "baseline"] as const)
+    for (const c of ["consume", "floor", "baseline", "consume-pg"] as const)
       if (only.has(c)) results.push(await runOne(c, r, base, master, expected))
     if (consumers > 1) results.push(await runOne(`consume-x${consumers}`, r, base, master, expected, consumers))
   }
