@@ -215,6 +215,41 @@ pg("the PostgreSQL ledger (--ledger / SPOOL_LEDGER_URL)", () => {
     },
   )
 
+  it("keeps every msg_id processed once when several consumers on one root are killed at random", async () => {
+    await using dbA = await tempDatabase()
+    await using dbB = await tempDatabase()
+    await using dir = await tempDir()
+    const src = join(dir.path, "src")
+    fs.mkdirSync(src)
+    generateMessages(src, 1200, 13)
+    const reference = join(dir.path, "reference")
+    const killed = join(dir.path, "killed")
+    makeQueueFrom(src, reference)
+    makeQueueFrom(src, killed)
+    const { activeMs } = await timeConsume(reference, ["--ledger", dbA.url, "--batch-size", "25"])
+    const k = await consumeWithRandomKills(killed, {
+      random: rng(9),
+      args: ["--ledger", dbB.url, "--batch-size", "25", "--max-attempts", "1000"],
+      maxKills: 8,
+      budgetMs: 30_000,
+      activeMs: Math.max(100, activeMs * 0.8),
+      consumers: 2,
+    })
+    expect(k.kills.length).toBeGreaterThan(0)
+    const [a, b] = [await pgSnapshot(reference, dbA.url), await pgSnapshot(killed, dbB.url)]
+    // Two consumers race for which delivery of a msg_id commits first; everything else is equal.
+    const ids = (rows: Record<string, unknown>[]) => rows.map((r) => r.msg_id).sort()
+    expect(b.done).toEqual(a.done)
+    expect(b.error).toEqual(a.error)
+    expect(Object.keys(b.inbox).length + Object.keys(b.processing).length).toBe(0)
+    expect(ids(b.processed)).toEqual(ids(a.processed))
+    expect(ids(b.duplicates)).toEqual(ids(a.duplicates))
+    expect(b.failures).toEqual(a.failures)
+    expect(b.claims).toEqual([])
+    expect(b.dupTxt).toBe(a.dupTxt)
+    expect(b.errorCsv).toBe(a.errorCsv)
+  })
+
   it("ends in the same state after random SIGKILLs as after one uninterrupted run", async () => {
     await using dbA = await tempDatabase()
     await using dbB = await tempDatabase()
