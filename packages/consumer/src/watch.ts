@@ -3,6 +3,7 @@ import {
   type ConsumeOptions,
   type ConsumeSummary,
   consume,
+  emptySummary,
   isMessageName,
   type LedgerPort,
   type Log,
@@ -149,19 +150,6 @@ class Wakeup {
       }
       signal.addEventListener("abort", finish, { once: true })
     })
-  }
-}
-
-function emptySummary(): ConsumeSummary {
-  return {
-    claimed: 0,
-    processed: 0,
-    duplicates: 0,
-    conflicts: 0,
-    rejected: 0,
-    rejectedBy: {},
-    recovered: 0,
-    batches: 0,
   }
 }
 

@@ -57,6 +57,20 @@ export interface ConsumeSummary {
   batches: number
 }
 
+/** A summary of a run that did nothing yet (to add drains to, as watch mode does). */
+export function emptySummary(): ConsumeSummary {
+  return {
+    claimed: 0,
+    processed: 0,
+    duplicates: 0,
+    conflicts: 0,
+    rejected: 0,
+    rejectedBy: {},
+    recovered: 0,
+    batches: 0,
+  }
+}
+
 export const defaults = {
   batchSize: 1000,
   maxAttempts: 3,
@@ -115,16 +129,7 @@ class Engine<T extends Message> {
   #inHand: Item[] = []
   readonly #dirFds: { inbox: number; processing: number; done: number; error: number }
   readonly #openDirs: Record<QueueDirName, OpenDir>
-  readonly summary: ConsumeSummary = {
-    claimed: 0,
-    processed: 0,
-    duplicates: 0,
-    conflicts: 0,
-    rejected: 0,
-    rejectedBy: {},
-    recovered: 0,
-    batches: 0,
-  }
+  readonly summary: ConsumeSummary = emptySummary()
 
   constructor(o: ConsumeOptions<T>) {
     this.#o = o

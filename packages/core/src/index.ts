@@ -1,7 +1,7 @@
 export type { CommandSpec } from "./command.ts"
 export { helpText, parseBytes, parseDuration, parseInteger, runCommand } from "./command.ts"
 export type { ConsumeOptions, ConsumeSummary } from "./consumer.ts"
-export { consume, defaults } from "./consumer.ts"
+export { consume, defaults, emptySummary } from "./consumer.ts"
 export type { EnqueueSummary } from "./enqueue.ts"
 export { enqueueBytes, seedFrom } from "./enqueue.ts"
 export type { SpoolErrorCode } from "./errors.ts"
