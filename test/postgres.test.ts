@@ -45,6 +45,34 @@ async function pgSnapshot(root: string, url: string) {
   }
 }
 
+/**
+ * Two copies of one generated queue, each with its own fresh database: `reference` for an
+ * uninterrupted run, `killed` for the run under test. Everything is removed when disposed.
+ */
+async function twinQueues(messages: number, seed: number) {
+  const dbA = await tempDatabase()
+  const dbB = await tempDatabase()
+  const dir = await tempDir()
+  const src = join(dir.path, "src")
+  fs.mkdirSync(src)
+  generateMessages(src, messages, seed)
+  const reference = join(dir.path, "reference")
+  const killed = join(dir.path, "killed")
+  makeQueueFrom(src, reference)
+  makeQueueFrom(src, killed)
+  return {
+    reference,
+    killed,
+    referenceUrl: dbA.url,
+    killedUrl: dbB.url,
+    async [Symbol.asyncDispose]() {
+      await dir[Symbol.asyncDispose]()
+      await dbA[Symbol.asyncDispose]()
+      await dbB[Symbol.asyncDispose]()
+    },
+  }
+}
+
 pg("the PostgreSQL ledger (--ledger / SPOOL_LEDGER_URL)", () => {
   const cleanups: (() => Promise<void>)[] = []
   afterAll(async () => {
@@ -193,16 +221,9 @@ pg("the PostgreSQL ledger (--ledger / SPOOL_LEDGER_URL)", () => {
   it.each(["after-claim", "after-commit", "after-move", "after-reports"])(
     "recovers from a kill %s exactly as from no kill at all",
     async (step) => {
-      await using dbA = await tempDatabase()
-      await using dbB = await tempDatabase()
-      await using dir = await tempDir()
-      const src = join(dir.path, "src")
-      fs.mkdirSync(src)
-      generateMessages(src, 120, 3)
-      const reference = join(dir.path, "reference")
-      const killed = join(dir.path, "killed")
-      makeQueueFrom(src, reference)
-      makeQueueFrom(src, killed)
+      await using t = await twinQueues(120, 3)
+      const { reference, killed } = t
+      const [dbA, dbB] = [{ url: t.referenceUrl }, { url: t.killedUrl }]
       const args = ["--batch-size", "30"]
       expect((await startConsume(reference, ["--ledger", dbA.url, ...args]).finished).exitCode).toBe(0)
       const k = await startConsume(killed, ["--ledger", dbB.url, ...args], {
@@ -216,16 +237,9 @@ pg("the PostgreSQL ledger (--ledger / SPOOL_LEDGER_URL)", () => {
   )
 
   it("keeps every msg_id processed once when several consumers on one root are killed at random", async () => {
-    await using dbA = await tempDatabase()
-    await using dbB = await tempDatabase()
-    await using dir = await tempDir()
-    const src = join(dir.path, "src")
-    fs.mkdirSync(src)
-    generateMessages(src, 1200, 13)
-    const reference = join(dir.path, "reference")
-    const killed = join(dir.path, "killed")
-    makeQueueFrom(src, reference)
-    makeQueueFrom(src, killed)
+    await using t = await twinQueues(1200, 13)
+    const { reference, killed } = t
+    const [dbA, dbB] = [{ url: t.referenceUrl }, { url: t.killedUrl }]
     const { activeMs } = await timeConsume(reference, ["--ledger", dbA.url, "--batch-size", "25"])
     const k = await consumeWithRandomKills(killed, {
       random: rng(9),
@@ -251,16 +265,9 @@ pg("the PostgreSQL ledger (--ledger / SPOOL_LEDGER_URL)", () => {
   })
 
   it("ends in the same state after random SIGKILLs as after one uninterrupted run", async () => {
-    await using dbA = await tempDatabase()
-    await using dbB = await tempDatabase()
-    await using dir = await tempDir()
-    const src = join(dir.path, "src")
-    fs.mkdirSync(src)
-    generateMessages(src, 1500, 11)
-    const reference = join(dir.path, "reference")
-    const killed = join(dir.path, "killed")
-    makeQueueFrom(src, reference)
-    makeQueueFrom(src, killed)
+    await using t = await twinQueues(1500, 11)
+    const { reference, killed } = t
+    const [dbA, dbB] = [{ url: t.referenceUrl }, { url: t.killedUrl }]
     // Random kills can hit one file more than --max-attempts times: that would rightly make it
     // poison and the end states differ for a reason that is not under test here.
     const args = ["--ledger", dbB.url, "--batch-size", "25", "--max-attempts", "1000"]
