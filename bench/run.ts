@@ -13,6 +13,7 @@ import { join, resolve } from "node:path"
 import { parseArgs } from "node:util"
 import { SQL } from "bun"
 import { tempDatabase } from "../packages/core/src/_pg-testing.ts"
+import { rng } from "../test/_chaos.ts"
 
 const repo = resolve(import.meta.dir, "..")
 const { values: v } = parseArgs({
@@ -75,18 +76,6 @@ function buildFloor(): void {
 
 // ---- data --------------------------------------------------------------------------------
 
-/** A small deterministic PRNG (mulberry32): the same N gives the same queue every time. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
-
 function message(k: number): string {
   const cents = (k * 7919) % 1_000_000
   return JSON.stringify({
@@ -114,7 +103,7 @@ interface Expected {
 }
 
 function generate(inbox: string, n: number): Expected {
-  const random = prng(20261129)
+  const random = rng(20261129)
   let distinct = 0
   let duplicates = 0
   let bad = 0

@@ -5,7 +5,7 @@ import fs from "node:fs"
 import { join } from "node:path"
 import { decodeMessage, Message } from "@spool/core"
 import { consumeBounded, ledgerRows, parseCsv, queueListing, readErrorCsv } from "./_hostile.ts"
-import { repoRoot, type TempQueue, tempQueue } from "./support.ts"
+import { repoRoot, run, type TempQueue, tempQueue } from "./support.ts"
 
 const ok = (id: string, extra = "") => `{"msg_id":"${id}","order_no":"o-${id}","seq":1,"amount":1.5${extra}}`
 const deep = (open: string, close: string, n = 100_000) => open.repeat(n) + close.repeat(n)
@@ -482,23 +482,14 @@ describe("a producer still writing", () => {
 
 describe("bun run enqueue", () => {
   // The root script once (the first test), the bin file directly for the rest: half the processes.
-  const enqueue = async (args: readonly string[], stdin?: string, via: "script" | "bin" = "bin") => {
-    const cmd =
-      via === "script" ? ["bun", "run", "enqueue"] : ["bun", join(repoRoot, "packages/consumer/bin/enqueue.ts")]
-    const proc = Bun.spawn([...cmd, ...args], {
-      cwd: repoRoot,
-      env: { ...process.env, NO_COLOR: "1" },
-      stdin: stdin === undefined ? "ignore" : Buffer.from(stdin),
-      stdout: "pipe",
-      stderr: "pipe",
-    })
-    const [stdout, stderr, exitCode] = await Promise.all([
-      new Response(proc.stdout).text(),
-      new Response(proc.stderr).text(),
-      proc.exited,
-    ])
-    return { stdout, stderr, exitCode }
-  }
+  const enqueue = (args: readonly string[], stdin?: string, via: "script" | "bin" = "bin") =>
+    run(
+      [
+        ...(via === "script" ? ["bun", "run", "enqueue"] : ["bun", join(repoRoot, "packages/consumer/bin/enqueue.ts")]),
+        ...args,
+      ],
+      stdin === undefined ? {} : { stdin },
+    )
 
   it(
     "puts files and stdin into inbox/ byte for byte through tmp/, and consume takes them",

@@ -59,12 +59,12 @@ export interface RunResult {
 /** Runs a command as a real process from the repo root (e.g. `["bun", "run", "consume", "--root", q]`). */
 export async function run(
   cmd: readonly string[],
-  options: { env?: Record<string, string>; cwd?: string } = {},
+  options: { env?: Record<string, string>; cwd?: string; stdin?: string } = {},
 ): Promise<RunResult> {
   const proc = Bun.spawn([...cmd], {
     cwd: options.cwd ?? repoRoot,
     env: { ...process.env, NO_COLOR: "1", ...options.env },
-    stdin: "ignore",
+    stdin: options.stdin === undefined ? "ignore" : Buffer.from(options.stdin),
     stdout: "pipe",
     stderr: "pipe",
   })
