@@ -227,6 +227,23 @@ const percentile = (xs: readonly number[], p: number): number => {
 }
 const median = (xs: readonly number[]): number => percentile(xs, 50)
 
+/** One contender's figures from its timing and, when it reports them, its per-batch times. */
+function measured(
+  contender: string,
+  run: number,
+  t: { readonly seconds: number; readonly peakRssMb: number },
+  batchMs?: readonly number[],
+): Measured {
+  const base = { contender, run, seconds: t.seconds, messagesPerSecond: N / t.seconds, peakRssMb: t.peakRssMb }
+  if (batchMs === undefined) return base
+  return {
+    ...base,
+    batchP50Ms: percentile(batchMs, 50),
+    batchP99Ms: percentile(batchMs, 99),
+    batches: batchMs.length,
+  }
+}
+
 async function runOne(
   contender: string,
   run: number,
@@ -243,24 +260,16 @@ async function runOne(
     const t = await timed([[floorBin, root, db]])
     const out = JSON.parse(t.stdout[0] as string) as { batchMs: number[] }
     check(label, root, db, e, false)
-    m = {
-      contender,
-      run,
-      seconds: t.seconds,
-      messagesPerSecond: N / t.seconds,
-      peakRssMb: t.peakRssMb,
-      batchP50Ms: percentile(out.batchMs, 50),
-      batchP99Ms: percentile(out.batchMs, 99),
-      batches: out.batchMs.length,
-    }
+    m = measured(contender, run, t, out.batchMs)
   } else if (contender === "baseline") {
     const db = join(root, "baseline.db")
     const t = await timed([["bun", "bench/baseline.ts", root, db]])
     check(label, root, db, e, false)
-    m = { contender, run, seconds: t.seconds, messagesPerSecond: N / t.seconds, peakRssMb: t.peakRssMb }
+    m = measured(contender, run, t)
   } else {
-    // consume-pg: the same command against a fresh PostgreSQL database (the backend comparison).
-    const pg = contender === "consume-pg" ? await tempDatabase() : undefined
+    // consume-pg: the same command against a fresh PostgreSQL database (the backend comparison),
+    // dropped even when the run fails.
+    await using pg = contender === "consume-pg" ? await tempDatabase() : undefined
     const ledgerArgs = pg ? ["--ledger", pg.url] : []
     const stats = Array.from({ length: processes }, (_, i) => join(base, `${label}.stats-${i}.json`))
     const t = await timed(
@@ -280,19 +289,9 @@ async function runOne(
       const sql = new SQL({ url: pg.url, max: 1 })
       const [row] = (await sql`SELECT count(*)::int AS n FROM processed`) as { n: number }[]
       await sql.close()
-      await pg[Symbol.asyncDispose]()
       check(label, root, row?.n ?? -1, e, true)
     } else check(label, root, join(root, "ledger.db"), e, true)
-    m = {
-      contender,
-      run,
-      seconds: t.seconds,
-      messagesPerSecond: N / t.seconds,
-      peakRssMb: t.peakRssMb,
-      batchP50Ms: percentile(batchMs, 50),
-      batchP99Ms: percentile(batchMs, 99),
-      batches: batchMs.length,
-    }
+    m = measured(contender, run, t, batchMs)
   }
   fs.rmSync(root, { recursive: true, force: true })
   const lat = m.batchP50Ms === undefined ? "" : ` batch p50 ${fmt(m.batchP50Ms)} ms p99 ${fmt(m.batchP99Ms ?? 0)} ms`
