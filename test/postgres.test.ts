@@ -120,6 +120,27 @@ pg("the PostgreSQL ledger (--ledger / SPOOL_LEDGER_URL)", () => {
     expect(refused.exitCode).toBe(1)
   })
 
+  it("works on a queue made by hand with only the four directories", async () => {
+    await using db = await tempDatabase()
+    await using dir = await tempDir()
+    const root = join(dir.path, "q")
+    for (const d of ["inbox", "processing", "done", "error"]) fs.mkdirSync(join(root, d), { recursive: true })
+    fs.writeFileSync(join(root, "inbox", "a.json"), JSON.stringify({ msg_id: "a", order_no: "O", seq: 1, amount: 1 }))
+    const r = await spool("consume", ["--root", root, "--ledger", db.url])
+    expect(r.exitCode).toBe(0)
+    expect(list(join(root, "done"))).toEqual(["a.json"])
+    expect(list(root)).toEqual([
+      ".spool-root-id",
+      "conflicts.csv",
+      "done",
+      "dup.txt",
+      "error",
+      "error.csv",
+      "inbox",
+      "processing",
+    ])
+  })
+
   it("runs order-check.sql unchanged in psql and finds the same problems as on SQLite", async () => {
     const psql = Bun.which("psql")
     if (!psql) {

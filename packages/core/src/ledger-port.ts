@@ -93,7 +93,8 @@ export function rootId(queue: Queue): string {
   try {
     return read()
   } catch {}
-  const tmp = join(queue.tmp, `root-id.${process.pid}.${crypto.randomUUID()}`)
+  // Beside the target, not in tmp/: a queue made by hand may have only the four directories.
+  const tmp = join(queue.root, `${ROOT_ID_FILE}.${process.pid}.${crypto.randomUUID()}.tmp`)
   fs.writeFileSync(tmp, `${crypto.randomUUID()}\n`, { mode: 0o644 })
   try {
     renameNoReplace(tmp, path)
