@@ -1,5 +1,5 @@
 import { describe, expect, it } from "bun:test"
-import { decodeMessage, Message, rawNumberField } from "./message.ts"
+import { canonicalJson, decodeMessage, Message, rawNumberField } from "./message.ts"
 
 const enc = (s: string) => new TextEncoder().encode(s)
 const valid = { msg_id: "m1", order_no: "o1", seq: 1, amount: 1.5 }
@@ -81,11 +81,28 @@ describe("decodeMessage details", () => {
     const text = '{"msg_id":"m1","order_no":"o1","seq":2,"amount":250.00,"currency":"EUR","lines":[1]}'
     const d = decodeMessage(enc(text), Message)
     expect(d as unknown).toEqual({
+      amountText: "250.00",
       ok: true,
       message: { msg_id: "m1", order_no: "o1", seq: 2, amount: 250, currency: "EUR", lines: [1] },
       value: { msg_id: "m1", order_no: "o1", seq: 2, amount: 250, currency: "EUR", lines: [1] },
       text,
     })
     if (d.ok) expect(rawNumberField(d.text, "amount")).toBe("250.00")
+  })
+})
+
+describe("canonicalJson", () => {
+  it("sorts keys by code unit at every level, flat or nested, whatever order they came in", () => {
+    const flat = JSON.parse('{"b":1,"a":"x","10":null,"2":true,"1":1.5,"__proto__":0,"é":"e"}')
+    expect(canonicalJson(flat)).toBe('{"1":1.5,"10":null,"2":true,"__proto__":0,"a":"x","b":1,"é":"e"}')
+    const nested = JSON.parse('{"z":{"b":1,"a":[{"d":1,"c":2}]},"y":[],"x":{}}')
+    expect(canonicalJson(nested)).toBe('{"x":{},"y":[],"z":{"a":[{"c":2,"d":1}],"b":1}}')
+  })
+
+  it("gives the same text for a flat message and the same message with a nested field removed", () => {
+    const withNested = JSON.parse('{"seq":1,"msg_id":"m","extra":{"k":1}}')
+    const flat = JSON.parse('{"seq":1,"msg_id":"m"}')
+    expect(canonicalJson(withNested)).toBe('{"extra":{"k":1},"msg_id":"m","seq":1}')
+    expect(canonicalJson(flat)).toBe('{"msg_id":"m","seq":1}')
   })
 })

@@ -41,6 +41,8 @@ export interface Accepted<T> {
   readonly value: Record<string, unknown>
   /** The JSON text, used to recover the exact decimal spelling of numbers. */
   readonly text: string
+  /** The source spelling of the top-level `amount`, when it is a number: `0.10` stays `0.10`. */
+  readonly amountText: string | undefined
 }
 
 /** A message that cannot be processed, with the reason and a human-readable detail. */
@@ -95,11 +97,14 @@ export function decodeMessage<T extends object>(bytes: Uint8Array, schema: Messa
     return { ok: false, reason: "invalid-field", detail: out.summary.replaceAll("\n", "; ") }
   }
   // JSON.parse rounds: `2.0000000000000001` would pass as the integer 2. Judge the digits.
-  const seqText = typeof record.seq === "number" ? rawNumberField(text, "seq") : undefined
+  const raw = rawNumberFields(text, numberFields)
+  const seqText = typeof record.seq === "number" ? raw.seq : undefined
   if (seqText !== undefined && !isWholeNumberText(seqText))
     return { ok: false, reason: "invalid-field", detail: `seq must be a whole number (was ${seqText})` }
-  return { ok: true, message: out as T, value: record, text }
+  return { ok: true, message: out as T, value: record, text, amountText: raw.amount }
 }
+
+const numberFields = ["seq", "amount"] as const
 
 /** True when a JSON number's exact decimal value is whole: `3`, `3.0`, `3e2`, `300e-2`. */
 function isWholeNumberText(s: string): boolean {
@@ -120,8 +125,13 @@ export type MessageType<T> = (data: unknown) => T | InstanceType<typeof type.err
  * `text` must already be known to be valid JSON with an object at the top.
  */
 export function rawNumberField(text: string, field: string): string | undefined {
+  return rawNumberFields(text, [field])[field]
+}
+
+/** rawNumberField for several fields in one scan of the text. */
+function rawNumberFields<K extends string>(text: string, fields: readonly K[]): Partial<Record<K, string>> {
   let i = text.indexOf("{") + 1
-  let found: string | undefined
+  const found: Partial<Record<K, string>> = {}
   const n = text.length
   while (i < n) {
     i = skipSpace(text, i)
@@ -138,7 +148,7 @@ export function rawNumberField(text: string, field: string): string | undefined 
     i = skipSpace(text, keyEnd) + 1 // past ':'
     i = skipSpace(text, i)
     const valueEnd = endOfValue(text, i)
-    if (key === field) found = text.slice(i, valueEnd)
+    if ((fields as readonly string[]).includes(key)) found[key as K] = text.slice(i, valueEnd)
     i = valueEnd
   }
   return found
@@ -203,6 +213,9 @@ function endOfValue(s: string, i: number): number {
  * Iterative, so hostile nesting depth cannot overflow the stack.
  */
 export function canonicalJson(value: unknown): string {
+  // The usual message, an object of plain values: JSON.stringify with the sorted keys as its
+  // allow-list writes exactly what the general walk below would, several times faster.
+  if (isFlatObject(value)) return JSON.stringify(value, Object.keys(value).sort())
   let out = ""
   // Work items: a value still to write, or literal punctuation already decided.
   const stack: ({ readonly value: unknown } | { readonly text: string })[] = [{ value }]
@@ -235,4 +248,13 @@ export function canonicalJson(value: unknown): string {
     }
   }
   return out
+}
+
+function isFlatObject(v: unknown): v is Record<string, unknown> {
+  if (typeof v !== "object" || v === null || Array.isArray(v)) return false
+  for (const k in v) {
+    const x = (v as Record<string, unknown>)[k]
+    if (typeof x === "object" && x !== null) return false
+  }
+  return true
 }
