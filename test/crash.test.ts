@@ -104,13 +104,16 @@ describe("consume killed at each named step of the protocol (SPOOL_FAULT)", () =
 
   it("after-claim: the batch in hand is processed again on restart, with nothing lost or doubled", async () => {
     const { root, claims, processing } = await killedAt("after-claim@3")
-    expect(processing).toHaveLength(20)
-    expect(
-      claims
-        .filter((c) => c.state === "claimed")
-        .map((c) => c.name)
-        .sort(),
-    ).toEqual(processing)
+    // In processing/: the batch in hand; the pipeline's next batch, claimed one ahead, which
+    // the I/O thread may have been moving in at the kill; and the batch before, committed,
+    // whose move out may not have finished. Every one of them has its claim row.
+    const claimed = claims.filter((c) => c.state === "claimed").map((c) => c.name)
+    expect(claimed).toHaveLength(40)
+    const inHand = claimed.slice(0, 20)
+    expect(inHand.filter((name) => !processing.includes(name))).toEqual([])
+    const held = new Set(claims.map((c) => c.name))
+    expect(processing.filter((name) => !held.has(name))).toEqual([])
+    expect(processing.length).toBeLessThanOrEqual(60)
     const restart = await consumeToEnd(root, args)
     expect(restart.stderr).toContain("claimed, not committed")
     expect(diffSnapshots(reference, snapshot(root))).toEqual([])
@@ -118,8 +121,14 @@ describe("consume killed at each named step of the protocol (SPOOL_FAULT)", () =
 
   it("after-commit: a committed batch is only moved on restart, never recorded as duplicates", async () => {
     const { root, claims, processing } = await killedAt("after-commit@3")
-    expect(processing).toHaveLength(20)
-    expect(claims.filter((c) => c.state === "committed" && processing.includes(c.name))).toHaveLength(20)
+    // The batch just committed, all of it; around it, the pipeline's neighbours (the next batch
+    // claimed, the one before still moving out), each file with its claim row.
+    const committed = claims.filter((c) => c.state === "committed" && processing.includes(c.name))
+    expect(committed.length).toBeGreaterThanOrEqual(20)
+    expect(committed.length).toBeLessThanOrEqual(40)
+    const held = new Set(claims.map((c) => c.name))
+    expect(processing.filter((name) => !held.has(name))).toEqual([])
+    expect(processing.length).toBeLessThanOrEqual(60)
     const restart = await consumeToEnd(root, args)
     expect(restart.stderr).toContain("committed, not yet moved")
     const s = snapshot(root)
@@ -131,10 +140,13 @@ describe("consume killed at each named step of the protocol (SPOOL_FAULT)", () =
     )
   }, 30_000)
 
-  it("after-move: nothing is in processing/ and the restart finishes the rest", async () => {
-    const { root, processing } = await killedAt("after-move@3")
-    expect(processing).toEqual([])
-    expect(list(join(root, "done")).length + list(join(root, "error")).length).toBe(60)
+  it("after-move: the moved batches are final, what is still in processing/ is claimed, and the restart finishes the rest", async () => {
+    const { root, claims, processing } = await killedAt("after-move@3")
+    // Three batches are out; the batches after them may be in flight (claimed one ahead, and the
+    // next committed while the third moved), each file in processing/ with its claim row.
+    expect(list(join(root, "done")).length + list(join(root, "error")).length).toBeGreaterThanOrEqual(60)
+    const held = new Set(claims.map((c) => c.name))
+    expect(processing.filter((name) => !held.has(name))).toEqual([])
     await consumeToEnd(root, args)
     expect(diffSnapshots(reference, snapshot(root))).toEqual([])
   }, 30_000)
@@ -170,15 +182,19 @@ describe("consume killed at each named step of the protocol (SPOOL_FAULT)", () =
   }, 30_000)
 
   it("a kill during recovery itself is recovered in turn", async () => {
-    const { root } = await killedAt("after-claim@2")
+    const { root, claims: left, processing } = await killedAt("after-claim@2")
+    // The restart retries alone each claimed file in processing/: the batch in hand and
+    // whatever of the next one the I/O thread had moved in.
+    const retried = left.filter((c) => c.state === "claimed" && processing.includes(c.name)).length
+    expect(retried).toBeGreaterThanOrEqual(20)
     // The restart dies after its 5th commit: the 5th file it retries alone.
     const second = await startConsume(root, args, { SPOOL_FAULT: "after-commit@5" }).finished
     expect(second.signalCode).toBe("SIGKILL")
     const claims = claimRows(root)
     expect(claims.filter((c) => c.state === "committed")).toHaveLength(5)
-    expect(claims.filter((c) => c.state === "claimed")).toHaveLength(15)
+    expect(claims.filter((c) => c.state === "claimed")).toHaveLength(retried - 5)
     // Only the files retried alone had their attempt counted; the rest were never read again.
-    expect(claims.map((c) => c.attempts)).toEqual([...Array(5).fill(2), ...Array(15).fill(1)])
+    expect(claims.map((c) => c.attempts)).toEqual([...Array(5).fill(2), ...Array(retried - 5).fill(1)])
     await consumeToEnd(root, args)
     expect(diffSnapshots(reference, snapshot(root))).toEqual([])
   }, 30_000)

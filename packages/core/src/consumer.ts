@@ -2,19 +2,21 @@ import fs from "node:fs"
 import { join } from "node:path"
 import { crashIfPoison, fault } from "./_fault.ts"
 import { errnoOf, SpoolError } from "./errors.ts"
-import { fsyncDir, type OpenDir, openDir, renameNoReplace, renameNoReplaceAt } from "./files.ts"
+import {
+  type FileRead,
+  fsyncDir,
+  type OpenDir,
+  openDir,
+  readMessageFile,
+  renameNoReplace,
+  renameNoReplaceAt,
+} from "./files.ts"
+import { type ClaimInReply, InStatus, IoError, IoThread, type MoveOut, type MoveOutReply } from "./io-thread.ts"
 import type { Claim, ClaimRow, Effect, Outcome, Verdict } from "./ledger.ts"
 import type { LedgerPort } from "./ledger-port.ts"
 import type { PostgresEffect } from "./ledger-postgres.ts"
 import { type Log, silentLog } from "./log.ts"
-import {
-  canonicalJson,
-  decodeMessage,
-  Message,
-  type MessageType,
-  type RejectReason,
-  rawNumberField,
-} from "./message.ts"
+import { canonicalJson, decodeMessage, Message, type MessageType, type RejectReason } from "./message.ts"
 import { currentOwner, type Owner, ownerLiveness } from "./owner.ts"
 import { alternateName, isMessageName, type Queue, scanDir } from "./queue.ts"
 
@@ -36,6 +38,14 @@ export interface ConsumeOptions<T extends Message = Message> {
   readonly minAgeMs?: number
   /** fsync directories after renames (the Maildir rule). Off only with --no-fsync. */
   readonly durable?: boolean
+  /**
+   * Do the file work (renames, reads) of one batch on a second thread while the ledger work
+   * of the batch before it runs on this one. Default true; it starts only once a pass claims
+   * a full batch, so a trickle never pays for the thread.
+   */
+  readonly pipeline?: boolean
+  /** Bytes of one batch's files the I/O thread reads ahead; files past it are read on this thread. */
+  readonly readAheadBytes?: number
   /** How long another host's consumer may be silent before its claims count as abandoned. */
   readonly leaseMs?: number
   /** Stop claiming when aborted; the batch in hand is finished. */
@@ -77,6 +87,8 @@ export const defaults = {
   maxBytes: 1024 * 1024,
   minAgeMs: 0,
   leaseMs: 120_000,
+  /** Bounds the memory a batch read ahead can hold, whatever the size of its files. */
+  readAheadBytes: 16 * 1024 * 1024,
 } as const
 
 interface Item extends Claim {
@@ -85,11 +97,28 @@ interface Item extends Claim {
   verdict?: Verdict
   /** readdir said it is a regular file; anything else is lstat-ed before it could be opened. */
   isRegular?: boolean
+  /** true once the file is known to be in processing/; false when it is known not to be. */
+  inProcessing?: boolean | undefined
+  /** The file as the I/O thread read it, if it did, and the sha256 of its bytes. */
+  read?: FileRead | undefined
+  hash?: string | undefined
+}
+
+/** A batch claimed and handed to the I/O thread, not yet judged. */
+interface Claimed {
+  readonly items: Item[]
+  readonly reply: Promise<ClaimInReply>
+}
+
+/** A committed batch whose move out of processing/ the I/O thread is doing. */
+interface Moving {
+  readonly items: Item[]
+  readonly done: Promise<void>
+  reply?: MoveOutReply
+  error?: unknown
 }
 
 type QueueDirName = "inbox" | "processing" | "done" | "error"
-
-const O_READ = fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK
 
 /**
  * Drains inbox/ once: recovers abandoned claims, then claims, processes, commits and moves
@@ -125,8 +154,18 @@ class Engine<T extends Message> {
   readonly #minAgeMs: number
   readonly #durable: boolean
   readonly #buffer: Buffer
-  /** Items this run has in processing/ and has not yet moved out. */
-  #inHand: Item[] = []
+  /** Items this run has claimed and not yet moved out of processing/. */
+  readonly #inHand = new Set<Item>()
+  /** Committed claims whose files have durably left processing/: forgotten at the next claim. */
+  readonly #moved: Claim[] = []
+  /** The I/O thread, once a pass has claimed a full batch (with the pipeline on). */
+  #io: IoThread | undefined
+  /** The batch the I/O thread is claiming into processing/, judged once the next one is claimed. */
+  #claimed: Claimed | undefined
+  /** Committed batches being moved out, oldest first. */
+  readonly #moving: Moving[] = []
+  /** Whether the current pass has claimed anything. */
+  #passClaimed = false
   readonly #dirFds: { inbox: number; processing: number; done: number; error: number }
   readonly #openDirs: Record<QueueDirName, OpenDir>
   readonly summary: ConsumeSummary = emptySummary()
@@ -170,6 +209,7 @@ class Engine<T extends Message> {
       await this.#handBack()
       throw error
     } finally {
+      this.#io?.close()
       for (const fd of Object.values(this.#dirFds)) fs.closeSync(fd)
     }
     return this.summary
@@ -181,6 +221,21 @@ class Engine<T extends Message> {
    * cannot be done here, recovery does on the next start.
    */
   async #handBack(): Promise<void> {
+    if (this.#io !== undefined) {
+      // Let the I/O thread finish what it was asked to do, then learn where those files are.
+      await this.#io.idle()
+      const claimed = this.#claimed
+      this.#claimed = undefined
+      if (claimed !== undefined)
+        try {
+          markInProcessing(claimed.items, (await claimed.reply).status)
+        } catch (error) {
+          markInProcessing(claimed.items, error instanceof IoError ? error.status : undefined)
+        }
+      try {
+        await this.#settleMoves(true)
+      } catch {}
+    }
     let isFlushed = false
     try {
       // #retryAlone's commits are not yet durable: no committed file moves before they are.
@@ -196,11 +251,14 @@ class Engine<T extends Message> {
         } else if (this.#ledger.backend === "postgres") {
           // A commit that failed over the network may still have committed: only recovery,
           // which reads the claim's state, can tell. The file waits in processing/ for it.
-        } else if (renameNoReplace(join(this.#q.processing, item.name), join(this.#q.inbox, item.name)) === "moved")
+        } else if (
+          item.inProcessing === true &&
+          renameNoReplace(join(this.#q.processing, item.name), join(this.#q.inbox, item.name)) === "moved"
+        )
           await this.#ledger.release(this.#owner.ownerId, [item])
       } catch {}
     }
-    this.#inHand = []
+    this.#inHand.clear()
     try {
       this.#sync("inbox", "processing", "done", "error")
     } catch {}
@@ -208,7 +266,7 @@ class Engine<T extends Message> {
 
   /** One pass over inbox/: claims and finishes batches; true if it claimed anything. */
   async #pass(): Promise<boolean> {
-    let claimedAny = false
+    this.#passClaimed = false
     const names: string[] = []
     const regular = new Set<string>()
     const cutoff = Date.now() - this.#minAgeMs
@@ -225,14 +283,135 @@ class Engine<T extends Message> {
       names.push(e.name)
       if (e.isFile()) regular.add(e.name)
       if (names.length < this.#batchSize) continue
-      claimedAny = (await this.#claimAndProcess(names, regular)) || claimedAny
+      await this.#claimBatch(names, regular)
       names.length = 0
       regular.clear()
-      if (this.#isStopping) return claimedAny
+      if (this.#isStopping) break
     }
-    if (names.length > 0) claimedAny = (await this.#claimAndProcess(names, regular)) || claimedAny
-    if (hasUndecodable && this.#renameUndecodable() > 0) claimedAny = true
-    return claimedAny
+    if (names.length > 0 && !this.#isStopping) await this.#claimBatch(names, regular)
+    await this.#drain()
+    if (hasUndecodable && !this.#isStopping && this.#renameUndecodable() > 0) this.#passClaimed = true
+    return this.#passClaimed
+  }
+
+  async #claimBatch(names: readonly string[], regular: ReadonlySet<string>): Promise<void> {
+    if (this.#io === undefined && this.#o.pipeline !== false && names.length >= this.#batchSize)
+      this.#io = new IoThread({
+        dirs: { inbox: this.#q.inbox, processing: this.#q.processing, done: this.#q.done, error: this.#q.error },
+        durable: this.#durable,
+        maxBytes: this.#maxBytes,
+        readAheadBytes: this.#o.readAheadBytes ?? defaults.readAheadBytes,
+      })
+    if (this.#io !== undefined) await this.#claimPipelined(this.#io, names, regular)
+    else if (await this.#claimAndProcess(names, regular)) this.#passClaimed = true
+  }
+
+  /**
+   * The pipelined protocol, for one batch: claim it (the same transaction forgets the claims
+   * whose moves have finished), hand its renames into processing/ and its reads to the I/O
+   * thread, and meanwhile judge, commit and hand over the moves of the batch claimed before.
+   * Every step of the protocol keeps its order for each batch; only different batches overlap.
+   */
+  async #claimPipelined(io: IoThread, names: readonly string[], regular: ReadonlySet<string>): Promise<void> {
+    await this.#settleMoves(false)
+    const claims = await this.#ledger.claim(this.#owner.ownerId, names, now(), this.#moved.splice(0))
+    let batch: Claimed | undefined
+    if (claims.length > 0) {
+      const items: Item[] = claims.map((c) => ({ ...c, isRegular: regular.has(c.name) }))
+      for (const item of items) this.#inHand.add(item)
+      const reply = io.claimIn(
+        items.map((i) => i.name),
+        Uint8Array.from(items, (i) => (i.isRegular ? 1 : 0)),
+      )
+      reply.catch(() => {}) // awaited when the batch is judged, or by #handBack
+      batch = { items, reply }
+    }
+    const previous = this.#claimed
+    this.#claimed = batch
+    if (previous !== undefined) await this.#judgeClaimed(io, previous)
+    // Let signal handlers run between batches: SIGTERM is honoured at a batch boundary.
+    await new Promise((r) => setImmediate(r))
+  }
+
+  /** Finishes the pipeline: judges the last claimed batch and waits for every move out. */
+  async #drain(): Promise<void> {
+    const last = this.#claimed
+    this.#claimed = undefined
+    if (last !== undefined && this.#io !== undefined) await this.#judgeClaimed(this.#io, last)
+    await this.#settleMoves(true)
+  }
+
+  /** Judges and commits a batch the I/O thread has claimed, then hands it its moves out. */
+  async #judgeClaimed(io: IoThread, { items, reply }: Claimed): Promise<void> {
+    let r: ClaimInReply
+    try {
+      r = await reply
+    } catch (error) {
+      markInProcessing(items, error instanceof IoError ? error.status : undefined)
+      throw error
+    }
+    markInProcessing(items, r.status)
+    const held: Item[] = []
+    const gone: Item[] = []
+    for (const [i, item] of items.entries()) {
+      if (item.inProcessing) {
+        held.push(item)
+        const offset = r.spans[2 * i] as number
+        if (offset >= 0) {
+          item.read = { ok: true, bytes: new Uint8Array(r.data, offset, r.spans[2 * i + 1]) }
+          item.hash = r.hashes[i]
+        }
+        continue
+      }
+      this.#inHand.delete(item)
+      if (r.status[i] === InStatus.exists) this.#warnStray(item.name)
+      gone.push(item)
+    }
+    for (const [i, reason, detail] of r.rejects) (items[i] as Item).read = { ok: false, reason, detail }
+    await this.#ledger.release(this.#owner.ownerId, gone)
+    if (held.length === 0) return
+    this.#passClaimed = true
+    fault("after-claim")
+    this.#noteClaimed(held)
+    await this.#commit(held)
+    const moves = held.map((item): MoveOut => {
+      const o = item.outcome as Outcome
+      this.#count(o, item.verdict as Verdict)
+      return [o.name, destOf(o, item.verdict), o.kind === "rejected" ? o.destName : o.name]
+    })
+    const moving: Moving = {
+      items: held,
+      done: io.moveOut(moves).then(
+        (reply) => {
+          moving.reply = reply
+        },
+        (error: unknown) => {
+          moving.error = error
+        },
+      ),
+    }
+    this.#moving.push(moving)
+  }
+
+  /**
+   * Completes the batches whose moves out have finished, oldest first (all of them, waiting,
+   * when `wait`): records a renamed failure, and queues the claims to be forgotten.
+   */
+  async #settleMoves(wait: boolean): Promise<void> {
+    for (let m = this.#moving[0]; m !== undefined; m = this.#moving[0]) {
+      if (m.reply === undefined && m.error === undefined) {
+        if (!wait) return
+        await m.done
+      }
+      this.#moving.shift()
+      if (m.error !== undefined) throw m.error
+      for (const [i, to] of m.reply?.renamed ?? []) await this.#ledger.renameFailure((m.items[i] as Item).claimId, to)
+      this.#moved.push(...m.items)
+      for (const item of m.items) this.#inHand.delete(item)
+      fault("after-move")
+      this.summary.batches++
+      this.#o.onBatch?.(this.summary)
+    }
   }
 
   /**
@@ -284,38 +463,51 @@ class Engine<T extends Message> {
   }
 
   async #claimAndProcess(names: readonly string[], regular: ReadonlySet<string>): Promise<boolean> {
-    const claims = await this.#ledger.claim(this.#owner.ownerId, names, now())
+    const claims = await this.#ledger.claim(this.#owner.ownerId, names, now(), this.#moved.splice(0))
     if (claims.length === 0) return false
     const held: Item[] = []
     const gone: Claim[] = []
     for (const c of claims) {
       const moved = this.#renameAt("inbox", c.name, "processing", c.name)
-      if (moved === "moved") held.push({ ...c, isRegular: regular.has(c.name) })
+      if (moved === "moved") held.push({ ...c, isRegular: regular.has(c.name), inProcessing: true })
       else {
-        if (moved === "exists")
-          this.#log.warn("stray-file", {
-            file: c.name,
-            problem:
-              "processing/ already holds a file of this name with no claim; it is left in inbox/ until recovery takes the other one",
-          })
+        if (moved === "exists") this.#warnStray(c.name)
         gone.push(c)
       }
     }
-    this.#inHand = held
+    for (const item of held) this.#inHand.add(item)
     await this.#ledger.release(this.#owner.ownerId, gone)
-    if (held.length === 0) return gone.length < claims.length
+    if (held.length === 0) return false
     this.#sync("inbox", "processing")
     fault("after-claim")
-    this.summary.claimed += held.length
-    for (const item of held) this.#log.debug("claimed", { file: item.name, claim_id: item.claimId })
+    this.#noteClaimed(held)
     await this.#finish(held)
     // Let signal handlers run between batches: SIGTERM is honoured at a batch boundary.
     await new Promise((r) => setImmediate(r))
     return true
   }
 
+  #warnStray(name: string): void {
+    this.#log.warn("stray-file", {
+      file: name,
+      problem:
+        "processing/ already holds a file of this name with no claim; it is left in inbox/ until recovery takes the other one",
+    })
+  }
+
+  #noteClaimed(items: readonly Item[]): void {
+    this.summary.claimed += items.length
+    for (const item of items) this.#log.debug("claimed", { file: item.name, claim_id: item.claimId })
+  }
+
   /** Decides, commits and moves a batch of items that are in processing/. */
   async #finish(items: Item[]): Promise<void> {
+    await this.#commit(items)
+    await this.#moveAll(items)
+  }
+
+  /** Decides each item and commits the batch's outcomes in one transaction. */
+  async #commit(items: readonly Item[]): Promise<void> {
     for (const item of items) item.outcome = this.#decide(item)
     const outcomes = items.map((i) => i.outcome as Outcome)
     const verdicts = await this.#ledger.commit(outcomes, now(), this.#o.effect)
@@ -324,7 +516,6 @@ class Engine<T extends Message> {
       item.verdict = verdicts[i] as Verdict
     }
     fault("after-commit")
-    await this.#moveAll(items)
   }
 
   /** Moves committed items out of processing/ (the acknowledgement) and makes the moves durable. */
@@ -340,10 +531,11 @@ class Engine<T extends Message> {
       else toError = true
       await this.#moveOut(o.name, dest, o.kind === "rejected" ? o.destName : o.name, o.claimId)
     }
-    this.#inHand = []
     // A directory no file entered has nothing to make durable: its fsync would be a no-op.
     if (toDone && toError) this.#sync("processing", "done", "error")
     else this.#sync("processing", toError ? "error" : "done")
+    this.#moved.push(...items)
+    for (const item of items) this.#inHand.delete(item)
     fault("after-move")
     this.summary.batches++
     this.#o.onBatch?.(this.summary)
@@ -376,60 +568,17 @@ class Engine<T extends Message> {
     }
   }
 
-  /** Reads and judges one claimed file. Never opens anything that is not a regular file. */
+  /** Reads (unless the I/O thread did) and judges one claimed file. */
   #decide(item: Item): Outcome {
-    const path = join(this.#q.processing, item.name)
-    if (!item.isRegular) {
-      // Never open what might be a FIFO (blocks), a device (side effects) or a link.
-      let st: fs.Stats
-      try {
-        st = fs.lstatSync(path)
-      } catch (error) {
-        throw new SpoolError("io", `cannot stat ${path}: ${String(error)}`, { cause: error })
-      }
-      if (st.isSymbolicLink()) return this.#reject(item, "symlink", "a symbolic link; its target was not touched", null)
-      if (!st.isFile()) return this.#reject(item, "not-regular", kindOf(st), null)
-    }
-    let fd: number
-    try {
-      fd = fs.openSync(path, O_READ)
-    } catch (error) {
-      const code = errnoOf(error)
-      if (code === "ELOOP") return this.#reject(item, "symlink", "a symbolic link; its target was not touched", null)
-      if (code === "ENXIO") return this.#reject(item, "not-regular", "a socket", null)
-      throw new SpoolError("io", `cannot open ${path}: ${String(error)}`, { cause: error })
-    }
-    let bytes: Buffer
-    try {
-      const st = fs.fstatSync(fd)
-      if (!st.isFile()) return this.#reject(item, "not-regular", kindOf(st), null)
-      if (st.size > this.#maxBytes)
-        return this.#reject(item, "too-large", `${st.size} bytes, over the ${this.#maxBytes}-byte limit`, null)
-      // The run's buffer holds at most 64 MiB; a larger --max-bytes gets a buffer per file.
-      // read(2) may return less than asked (NFS, FUSE), and the file may still be growing: read
-      // to end of file or to one byte past the limit, whichever comes first.
-      let buffer = st.size < this.#buffer.length ? this.#buffer : Buffer.allocUnsafe(this.#maxBytes + 1)
-      let n = 0
-      for (;;) {
-        const wanted = buffer.length - n
-        const r = fs.readSync(fd, buffer, n, wanted, n)
-        n += r
-        // A short read that reached the size fstat gave is end of file: skip the read that
-        // would only return 0 (one syscall per message saved).
-        if (r === 0 || n > this.#maxBytes || (r < wanted && n >= st.size)) break
-        if (n === buffer.length) {
-          const bigger = Buffer.allocUnsafe(this.#maxBytes + 1)
-          buffer.copy(bigger)
-          buffer = bigger
-        }
-      }
-      if (n > this.#maxBytes) return this.#reject(item, "too-large", `grew past the ${this.#maxBytes}-byte limit`, null)
-      bytes = buffer.subarray(0, n)
-    } finally {
-      fs.closeSync(fd)
-    }
+    const read =
+      item.read ??
+      readMessageFile(this.#openDirs.processing, item.name, item.isRegular === true, this.#maxBytes, this.#buffer)
+    item.read = undefined
+    if (!read.ok) return this.#reject(item, read.reason, read.detail, null)
+    const bytes = read.bytes
     crashIfPoison(item.name)
-    const hash = Bun.CryptoHasher.hash("sha256", bytes, "hex")
+    const hash = item.hash ?? Bun.CryptoHasher.hash("sha256", bytes, "hex")
+    item.hash = undefined
     const decoded = decodeMessage(bytes, this.#type)
     if (!decoded.ok) return this.#reject(item, decoded.reason, decoded.detail, hash)
     const m = decoded.message
@@ -440,7 +589,7 @@ class Engine<T extends Message> {
       msgId: m.msg_id,
       orderNo: m.order_no,
       seq: m.seq,
-      amount: rawNumberField(decoded.text, "amount") ?? String(m.amount),
+      amount: decoded.amountText ?? String(m.amount),
       hash,
       contentHash: Bun.CryptoHasher.hash("sha256", canonicalJson(decoded.value), "hex"),
       message: m,
@@ -515,7 +664,7 @@ class Engine<T extends Message> {
     for (const row of await this.#ledger.adoptClaims(dead, me)) {
       const inProcessing = exists(join(this.#q.processing, row.name))
       if (row.state === "claimed" && inProcessing) {
-        retry.push({ name: row.name, claimId: row.claimId, attempts: row.attempts })
+        retry.push({ name: row.name, claimId: row.claimId, attempts: row.attempts, inProcessing: true })
         continue
       }
       if (row.state === "committed" && inProcessing) {
@@ -550,12 +699,13 @@ class Engine<T extends Message> {
       }
       this.#log.warn("recovered", { file: e.name, step: "orphan in processing/ with no claim" })
       this.summary.recovered++
-      orphans.push({ ...c })
+      orphans.push({ ...c, inProcessing: true })
     }
     for (let i = 0; i < orphans.length; i += this.#batchSize) {
-      this.#inHand = orphans.slice(i, i + this.#batchSize)
-      this.summary.claimed += this.#inHand.length
-      await this.#finish(this.#inHand)
+      const batch = orphans.slice(i, i + this.#batchSize)
+      for (const item of batch) this.#inHand.add(item)
+      this.#noteClaimed(batch)
+      await this.#finish(batch)
     }
   }
 
@@ -571,8 +721,8 @@ class Engine<T extends Message> {
     if (items.length === 0) return
     const me = this.#owner.ownerId
     const poisonAt = Math.max(this.#maxAttempts, 2)
-    this.#inHand = items
-    this.summary.claimed += items.length
+    for (const item of items) this.#inHand.add(item)
+    this.#noteClaimed(items)
     for (const item of items) {
       if (item.attempts >= poisonAt)
         item.outcome = this.#reject(item, "poison", `crashed the consumer on each of ${item.attempts} attempts`, null)
@@ -640,12 +790,12 @@ function escapeUndecodable(raw: Uint8Array): string | undefined {
   return out
 }
 
-function kindOf(st: fs.Stats): string {
-  if (st.isDirectory()) return "a directory"
-  if (st.isFIFO()) return "a FIFO (named pipe)"
-  if (st.isSocket()) return "a socket"
-  if (st.isCharacterDevice() || st.isBlockDevice()) return "a device"
-  return "not a regular file"
-}
-
 const now = (): string => new Date().toISOString()
+
+/** Records where the I/O thread left each item (undefined status: unknown, so not in hand for sure). */
+function markInProcessing(items: readonly Item[], status: Uint8Array | undefined): void {
+  for (const [i, item] of items.entries()) {
+    const st = status?.[i]
+    item.inProcessing = st === undefined || st === InStatus.untried ? undefined : st === InStatus.moved
+  }
+}

@@ -150,6 +150,87 @@ export function isSameFile(a: string, b: string): boolean {
   }
 }
 
+/** A message file as read, or why it was not read (it goes to error/ with that reason). */
+export type FileRead =
+  | { readonly ok: true; readonly bytes: Uint8Array }
+  | { readonly ok: false; readonly reason: "symlink" | "not-regular" | "too-large"; readonly detail: string }
+
+const O_READ = fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK
+
+/**
+ * Reads one claimed file from `dir`, never opening anything that is not a regular file: no
+ * FIFO (it would block), device (side effects) or symbolic link (its target is outside the
+ * queue). `isRegular` is readdir's word that it is a regular file; without it the entry is
+ * lstat-ed first. The bytes are a view into `scratch` when the file fits, so they are valid
+ * only until the next call. I/O errors throw a SpoolError.
+ */
+export function readMessageFile(
+  dir: OpenDir,
+  name: string,
+  isRegular: boolean,
+  maxBytes: number,
+  scratch: Buffer,
+): FileRead {
+  const path = join(dir.path, name)
+  if (!isRegular) {
+    let st: fs.Stats
+    try {
+      st = fs.lstatSync(path)
+    } catch (error) {
+      throw new SpoolError("io", `cannot stat ${path}: ${String(error)}`, { cause: error })
+    }
+    if (st.isSymbolicLink()) return symlink
+    if (!st.isFile()) return { ok: false, reason: "not-regular", detail: kindOf(st) }
+  }
+  let fd: number
+  try {
+    fd = fs.openSync(path, O_READ)
+  } catch (error) {
+    const code = errnoOf(error)
+    if (code === "ELOOP") return symlink
+    if (code === "ENXIO") return { ok: false, reason: "not-regular", detail: "a socket" }
+    throw new SpoolError("io", `cannot open ${path}: ${String(error)}`, { cause: error })
+  }
+  try {
+    const st = fs.fstatSync(fd)
+    if (!st.isFile()) return { ok: false, reason: "not-regular", detail: kindOf(st) }
+    if (st.size > maxBytes) return tooLarge(`${st.size} bytes, over the ${maxBytes}-byte limit`)
+    // read(2) may return less than asked (NFS, FUSE), and the file may still be growing: read
+    // to end of file or to one byte past the limit, whichever comes first. A file larger than
+    // the scratch buffer gets a buffer of its own.
+    let buffer = st.size < scratch.length ? scratch : Buffer.allocUnsafe(maxBytes + 1)
+    let n = 0
+    for (;;) {
+      const wanted = buffer.length - n
+      const r = fs.readSync(fd, buffer, n, wanted, n)
+      n += r
+      // A short read that reached the size fstat gave is end of file: skip the read that
+      // would only return 0 (one syscall per message saved).
+      if (r === 0 || n > maxBytes || (r < wanted && n >= st.size)) break
+      if (n === buffer.length) {
+        const bigger = Buffer.allocUnsafe(maxBytes + 1)
+        buffer.copy(bigger)
+        buffer = bigger
+      }
+    }
+    if (n > maxBytes) return tooLarge(`grew past the ${maxBytes}-byte limit`)
+    return { ok: true, bytes: buffer.subarray(0, n) }
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
+const symlink: FileRead = { ok: false, reason: "symlink", detail: "a symbolic link; its target was not touched" }
+const tooLarge = (detail: string): FileRead => ({ ok: false, reason: "too-large", detail })
+
+function kindOf(st: fs.Stats): string {
+  if (st.isDirectory()) return "a directory"
+  if (st.isFIFO()) return "a FIFO (named pipe)"
+  if (st.isSocket()) return "a socket"
+  if (st.isCharacterDevice() || st.isBlockDevice()) return "a device"
+  return "not a regular file"
+}
+
 /** Flushes a directory's entries to disk: a rename is durable only after this (the Maildir rule). */
 export function fsyncDir(fd: number): void {
   fs.fsyncSync(fd)

@@ -28,7 +28,8 @@ export interface LedgerPort {
   readonly backend: "sqlite" | "postgres"
   registerConsumer(owner: Owner, now: string): Awaitable<void>
   unregisterConsumer(ownerId: string): Awaitable<void>
-  claim(ownerId: string, names: readonly string[], now: string): Awaitable<Claim[]>
+  /** Claims the free ones of `names`; the same transaction forgets `forget` (committed claims whose files have durably left processing/). */
+  claim(ownerId: string, names: readonly string[], now: string, forget?: readonly Claim[]): Awaitable<Claim[]>
   release(ownerId: string, claims: readonly Claim[]): Awaitable<void>
   commit(outcomes: readonly Outcome[], now: string, effect?: Effect | PostgresEffect): Awaitable<Verdict[]>
   listClaims(): Awaitable<ClaimRow[]>

@@ -122,11 +122,15 @@ export class PostgresLedger {
     })
   }
 
-  /** Claims those of `names` nobody holds in this root (and forgets the owner's committed claims). */
-  async claim(ownerId: string, names: readonly string[], now: string): Promise<Claim[]> {
+  /** Claims those of `names` nobody holds in this root, and forgets `forget` (committed claims whose files have left). */
+  async claim(ownerId: string, names: readonly string[], now: string, forget: readonly Claim[] = []): Promise<Claim[]> {
     const rows = names.map((name) => ({ name, claim_id: `${ownerId}.${(this.#claimCounter++).toString(36)}` }))
+    const gone = forget.map((c) => ({ name: c.name, claim_id: c.claimId }))
     return this.transaction(async (tx) => {
-      await tx`DELETE FROM claims WHERE owner_id = ${ownerId} AND state = 'committed'`
+      if (gone.length > 0)
+        await tx`
+          DELETE FROM claims c USING jsonb_to_recordset(${gone}::jsonb) AS t(name text, claim_id text)
+          WHERE c.root_id = ${this.rootId} AND c.name = t.name AND c.claim_id = t.claim_id AND c.state = 'committed'`
       await tx`UPDATE consumers SET heartbeat_at = ${now} WHERE owner_id = ${ownerId}`
       const claimed = await tx`
         INSERT INTO claims (root_id, name, claim_id, owner_id, attempts, state, claimed_at)

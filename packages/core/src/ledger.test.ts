@@ -180,14 +180,31 @@ describe("Ledger.claim", () => {
     expect(l.claim("o2", ["a.json"], NOW).map((x) => x.name)).toEqual(["a.json"])
   })
 
-  it("forgets the owner's committed claims at its next claim, so the name can come again", async () => {
+  it("forgets the committed claims it is given at the next claim, so the name can come again", async () => {
     await using t = await tempLedger()
     const l = t.open()
-    const [c] = l.claim("o", ["a.json"], NOW)
-    if (c === undefined) throw new Error("no claim")
-    l.commit([accepted("a.json", c.claimId, "m1")], NOW)
-    expect(l.listClaims()).toMatchObject([{ name: "a.json", state: "committed", dest: "done" }])
-    expect(l.claim("o", ["a.json"], NOW).map((x) => x.name)).toEqual(["a.json"])
+    const [a, b] = l.claim("o", ["a.json", "b.json"], NOW)
+    if (a === undefined || b === undefined) throw new Error("no claim")
+    l.commit([accepted("a.json", a.claimId, "m1"), accepted("b.json", b.claimId, "m2")], NOW)
+    expect(l.listClaims()).toMatchObject([
+      { name: "a.json", state: "committed", dest: "done" },
+      { name: "b.json", state: "committed", dest: "done" },
+    ])
+    // b.json's file may still be in processing/ (its move is in flight): only a.json is forgotten.
+    expect(l.claim("o", ["a.json", "b.json"], NOW, [a]).map((x) => x.name)).toEqual(["a.json"])
+    expect(l.listClaims().map((r) => [r.name, r.state])).toEqual([
+      ["b.json", "committed"],
+      ["a.json", "claimed"],
+    ])
+  })
+
+  it("never forgets a claim that is not committed, nor one whose claim_id does not match", async () => {
+    await using t = await tempLedger()
+    const l = t.open()
+    const [a] = l.claim("o", ["a.json"], NOW)
+    if (a === undefined) throw new Error("no claim")
+    l.claim("o", [], NOW, [a, { name: "a.json", claimId: "other", attempts: 1 }])
+    expect(l.listClaims().map((r) => [r.name, r.state])).toEqual([["a.json", "claimed"]])
   })
 })
 

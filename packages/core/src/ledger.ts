@@ -3,11 +3,12 @@ import fs from "node:fs"
 import orderCheckSql from "../sql/order-check.sql" with { type: "text" }
 import init0001 from "../sql/sqlite/0001-init.sql" with { type: "text" }
 import horizon0002 from "../sql/sqlite/0002-horizon.sql" with { type: "text" }
+import claims0003 from "../sql/sqlite/0003-claims-unindexed.sql" with { type: "text" }
 import { SpoolError } from "./errors.ts"
 import type { Owner } from "./owner.ts"
 
 /** Schema migrations, applied in order; the index + 1 is the schema version. */
-const migrations: readonly string[] = [init0001, horizon0002]
+const migrations: readonly string[] = [init0001, horizon0002, claims0003]
 
 /** The newest schema version this spool writes. */
 export const schemaVersion = migrations.length
@@ -187,9 +188,9 @@ export class Ledger {
 
   /**
    * Claims those of `names` that nobody holds, for `ownerId`, in one transaction. The same
-   * transaction forgets the owner's committed claims, whose files have left processing/.
+   * transaction forgets `forget`: committed claims whose files have durably left processing/.
    */
-  claim(ownerId: string, names: readonly string[], now: string): Claim[] {
+  claim(ownerId: string, names: readonly string[], now: string, forget: readonly Claim[] = []): Claim[] {
     const claimed: Claim[] = []
     // Process-crash durable only (no WAL fsync): the claim rows need to be on disk only before
     // the commit that follows, and that commit's fsync (synchronous=FULL) makes every earlier
@@ -198,19 +199,15 @@ export class Ledger {
     // which is right because nothing about them was committed. One fsync per batch saved.
     this.lazily(() =>
       this.transaction(() => {
-        this.#s.deleteCommittedClaims.run(ownerId)
+        // A prepared statement per row: measured faster than one statement over a JSON array,
+        // whose element extraction costs more than the per-call overhead it saves.
+        for (const c of forget) this.#s.forgetClaim.run(c.name, c.claimId)
         this.#s.heartbeat.run(now, ownerId)
-        // One statement for the whole batch (rows from a JSON parameter, the inserted ones
-        // returned) instead of one per name.
-        const rows = names.map((name) => [name, `${ownerId}.${(this.#claimCounter++).toString(36)}`])
-        const inserted = new Set(
-          (this.#s.insertClaims.all(ownerId, now, JSON.stringify(rows)) as { claim_id: string }[]).map(
-            (r) => r.claim_id,
-          ),
-        )
-        for (const [name, claimId] of rows)
-          if (inserted.has(claimId as string))
-            claimed.push({ name: name as string, claimId: claimId as string, attempts: 1 })
+        for (const name of names) {
+          const claimId = `${ownerId}.${(this.#claimCounter++).toString(36)}`
+          if (this.#s.insertClaim.run(name, claimId, ownerId, now).changes === 1)
+            claimed.push({ name, claimId, attempts: 1 })
+        }
       }),
     )
     return claimed
@@ -232,8 +229,6 @@ export class Ledger {
     const s = this.#s
     return this.transaction(() => {
       const hasHorizon = s.hasHorizon.get() !== null
-      // Claims that end in done/ are marked committed by one statement after the loop.
-      const toDone: [string, string][] = []
       const verdicts = outcomes.map((o): Verdict => {
         if (o.kind === "rejected") {
           s.insertFailure.run(o.destName, o.name, o.reason, o.detail, o.hash, o.claimId, now)
@@ -267,17 +262,16 @@ export class Ledger {
               return "handler-rejected"
             }
           }
-          toDone.push([o.name, o.claimId])
+          s.commitClaimDone.run(o.name, o.claimId)
           return "processed"
         }
         if (effect !== undefined) this.db.exec("RELEASE spool_effect")
-        toDone.push([o.name, o.claimId])
+        s.commitClaimDone.run(o.name, o.claimId)
         const first = s.processedHash.get(o.msgId) as { content_hash: string } | null
         const isConflict = first !== null && first.content_hash !== o.contentHash
         s.insertDuplicate.run(o.msgId, o.name, o.hash, o.contentHash, isConflict ? 1 : 0, o.claimId, now)
         return isConflict ? "conflict" : "duplicate"
       })
-      if (toDone.length > 0) s.commitClaimsDone.run(JSON.stringify(toDone))
       return verdicts
     })
   }
@@ -433,19 +427,16 @@ function prepare(db: Database) {
     unregisterConsumer: q("DELETE FROM consumers WHERE owner_id = ?"),
     heartbeat: q("UPDATE consumers SET heartbeat_at = ? WHERE owner_id = ?"),
     deleteCommittedClaims: q("DELETE FROM claims WHERE owner_id = ? AND state = 'committed'"),
-    insertClaims: q(
+    forgetClaim: q("DELETE FROM claims WHERE name = ? AND claim_id = ? AND state = 'committed'"),
+    insertClaim: q(
       `INSERT INTO claims (name, claim_id, owner_id, attempts, state, claimed_at)
-       SELECT value ->> 0, value ->> 1, ?1, 1, 'claimed', ?2 FROM json_each(?3) WHERE true
-       ON CONFLICT (name) DO NOTHING RETURNING claim_id`,
+       VALUES (?, ?, ?, 1, 'claimed', ?) ON CONFLICT (name) DO NOTHING`,
     ),
     releaseClaim: q("DELETE FROM claims WHERE name = ? AND claim_id = ? AND owner_id = ?"),
     commitClaim: q(
       "UPDATE claims SET state = 'committed', dest = ?, dest_name = ?, payload_hash = ? WHERE name = ? AND claim_id = ?",
     ),
-    commitClaimsDone: q(
-      `UPDATE claims SET state = 'committed', dest = 'done'
-       WHERE (name, claim_id) IN (SELECT value ->> 0, value ->> 1 FROM json_each(?))`,
-    ),
+    commitClaimDone: q("UPDATE claims SET state = 'committed', dest = 'done' WHERE name = ? AND claim_id = ?"),
     insertProcessed: q(
       "INSERT INTO processed (msg_id, order_no, seq, amount, file, payload_hash, content_hash, claim_id, processed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (msg_id) DO NOTHING",
     ),

@@ -1,0 +1,183 @@
+import { afterEach, describe, expect, it } from "bun:test"
+import fs from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { consume } from "./consumer.ts"
+import { InStatus, IoError, IoThread } from "./io-thread.ts"
+import { Ledger } from "./ledger.ts"
+import { createQueue, type Queue } from "./queue.ts"
+
+const cleanups: (() => void)[] = []
+afterEach(() => {
+  for (const c of cleanups.splice(0).reverse()) c()
+})
+
+function tempQueue(): Queue {
+  const dir = fs.mkdtempSync(join(tmpdir(), "spool-io-"))
+  cleanups.push(() => fs.rmSync(dir, { recursive: true, force: true }))
+  return createQueue(join(dir, "q"))
+}
+
+function ioFor(q: Queue, readAheadBytes = 1 << 20): IoThread {
+  const io = new IoThread({
+    dirs: { inbox: q.inbox, processing: q.processing, done: q.done, error: q.error },
+    durable: true,
+    maxBytes: 100,
+    readAheadBytes,
+  })
+  cleanups.push(() => io.close())
+  return io
+}
+
+const list = (dir: string) => fs.readdirSync(dir).sort()
+
+describe("IoThread.claimIn", () => {
+  it("moves each name into processing/ without replacing anything and reads what it moved", async () => {
+    const q = tempQueue()
+    fs.writeFileSync(join(q.inbox, "a.json"), '{"a":1}')
+    fs.writeFileSync(join(q.inbox, "b.json"), '{"b":2}')
+    fs.writeFileSync(join(q.inbox, "taken.json"), "new")
+    fs.writeFileSync(join(q.processing, "taken.json"), "someone else's")
+    const r = await ioFor(q).claimIn(["a.json", "gone.json", "taken.json", "b.json"], Uint8Array.of(1, 1, 1, 1))
+    expect([...r.status]).toEqual([InStatus.moved, InStatus.missing, InStatus.exists, InStatus.moved])
+    const text = (i: number) =>
+      new TextDecoder().decode(new Uint8Array(r.data, r.spans[2 * i] as number, r.spans[2 * i + 1] as number))
+    expect([text(0), text(3)]).toEqual(['{"a":1}', '{"b":2}'])
+    expect(r.spans[2]).toBe(-1)
+    expect(r.hashes[0]).toBe(new Bun.CryptoHasher("sha256").update('{"a":1}').digest("hex"))
+    expect(list(q.inbox)).toEqual(["taken.json"])
+    expect(fs.readFileSync(join(q.processing, "taken.json"), "utf8")).toBe("someone else's")
+  })
+
+  it("never opens a FIFO, a symlink or a file over the limit, and says why", async () => {
+    const q = tempQueue()
+    Bun.spawnSync(["mkfifo", join(q.inbox, "fifo.json")])
+    fs.writeFileSync(join(q.root, "target"), "secret")
+    fs.symlinkSync(join(q.root, "target"), join(q.inbox, "link.json"))
+    fs.writeFileSync(join(q.inbox, "big.json"), "x".repeat(101))
+    // readdir's word that these are regular files is wrong for two of them: open(2) catches it.
+    const r = await ioFor(q).claimIn(["fifo.json", "link.json", "big.json"], Uint8Array.of(1, 1, 1))
+    expect([...r.status]).toEqual([InStatus.moved, InStatus.moved, InStatus.moved])
+    expect(r.rejects.map(([i, reason]) => [i, reason])).toEqual([
+      [0, "not-regular"],
+      [1, "symlink"],
+      [2, "too-large"],
+    ])
+    expect(fs.readFileSync(join(q.root, "target"), "utf8")).toBe("secret")
+  })
+
+  it("reads ahead only up to its byte budget and leaves the rest for the caller", async () => {
+    const q = tempQueue()
+    for (const n of ["1", "2", "3"]) fs.writeFileSync(join(q.inbox, `${n}.json`), "0123456789")
+    const r = await ioFor(q, 25).claimIn(["1.json", "2.json", "3.json"], Uint8Array.of(1, 1, 1))
+    expect([...r.spans]).toEqual([0, 10, 10, 10, -1, -1])
+    expect(r.hashes[2]).toBe("")
+    expect(r.data.byteLength).toBe(20)
+  })
+
+  it("reports a failure with what it had already done", async () => {
+    const q = tempQueue()
+    fs.writeFileSync(join(q.inbox, "a.json"), "{}")
+    fs.writeFileSync(join(q.inbox, "b.json"), "{}")
+    fs.rmSync(q.processing, { recursive: true })
+    const error = await ioFor(q)
+      .claimIn(["a.json", "b.json"], Uint8Array.of(1, 1))
+      .catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(IoError)
+    expect((error as IoError).code).toBe("io")
+    expect([...((error as IoError).status ?? [])]).toEqual([InStatus.untried, InStatus.untried])
+    expect(list(q.inbox)).toEqual(["a.json", "b.json"])
+  })
+})
+
+describe("IoThread.moveOut", () => {
+  it("moves files to done/ and error/, giving a taken error/ name a ~k suffix it reports", async () => {
+    const q = tempQueue()
+    for (const n of ["a.json", "b.json"]) fs.writeFileSync(join(q.processing, n), n)
+    fs.writeFileSync(join(q.error, "b.json"), "earlier")
+    const r = await ioFor(q).moveOut([
+      ["a.json", "done", "a.json"],
+      ["b.json", "error", "b.json"],
+    ])
+    expect(r.renamed).toEqual([[1, "b~1.json"]])
+    expect(list(q.processing)).toEqual([])
+    expect(list(q.done)).toEqual(["a.json"])
+    expect(list(q.error)).toEqual(["b.json", "b~1.json"])
+    expect(fs.readFileSync(join(q.error, "b~1.json"), "utf8")).toBe("b.json")
+  })
+
+  it("fails when a file it must move has vanished, and idle() still resolves", async () => {
+    const q = tempQueue()
+    const io = ioFor(q)
+    await expect(io.moveOut([["nope.json", "done", "nope.json"]])).rejects.toThrow("vanished")
+    await io.idle()
+  })
+})
+
+describe("consume with the pipeline", () => {
+  /** The same hostile inbox in two queues: every kind of file, duplicates, conflicts, sizes. */
+  function hostileQueue(): Queue {
+    const q = tempQueue()
+    const put = (name: string, body: string) => fs.writeFileSync(join(q.inbox, name), body)
+    for (let i = 0; i < 60; i++) {
+      const id = `m${i % 40}` // 20 redeliveries
+      const amount = i >= 50 ? i : i % 40 // 10 of them conflict
+      put(
+        `f${String(i).padStart(3, "0")}.json`,
+        JSON.stringify({ msg_id: id, order_no: "A", seq: (i % 40) + 1, amount }),
+      )
+    }
+    put("bad-json.json", "{")
+    put("no-amount.json", JSON.stringify({ msg_id: "x", order_no: "A", seq: 1 }))
+    put("big.json", JSON.stringify({ msg_id: "big", order_no: "A", seq: 1, amount: 1, pad: "x".repeat(3000) }))
+    fs.symlinkSync("/etc/hostname", join(q.inbox, "link.json"))
+    fs.mkdirSync(join(q.inbox, "dir.json"))
+    Bun.spawnSync(["mkfifo", join(q.inbox, "fifo.json")])
+    return q
+  }
+
+  /** The outcome of a run: where each file went and what the ledger recorded for it. */
+  function outcome(q: Queue) {
+    const db = Ledger.open(q.ledger, { readonly: true })
+    try {
+      return {
+        processing: list(q.processing),
+        inbox: list(q.inbox),
+        done: list(q.done),
+        error: list(q.error),
+        processed: db.db.query("SELECT msg_id, file, amount FROM processed ORDER BY msg_id").all(),
+        duplicates: db.db.query("SELECT msg_id, file, is_conflict FROM duplicates ORDER BY file").all(),
+        failures: db.db.query("SELECT file, reason FROM failures ORDER BY file").all(),
+        claims: db.db.query("SELECT COUNT(*) AS n FROM claims").get(),
+      }
+    } finally {
+      db.close()
+    }
+  }
+
+  async function run(q: Queue, pipeline: boolean) {
+    const ledger = Ledger.open(q.ledger)
+    try {
+      // Small batches (many in flight) and a read-ahead budget that two ordinary files fill,
+      // so most files are read on the main thread and some by the I/O thread.
+      return await consume({ queue: q, ledger, batchSize: 7, maxBytes: 2000, pipeline, readAheadBytes: 150 })
+    } finally {
+      ledger.close()
+    }
+  }
+
+  it("ends every file and ledger row exactly as the one-thread protocol does", async () => {
+    const one = hostileQueue()
+    const two = hostileQueue()
+    const s1 = await run(one, false)
+    const s2 = await run(two, true)
+    expect(s2).toEqual(s1)
+    expect(outcome(two)).toEqual(outcome(one))
+    const o = outcome(two)
+    expect(o.processing).toEqual([])
+    expect(o.inbox).toEqual([])
+    expect(o.claims).toEqual({ n: 0 })
+    expect(s2).toMatchObject({ claimed: 66, processed: 40, duplicates: 20, conflicts: 10, rejected: 6 })
+    expect(s2.batches).toBe(10)
+  })
+})

@@ -1,0 +1,130 @@
+import { SpoolError, type SpoolErrorCode } from "./errors.ts"
+
+// The consume engine's second thread. Moving a file between queue directories is kernel work
+// that no amount of batching removes (two renames per message, serialised by the kernel on
+// the directories), and reading a message is three more system calls. On one thread they
+// alternate with the ledger work; here a worker does the file work of one batch while the
+// main thread judges and commits the previous one. The worker only moves and reads files:
+// every decision and every ledger write stays on the main thread, in the protocol's order
+// (claim rows before a rename into processing/, commit before a rename out of it).
+
+/** The queue directories the worker moves files between. */
+export type IoDir = "inbox" | "processing" | "done" | "error"
+
+export interface IoConfig {
+  readonly dirs: Readonly<Record<IoDir, string>>
+  /** fsync directories after their renames (the Maildir rule). */
+  readonly durable: boolean
+  readonly maxBytes: number
+  /** At most this many bytes of one batch's files are read ahead; the rest are read by the main thread. */
+  readonly readAheadBytes: number
+}
+
+/** What became of each name a claimIn asked for. */
+export const InStatus = { moved: 0, exists: 1, missing: 2, untried: 3 } as const
+
+/** The result of moving a batch into processing/ and reading it. */
+export interface ClaimInReply {
+  /** One InStatus per name. */
+  readonly status: Uint8Array
+  /** The bytes read, back to back. */
+  readonly data: ArrayBuffer
+  /** Two per name: offset and length in `data`; offset -1 when the file was not read ahead. */
+  readonly spans: Int32Array
+  /** The sha256 (hex) of each file read ahead, "" for the others. */
+  readonly hashes: readonly string[]
+  /** Files judged without their content: [index, reason, detail]. */
+  readonly rejects: readonly (readonly [number, "symlink" | "not-regular" | "too-large", string])[]
+}
+
+/** The result of moving a batch out of processing/: the files that got another name in error/. */
+export interface MoveOutReply {
+  readonly renamed: readonly (readonly [number, string])[]
+}
+
+/** One move out of processing/: the name, the destination and the name wanted there. */
+export type MoveOut = readonly [name: string, dest: "done" | "error", preferred: string]
+
+export type IoRequest =
+  | { readonly op: "init"; readonly id: number; readonly config: IoConfig }
+  | { readonly op: "in"; readonly id: number; readonly names: readonly string[]; readonly regular: Uint8Array }
+  | { readonly op: "out"; readonly id: number; readonly moves: readonly MoveOut[] }
+
+export type IoResponse =
+  | { readonly id: number; readonly ok: true; readonly value: unknown }
+  | {
+      readonly id: number
+      readonly ok: false
+      readonly code: SpoolErrorCode | undefined
+      readonly message: string
+      /** For a failed claimIn: what became of each name before the failure. */
+      readonly status?: Uint8Array | undefined
+    }
+
+/** A failure in the worker, with what the failed claimIn had already done. */
+export class IoError extends SpoolError {
+  constructor(
+    code: SpoolErrorCode,
+    message: string,
+    readonly status: Uint8Array | undefined,
+  ) {
+    super(code, message)
+  }
+}
+
+/**
+ * The main thread's handle on the worker. Requests run one at a time in the order sent, so a
+ * move out of processing/ sent after a claimIn runs after it.
+ */
+export class IoThread {
+  readonly #worker: Worker
+  readonly #waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: unknown) => void }>()
+  #nextId = 0
+  #failed: Error | undefined
+
+  constructor(config: IoConfig) {
+    this.#worker = new Worker(new URL("./io-worker.ts", import.meta.url))
+    this.#worker.onmessage = (event: MessageEvent<IoResponse>) => {
+      const r = event.data
+      const w = this.#waiting.get(r.id)
+      if (w === undefined) return
+      this.#waiting.delete(r.id)
+      if (r.ok) w.resolve(r.value)
+      else w.reject(new IoError(r.code ?? "io", r.message, r.status))
+    }
+    this.#worker.onerror = (event) => {
+      this.#failed = new SpoolError("io", `the consumer's I/O thread failed: ${event.message}`)
+      for (const w of this.#waiting.values()) w.reject(this.#failed)
+      this.#waiting.clear()
+    }
+    void this.#send({ op: "init", id: 0, config }).catch(() => {})
+  }
+
+  /** Renames each name inbox/ -> processing/ (no-replace), fsyncs both, and reads the moved files. */
+  claimIn(names: readonly string[], regular: Uint8Array): Promise<ClaimInReply> {
+    return this.#send({ op: "in", id: 0, names, regular }) as Promise<ClaimInReply>
+  }
+
+  /** Renames each file out of processing/ (no-replace; a taken name in error/ becomes name~k) and fsyncs. */
+  moveOut(moves: readonly MoveOut[]): Promise<MoveOutReply> {
+    return this.#send({ op: "out", id: 0, moves }) as Promise<MoveOutReply>
+  }
+
+  /** Resolves when every request sent so far has finished, whatever its result. */
+  async idle(): Promise<void> {
+    await this.#send({ op: "out", id: 0, moves: [] }).catch(() => {})
+  }
+
+  close(): void {
+    this.#worker.terminate()
+  }
+
+  #send(request: IoRequest): Promise<unknown> {
+    if (this.#failed !== undefined) return Promise.reject(this.#failed)
+    const id = ++this.#nextId
+    return new Promise((resolve, reject) => {
+      this.#waiting.set(id, { resolve, reject })
+      this.#worker.postMessage({ ...request, id })
+    })
+  }
+}

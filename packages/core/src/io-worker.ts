@@ -1,0 +1,120 @@
+// The consume engine's I/O worker (see io-thread.ts): moves files between queue directories
+// and reads them, one request at a time, in the order the main thread sent them.
+import { SpoolError } from "./errors.ts"
+import { fsyncDir, type OpenDir, openDir, readMessageFile, renameNoReplaceAt } from "./files.ts"
+import {
+  type ClaimInReply,
+  InStatus,
+  type IoConfig,
+  type IoDir,
+  type IoRequest,
+  type IoResponse,
+  type MoveOut,
+  type MoveOutReply,
+} from "./io-thread.ts"
+import { alternateName } from "./queue.ts"
+
+declare const self: Worker
+
+let config: IoConfig
+let dirs: Record<IoDir, OpenDir>
+let scratch: Buffer
+/** Read-ahead storage, reused while no reply holds it (a reply transfers it away). */
+let store: Uint8Array<ArrayBuffer> = new Uint8Array(0)
+
+self.onmessage = (event: MessageEvent<IoRequest>) => {
+  const request = event.data
+  let status: Uint8Array | undefined
+  try {
+    let value: unknown
+    if (request.op === "init") {
+      config = request.config
+      const at = (d: IoDir): OpenDir => ({ path: config.dirs[d], fd: openDir(config.dirs[d]) })
+      dirs = { inbox: at("inbox"), processing: at("processing"), done: at("done"), error: at("error") }
+      scratch = Buffer.allocUnsafe(Math.min(config.maxBytes, 64 * 1024 * 1024) + 1)
+    } else if (request.op === "in") {
+      status = new Uint8Array(request.names.length).fill(InStatus.untried)
+      value = claimIn(request.names, request.regular, status)
+    } else value = moveOut(request.moves)
+    const transfer = value !== undefined && request.op === "in" ? [(value as ClaimInReply).data] : []
+    postMessage({ id: request.id, ok: true, value } satisfies IoResponse, transfer)
+  } catch (error) {
+    postMessage({
+      id: request.id,
+      ok: false,
+      code: error instanceof SpoolError ? error.code : undefined,
+      message: error instanceof Error ? error.message : String(error),
+      status,
+    } satisfies IoResponse)
+  }
+}
+
+function claimIn(names: readonly string[], regular: Uint8Array, status: Uint8Array): ClaimInReply {
+  let moved = 0
+  for (const [i, name] of names.entries()) {
+    const r = renameNoReplaceAt(dirs.inbox, name, dirs.processing, name)
+    status[i] = r === "moved" ? InStatus.moved : r === "exists" ? InStatus.exists : InStatus.missing
+    if (r === "moved") moved++
+  }
+  if (moved > 0) sync("inbox", "processing")
+  const spans = new Int32Array(names.length * 2).fill(-1)
+  const rejects: [number, "symlink" | "not-regular" | "too-large", string][] = []
+  const hashes: string[] = new Array(names.length).fill("")
+  let used = 0
+  for (const [i, name] of names.entries()) {
+    if (status[i] !== InStatus.moved) continue
+    const read = readMessageFile(dirs.processing, name, regular[i] === 1, config.maxBytes, scratch)
+    if (!read.ok) {
+      rejects.push([i, read.reason, read.detail])
+      continue
+    }
+    // Past the read-ahead budget the main thread reads the file itself: memory stays bounded
+    // however large the batch's files are.
+    if (used + read.bytes.length > config.readAheadBytes) continue
+    if (used + read.bytes.length > store.length)
+      store = grow(store, used, Math.min(config.readAheadBytes, Math.max(64 * 1024, 2 * (used + read.bytes.length))))
+    store.set(read.bytes, used)
+    hashes[i] = Bun.CryptoHasher.hash("sha256", read.bytes, "hex")
+    spans[2 * i] = used
+    spans[2 * i + 1] = read.bytes.length
+    used += read.bytes.length
+  }
+  const data = store.buffer.slice(0, used) as ArrayBuffer
+  return { status, data, spans, rejects, hashes }
+}
+
+function moveOut(moves: readonly MoveOut[]): MoveOutReply {
+  const renamed: [number, string][] = []
+  let toDone = false
+  let toError = false
+  for (const [i, [name, dest, preferred]] of moves.entries()) {
+    if (dest === "done") toDone = true
+    else toError = true
+    for (let k = 0; ; k++) {
+      const to = k === 0 ? preferred : alternateName(name, k)
+      const r = renameNoReplaceAt(dirs.processing, name, dirs[dest], to)
+      if (r === "exists") continue
+      if (r === "missing")
+        throw new SpoolError("io", `${dirs.processing.path}/${name} vanished before it could be moved to ${dest}/`)
+      if (dest === "error" && to !== preferred) renamed.push([i, to])
+      break
+    }
+  }
+  if (moves.length > 0) {
+    // A directory no file entered has nothing to make durable.
+    if (toDone && toError) sync("processing", "done", "error")
+    else sync("processing", toError ? "error" : "done")
+  }
+  return { renamed }
+}
+
+function sync(...names: IoDir[]): void {
+  if (!config.durable) return
+  for (const d of names) fsyncDir(dirs[d].fd)
+}
+
+function grow(from: Uint8Array, used: number, size: number): Uint8Array<ArrayBuffer> {
+  const to = new Uint8Array(size)
+  to.set(from.subarray(0, used))
+  return to
+}
