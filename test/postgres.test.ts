@@ -321,8 +321,10 @@ describe("schema migrations", () => {
     expect(r.exitCode).toBe(0)
     const after = new Database(join(q.root, "ledger.db"), { readonly: true })
     expect(after.query("PRAGMA user_version").get()).toEqual({ user_version: 3 })
-    // Version 3 dropped the claims index that every claim, commit and forget paid for.
-    expect(after.query("SELECT name FROM sqlite_master WHERE name = 'claims_owner'").all()).toEqual([])
+    // Version 3 dropped two indexes that every message paid for and no query of spool's needs.
+    expect(
+      after.query("SELECT name FROM sqlite_master WHERE name IN ('claims_owner', 'processed_order_seq')").all(),
+    ).toEqual([])
     expect(after.query("SELECT msg_id, amount FROM processed ORDER BY msg_id").all()).toEqual([
       { msg_id: "new", amount: "2.5" },
       { msg_id: "old", amount: "1.10" },

@@ -3,12 +3,12 @@ import fs from "node:fs"
 import orderCheckSql from "../sql/order-check.sql" with { type: "text" }
 import init0001 from "../sql/sqlite/0001-init.sql" with { type: "text" }
 import horizon0002 from "../sql/sqlite/0002-horizon.sql" with { type: "text" }
-import claims0003 from "../sql/sqlite/0003-claims-unindexed.sql" with { type: "text" }
+import indexes0003 from "../sql/sqlite/0003-fewer-indexes.sql" with { type: "text" }
 import { SpoolError } from "./errors.ts"
 import type { Owner } from "./owner.ts"
 
 /** Schema migrations, applied in order; the index + 1 is the schema version. */
-const migrations: readonly string[] = [init0001, horizon0002, claims0003]
+const migrations: readonly string[] = [init0001, horizon0002, indexes0003]
 
 /** The newest schema version this spool writes. */
 export const schemaVersion = migrations.length
@@ -140,8 +140,11 @@ export class Ledger {
     }
     try {
       if (isNew) fs.chmodSync(path, 0o640)
-      db.exec(`PRAGMA busy_timeout = ${Math.max(0, Math.trunc(options.busyTimeoutMs ?? 10_000))}`)
-      db.exec("PRAGMA journal_mode = WAL")
+      const busyTimeoutMs = Math.max(0, Math.trunc(options.busyTimeoutMs ?? 10_000))
+      db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`)
+      // Switching a new database to WAL needs its exclusive lock, and SQLite answers BUSY at
+      // once (no busy handler) while another process opening it at the same moment holds it.
+      untilNotBusy(busyTimeoutMs, () => db.exec("PRAGMA journal_mode = WAL"))
       // FULL: the WAL is fsynced at every commit, so a reported commit survives power loss.
       // NORMAL (the --no-fsync choice) survives a process crash but not a power cut.
       db.exec(`PRAGMA synchronous = ${options.durable === false ? "NORMAL" : "FULL"}`)
@@ -533,6 +536,21 @@ function migrate(db: Database, path: string): void {
       db.exec(`PRAGMA user_version = ${v + 1}`)
     }
   }).immediate()
+}
+
+/** Runs `fn`, again every few milliseconds while SQLite reports the database busy, up to `timeoutMs`. */
+function untilNotBusy(timeoutMs: number, fn: () => void): void {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    try {
+      fn()
+      return
+    } catch (error) {
+      const code = typeof error === "object" && error !== null && "code" in error ? String(error.code) : ""
+      if (!code.startsWith("SQLITE_BUSY") || Date.now() >= deadline) throw error
+      Bun.sleepSync(5)
+    }
+  }
 }
 
 function describe(error: unknown): string {
