@@ -95,6 +95,9 @@ describe("canonicalJson", () => {
   it("sorts keys by code unit at every level, flat or nested, whatever order they came in", () => {
     const flat = JSON.parse('{"b":1,"a":"x","10":null,"2":true,"1":1.5,"__proto__":0,"é":"e"}')
     expect(canonicalJson(flat)).toBe('{"1":1.5,"10":null,"2":true,"__proto__":0,"a":"x","b":1,"é":"e"}')
+    const plain = JSON.parse('{"b":1,"__proto__":{},"a":"x"}')
+    expect(canonicalJson(plain)).toBe('{"__proto__":{},"a":"x","b":1}')
+    expect(canonicalJson(JSON.parse('{"b":1,"__proto__":2,"a":"x"}'))).toBe('{"__proto__":2,"a":"x","b":1}')
     const nested = JSON.parse('{"z":{"b":1,"a":[{"d":1,"c":2}]},"y":[],"x":{}}')
     expect(canonicalJson(nested)).toBe('{"x":{},"y":[],"z":{"a":[{"c":2,"d":1}],"b":1}}')
   })

@@ -1,11 +1,16 @@
 import { type } from "arktype"
 
-const finiteNumber = type("number").narrow((n, ctx) => Number.isFinite(n) || ctx.mustBe("a finite number"))
+// Constraints are ranges and a pattern, never narrow() predicates: arktype compiles those into
+// one check of about 0.1 us, while a predicate makes it build a traversal context for every
+// message (measured 1.3 us, the largest part of validation on the consume hot path).
+
+// JSON has no NaN, but `1e999` parses to Infinity.
+const finiteNumber = type("number").atLeast(-Number.MAX_VALUE).atMost(Number.MAX_VALUE).describe("a finite number")
 
 // Ids are a TEXT primary key stored as UTF-8 and lines of dup.txt: a lone surrogate would be
 // stored as U+FFFD (two different ids would collide) and a line break would split a line.
-const id = type("string > 0").narrow(
-  (s, ctx) => !/[\p{Cc}\p{Cs}]/u.test(s) || ctx.mustBe("well-formed Unicode without control characters"),
+const id = type("string > 0").and(
+  type(/^[^\p{Cc}\p{Cs}]*$/u).describe("well-formed Unicode without control characters"),
 )
 
 /** The fields every spool message must carry; other fields are kept but not interpreted. */
@@ -213,9 +218,17 @@ function endOfValue(s: string, i: number): number {
  * Iterative, so hostile nesting depth cannot overflow the stack.
  */
 export function canonicalJson(value: unknown): string {
-  // The usual message, an object of plain values: JSON.stringify with the sorted keys as its
-  // allow-list writes exactly what the general walk below would, several times faster.
-  if (isFlatObject(value)) return JSON.stringify(value, Object.keys(value).sort())
+  // The usual message, an object of plain values: one JSON.stringify writes exactly what the
+  // general walk below would, several times faster. Of an object built in sorted key order,
+  // unless a key is integer-like: every object lists those first, in numeric order, so then
+  // the sorted keys go in as JSON.stringify's allow-list, which keeps its order.
+  if (isFlatObject(value)) {
+    const keys = Object.keys(value).sort()
+    if (keys.some(startsWithDigit)) return JSON.stringify(value, keys)
+    const sorted: Record<string, unknown> = Object.create(null)
+    for (const k of keys) sorted[k] = value[k]
+    return JSON.stringify(sorted)
+  }
   let out = ""
   // Work items: a value still to write, or literal punctuation already decided.
   const stack: ({ readonly value: unknown } | { readonly text: string })[] = [{ value }]
@@ -249,6 +262,8 @@ export function canonicalJson(value: unknown): string {
   }
   return out
 }
+
+const startsWithDigit = (k: string): boolean => k.charCodeAt(0) >= 0x30 && k.charCodeAt(0) <= 0x39
 
 function isFlatObject(v: unknown): v is Record<string, unknown> {
   if (typeof v !== "object" || v === null || Array.isArray(v)) return false
