@@ -11,7 +11,7 @@ import {
   renameNoReplace,
   renameNoReplaceAt,
 } from "./files.ts"
-import { type ClaimInReply, InStatus, IoError, IoThread, type MoveOut, type MoveOutReply } from "./io-thread.ts"
+import { type ClaimInReply, hashAt, InStatus, IoError, IoThread, type MoveOut, type MoveOutReply } from "./io-thread.ts"
 import type { Claim, ClaimRow, Effect, Outcome, Verdict } from "./ledger.ts"
 import type { LedgerPort } from "./ledger-port.ts"
 import type { PostgresEffect } from "./ledger-postgres.ts"
@@ -359,7 +359,7 @@ class Engine<T extends Message> {
         const offset = r.spans[2 * i] as number
         if (offset >= 0) {
           item.read = { ok: true, bytes: new Uint8Array(r.data, offset, r.spans[2 * i + 1]) }
-          item.hash = r.hashes[i]
+          item.hash = hashAt(r, i)
         }
         continue
       }

@@ -31,10 +31,15 @@ export interface ClaimInReply {
   readonly data: ArrayBuffer
   /** Two per name: offset and length in `data`; offset -1 when the file was not read ahead. */
   readonly spans: Int32Array
-  /** The sha256 (hex) of each file read ahead, "" for the others. */
-  readonly hashes: readonly string[]
+  /** The sha256 (hex) of each file read ahead, 64 characters each, back to back (see hashAt). */
+  readonly hashes: string
   /** Files judged without their content: [index, reason, detail]. */
   readonly rejects: readonly (readonly [number, "symlink" | "not-regular" | "too-large", string])[]
+}
+
+/** The sha256 (hex) of the i-th file of a claimIn, if it was read ahead. */
+export function hashAt(reply: ClaimInReply, i: number): string | undefined {
+  return (reply.spans[2 * i] as number) < 0 ? undefined : reply.hashes.slice(64 * i, 64 * i + 64)
 }
 
 /** The result of moving a batch out of processing/: the files that got another name in error/. */
@@ -45,10 +50,13 @@ export interface MoveOutReply {
 /** One move out of processing/: the name, the destination and the name wanted there. */
 export type MoveOut = readonly [name: string, dest: "done" | "error", preferred: string]
 
+// Lists cross the thread boundary as one string joined by NUL (a character no file name can
+// hold): cloning one string costs a fraction of cloning a thousand.
 export type IoRequest =
   | { readonly op: "init"; readonly id: number; readonly config: IoConfig }
-  | { readonly op: "in"; readonly id: number; readonly names: readonly string[]; readonly regular: Uint8Array }
-  | { readonly op: "out"; readonly id: number; readonly moves: readonly MoveOut[] }
+  | { readonly op: "in"; readonly id: number; readonly names: string; readonly regular: Uint8Array }
+  /** name, "done" or "error", preferred name; three fields per move. */
+  | { readonly op: "out"; readonly id: number; readonly moves: string }
 
 export type IoResponse =
   | { readonly id: number; readonly ok: true; readonly value: unknown }
@@ -102,17 +110,17 @@ export class IoThread {
 
   /** Renames each name inbox/ -> processing/ (no-replace), fsyncs both, and reads the moved files. */
   claimIn(names: readonly string[], regular: Uint8Array): Promise<ClaimInReply> {
-    return this.#send({ op: "in", id: 0, names, regular }) as Promise<ClaimInReply>
+    return this.#send({ op: "in", id: 0, names: names.join("\0"), regular }) as Promise<ClaimInReply>
   }
 
   /** Renames each file out of processing/ (no-replace; a taken name in error/ becomes name~k) and fsyncs. */
   moveOut(moves: readonly MoveOut[]): Promise<MoveOutReply> {
-    return this.#send({ op: "out", id: 0, moves }) as Promise<MoveOutReply>
+    return this.#send({ op: "out", id: 0, moves: moves.map((m) => m.join("\0")).join("\0") }) as Promise<MoveOutReply>
   }
 
   /** Resolves when every request sent so far has finished, whatever its result. */
   async idle(): Promise<void> {
-    await this.#send({ op: "out", id: 0, moves: [] }).catch(() => {})
+    await this.#send({ op: "out", id: 0, moves: "" }).catch(() => {})
   }
 
   close(): void {

@@ -33,9 +33,10 @@ self.onmessage = (event: MessageEvent<IoRequest>) => {
       dirs = { inbox: at("inbox"), processing: at("processing"), done: at("done"), error: at("error") }
       scratch = Buffer.allocUnsafe(Math.min(config.maxBytes, 64 * 1024 * 1024) + 1)
     } else if (request.op === "in") {
-      status = new Uint8Array(request.names.length).fill(InStatus.untried)
-      value = claimIn(request.names, request.regular, status)
-    } else value = moveOut(request.moves)
+      const names = request.names.split("\0")
+      status = new Uint8Array(names.length).fill(InStatus.untried)
+      value = claimIn(names, request.regular, status)
+    } else value = moveOut(splitMoves(request.moves))
     const transfer = value !== undefined && request.op === "in" ? [(value as ClaimInReply).data] : []
     postMessage({ id: request.id, ok: true, value } satisfies IoResponse, transfer)
   } catch (error) {
@@ -59,7 +60,7 @@ function claimIn(names: readonly string[], regular: Uint8Array, status: Uint8Arr
   if (moved > 0) sync("inbox", "processing")
   const spans = new Int32Array(names.length * 2).fill(-1)
   const rejects: [number, "symlink" | "not-regular" | "too-large", string][] = []
-  const hashes: string[] = new Array(names.length).fill("")
+  const hashes: string[] = new Array(names.length).fill(unread)
   let used = 0
   for (const [i, name] of names.entries()) {
     if (status[i] !== InStatus.moved) continue
@@ -80,7 +81,7 @@ function claimIn(names: readonly string[], regular: Uint8Array, status: Uint8Arr
     used += read.bytes.length
   }
   const data = store.buffer.slice(0, used) as ArrayBuffer
-  return { status, data, spans, rejects, hashes }
+  return { status, data, spans, rejects, hashes: hashes.join("") }
 }
 
 function moveOut(moves: readonly MoveOut[]): MoveOutReply {
@@ -106,6 +107,17 @@ function moveOut(moves: readonly MoveOut[]): MoveOutReply {
     else sync("processing", toError ? "error" : "done")
   }
   return { renamed }
+}
+
+const unread = " ".repeat(64)
+
+function splitMoves(joined: string): MoveOut[] {
+  if (joined === "") return []
+  const f = joined.split("\0")
+  const moves: MoveOut[] = []
+  for (let i = 0; i + 2 < f.length; i += 3)
+    moves.push([f[i] as string, f[i + 1] === "error" ? "error" : "done", f[i + 2] as string])
+  return moves
 }
 
 function sync(...names: IoDir[]): void {
