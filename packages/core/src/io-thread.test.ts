@@ -78,6 +78,15 @@ describe("IoThread.claimIn", () => {
     expect(r.data.byteLength).toBe(20)
   })
 
+  it("reads only the first readCount of the files it moved, so the caller can share the reading", async () => {
+    const q = tempQueue()
+    for (const n of ["1", "2", "3"]) fs.writeFileSync(join(q.inbox, `${n}.json`), "0123456789")
+    const r = await ioFor(q).claimIn(["1.json", "gone.json", "2.json", "3.json"], Uint8Array.of(1, 1, 1, 1), 2)
+    expect([...r.status]).toEqual([InStatus.moved, InStatus.missing, InStatus.moved, InStatus.moved])
+    expect([...r.spans]).toEqual([0, 10, -1, -1, 10, 10, -1, -1])
+    expect(list(q.processing)).toEqual(["1.json", "2.json", "3.json"])
+  })
+
   it("reports a failure with what it had already done", async () => {
     const q = tempQueue()
     fs.writeFileSync(join(q.inbox, "a.json"), "{}")

@@ -54,7 +54,13 @@ export type MoveOut = readonly [name: string, dest: "done" | "error", preferred:
 // hold): cloning one string costs a fraction of cloning a thousand.
 export type IoRequest =
   | { readonly op: "init"; readonly id: number; readonly config: IoConfig }
-  | { readonly op: "in"; readonly id: number; readonly names: string; readonly regular: Uint8Array }
+  | {
+      readonly op: "in"
+      readonly id: number
+      readonly names: string
+      readonly regular: Uint8Array
+      readonly readCount: number
+    }
   /** name, "done" or "error", preferred name; three fields per move. */
   | { readonly op: "out"; readonly id: number; readonly moves: string }
 
@@ -108,9 +114,12 @@ export class IoThread {
     void this.#send({ op: "init", id: 0, config }).catch(() => {})
   }
 
-  /** Renames each name inbox/ -> processing/ (no-replace), fsyncs both, and reads the moved files. */
-  claimIn(names: readonly string[], regular: Uint8Array): Promise<ClaimInReply> {
-    return this.#send({ op: "in", id: 0, names: names.join("\0"), regular }) as Promise<ClaimInReply>
+  /**
+   * Renames each name inbox/ -> processing/ (no-replace), fsyncs both, and reads the first
+   * `readCount` of the moved files (within the read-ahead budget); the caller reads the rest.
+   */
+  claimIn(names: readonly string[], regular: Uint8Array, readCount = names.length): Promise<ClaimInReply> {
+    return this.#send({ op: "in", id: 0, names: names.join("\0"), regular, readCount }) as Promise<ClaimInReply>
   }
 
   /** Renames each file out of processing/ (no-replace; a taken name in error/ becomes name~k) and fsyncs. */

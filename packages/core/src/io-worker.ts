@@ -35,7 +35,7 @@ self.onmessage = (event: MessageEvent<IoRequest>) => {
     } else if (request.op === "in") {
       const names = request.names.split("\0")
       status = new Uint8Array(names.length).fill(InStatus.untried)
-      value = claimIn(names, request.regular, status)
+      value = claimIn(names, request.regular, request.readCount, status)
     } else value = moveOut(splitMoves(request.moves))
     const transfer = value !== undefined && request.op === "in" ? [(value as ClaimInReply).data] : []
     postMessage({ id: request.id, ok: true, value } satisfies IoResponse, transfer)
@@ -50,7 +50,7 @@ self.onmessage = (event: MessageEvent<IoRequest>) => {
   }
 }
 
-function claimIn(names: readonly string[], regular: Uint8Array, status: Uint8Array): ClaimInReply {
+function claimIn(names: readonly string[], regular: Uint8Array, readCount: number, status: Uint8Array): ClaimInReply {
   let moved = 0
   for (const [i, name] of names.entries()) {
     const r = renameNoReplaceAt(dirs.inbox, name, dirs.processing, name)
@@ -62,8 +62,10 @@ function claimIn(names: readonly string[], regular: Uint8Array, status: Uint8Arr
   const rejects: [number, "symlink" | "not-regular" | "too-large", string][] = []
   const hashes: string[] = new Array(names.length).fill(unread)
   let used = 0
+  let reads = 0
   for (const [i, name] of names.entries()) {
     if (status[i] !== InStatus.moved) continue
+    if (reads++ >= readCount) break
     const read = readMessageFile(dirs.processing, name, regular[i] === 1, config.maxBytes, scratch)
     if (!read.ok) {
       rejects.push([i, read.reason, read.detail])
