@@ -37,9 +37,10 @@ if (v.help) {
       "  --million       queue size 1000000",
       "  --runs R        runs per contender; the table shows medians (default 3)",
       "  --consumers K   also run K consume processes at once on one root (scaling)",
-      "  --only LIST     comma-separated subset of consume,floor,baseline,watch,consume-pg (default all but",
-      "                  consume-pg; consume-pg runs consume against a fresh PostgreSQL database on",
-      "                  $SPOOL_TEST_PG_URL, default the local server, to compare the two backends)",
+      "  --only LIST     comma-separated subset of consume,consume-1t,floor,baseline,watch,consume-pg",
+      "                  (default all but consume-pg). consume-1t is consume --one-thread (what the",
+      "                  second thread gains); consume-pg runs consume against a fresh PostgreSQL",
+      "                  database on $SPOOL_TEST_PG_URL, default the local server (the two backends)",
       "  --watch-seconds S  how long to feed consume --watch at 1000 messages/s (default 10)",
       "  --keep          keep the generated data (path printed)",
       "",
@@ -52,7 +53,7 @@ const N = v.million ? 1_000_000 : Number(v.messages ?? 100_000)
 const runs = Number(v.runs ?? 3)
 const consumers = Number(v.consumers ?? 1)
 const watchSeconds = Number(v["watch-seconds"] ?? 10)
-const only = new Set((v.only ?? "consume,floor,baseline,watch").split(","))
+const only = new Set((v.only ?? "consume,consume-1t,floor,baseline,watch").split(","))
 if (!Number.isInteger(N) || N < 1 || !Number.isInteger(runs) || runs < 1 || !Number.isInteger(consumers))
   throw new Error("--messages, --runs and --consumers take positive integers")
 
@@ -270,7 +271,8 @@ async function runOne(
     // consume-pg: the same command against a fresh PostgreSQL database (the backend comparison),
     // dropped even when the run fails.
     await using pg = contender === "consume-pg" ? await tempDatabase() : undefined
-    const ledgerArgs = pg ? ["--ledger", pg.url] : []
+    // consume-1t: the same command with --one-thread, to show what the second thread gains.
+    const extraArgs = pg ? ["--ledger", pg.url] : contender === "consume-1t" ? ["--one-thread"] : []
     const stats = Array.from({ length: processes }, (_, i) => join(base, `${label}.stats-${i}.json`))
     const t = await timed(
       stats.map((s) => [
@@ -278,7 +280,7 @@ async function runOne(
         "packages/consumer/bin/consume.ts",
         "--root",
         root,
-        ...ledgerArgs,
+        ...extraArgs,
         "--quiet",
         "--stats-json",
         s,
@@ -423,7 +425,7 @@ const results: Measured[] = []
 let watchResult: Awaited<ReturnType<typeof measureWatch>> | undefined
 try {
   for (let r = 1; r <= runs; r++) {
-    for (const c of ["consume", "floor", "baseline", "consume-pg"] as const)
+    for (const c of ["consume", "consume-1t", "floor", "baseline", "consume-pg"] as const)
       if (only.has(c)) results.push(await runOne(c, r, base, master, expected))
     if (consumers > 1) results.push(await runOne(`consume-x${consumers}`, r, base, master, expected, consumers))
   }
@@ -457,6 +459,7 @@ const rate = (c: string) => summary[c]?.messagesPerSecond ?? Number.NaN
 const ratios = {
   consumeOverFloor: rate("consume") / rate("floor"),
   consumeOverBaseline: rate("consume") / rate("baseline"),
+  consumeOverOneThread: rate("consume") / rate("consume-1t"),
   ...(consumers > 1 && { [`consumeX${consumers}OverConsume`]: rate(`consume-x${consumers}`) / rate("consume") }),
 }
 
@@ -482,7 +485,7 @@ const lines = [
     return `| ${c} | ${cell(s.messagesPerSecond, 0)} | ${cell(s.seconds, 2)} | ${cell(s.batchP50Ms)} | ${cell(s.batchP99Ms)} | ${cell(s.peakRssMb)} |`
   }),
   "",
-  `consume / floor = ${times(ratios.consumeOverFloor, 2)}, consume / baseline = ${times(ratios.consumeOverBaseline, 1)}` +
+  `consume / floor = ${times(ratios.consumeOverFloor, 2)}, consume / baseline = ${times(ratios.consumeOverBaseline, 1)}, consume / consume-1t = ${times(ratios.consumeOverOneThread, 2)}` +
     (consumers > 1
       ? `, ${consumers} consumers / 1 consumer = ${times(rate(`consume-x${consumers}`) / rate("consume"), 2)}`
       : ""),

@@ -190,6 +190,21 @@ describe("consume --concurrency", () => {
     expect(read(join(q.root, "error.csv")).split("\n").filter(Boolean)).toHaveLength(3)
   })
 
+  it("drains the sample with --one-thread, batch after batch, to the same end state as with its I/O thread", async () => {
+    await using one = await tempQueue({ seed: "fixtures" })
+    await using two = await tempQueue({ seed: "fixtures" })
+    const a = await spool("consume", ["--root", one.root, "--one-thread", "--batch-size", "3"])
+    const b = await spool("consume", ["--root", two.root, "--batch-size", "3"])
+    expect([a.exitCode, b.exitCode]).toEqual([0, 0])
+    for (const d of ["inbox", "processing", "done", "error"])
+      expect(list(join(one.root, d))).toEqual(list(join(two.root, d)))
+    expect(list(join(one.root, "done"))).toHaveLength(18)
+    for (const f of ["dup.txt", "error.csv"]) expect(read(join(one.root, f))).toBe(read(join(two.root, f)))
+    const rows = (root: string) => ledgerCount(root, "SELECT count(*) AS n FROM processed")
+    expect(rows(one.root)).toBe(15)
+    expect(rows(two.root)).toBe(15)
+  })
+
   it("exits with the worst worker's code: 3 when the ledger stays locked", async () => {
     await using q = await tempQueue({ seed: { "a.json": message("a") } })
     expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)

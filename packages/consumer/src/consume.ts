@@ -44,6 +44,7 @@ const spec = {
     "min-age": { type: "string" },
     "busy-timeout": { type: "string" },
     "no-fsync": { type: "boolean" },
+    "one-thread": { type: "boolean" },
     quiet: { type: "boolean", short: "q" },
     verbose: { type: "boolean", short: "v" },
     "log-format": { type: "string" },
@@ -63,6 +64,7 @@ const spec = {
     "--min-age DURATION    skip files modified more recently than this, e.g. 2s (default 0)",
     "--busy-timeout DUR    wait this long for another process's ledger lock (default 10s)",
     "--no-fsync            skip fsyncs: survives a process crash, not a power loss (see README)",
+    "--one-thread          do the renames and reads on the main thread too, instead of on a second\n                        thread that overlaps them with the ledger work (for a one-core machine)",
     "-w, --watch           keep running and consume new files as they arrive, until SIGINT/SIGTERM",
     "--rescan DURATION     with --watch: look at inbox/ at least this often even without events (default 5s)",
     "--batch-window DUR    with --watch: after a new file, wait this long to take the burst in one drain (default 50ms)",
@@ -97,6 +99,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       ...(v["max-attempts"] && { maxAttempts: parseInteger(v["max-attempts"], "--max-attempts", 1) }),
       ...(v["max-bytes"] && { maxBytes: parseBytes(v["max-bytes"], "--max-bytes") }),
       ...(v["min-age"] && { minAgeMs: parseDuration(v["min-age"], "--min-age") }),
+      ...(v["one-thread"] && { pipeline: false }),
     }
     const progress: Progress =
       !isWatching && concurrency === 1 && !v["no-progress"] && format === "text" && process.stderr.isTTY
