@@ -48,7 +48,7 @@ export interface ConsumeOptions<T extends Message = Message> {
   readonly readAheadBytes?: number
   /** How long another host's consumer may be silent before its claims count as abandoned. */
   readonly leaseMs?: number
-  /** Stop claiming when aborted; the batch in hand is finished. */
+  /** Stop claiming when aborted; the batches in hand are finished. */
   readonly signal?: AbortSignal
   readonly log?: Log
   /** Called after every committed batch, for progress displays. */
