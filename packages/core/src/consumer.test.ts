@@ -156,6 +156,10 @@ describe("recovery of a dead consumer's claims", () => {
       out += new TextDecoder().decode(value)
     }
     const pid = Number(out.trim())
+    // Kill the child only once sh has become `sleep`: sh itself might still reap it.
+    const comm = () => fs.readFileSync(`/proc/${parent.pid}/comm`, "utf8").trim()
+    for (let i = 0; i < 500 && comm() !== "sleep"; i++) await Bun.sleep(10)
+    expect(comm()).toBe("sleep")
     leaveClaims(t, ownerOf(pid), { claimed: ["a.json"] })
     process.kill(pid, "SIGKILL")
     const state = () => fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.[0]
