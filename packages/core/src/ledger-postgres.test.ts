@@ -129,6 +129,30 @@ pg("PostgresLedger", () => {
     expect(await l.failureReason("b.json")).toBe("handler")
   })
 
+  it("forgets at the next claim only the committed claims it is given, of this owner", async () => {
+    await using db = await tempDatabase()
+    const l = await PostgresLedger.open(db.url, "root-a")
+    open.push(l)
+    const [o, other] = [currentOwner(), { ...currentOwner(), ownerId: "other" }]
+    await l.registerConsumer(o, now())
+    await l.registerConsumer(other, now())
+    const [a, b, c] = await l.claim(o.ownerId, ["a.json", "b.json", "c.json"], now())
+    const [d] = await l.claim(other.ownerId, ["d.json"], now())
+    if (!a || !b || !c || !d) throw new Error("no claim")
+    await l.commit([accepted("a.json", a.claimId, "m-a"), accepted("b.json", b.claimId, "m-b")], now())
+    await l.commit([accepted("d.json", d.claimId, "m-d")], now())
+    // b's move may still be in flight, c is not committed, d is another owner's: only a goes.
+    const again = await l.claim(o.ownerId, ["a.json", "b.json"], now(), [a, c, d])
+    expect(again.map((x) => x.name)).toEqual(["a.json"])
+    const rows = await l.sql`SELECT name, state, owner_id FROM claims ORDER BY name`
+    expect(rows.map((r: { name: string; state: string }) => [r.name, r.state])).toEqual([
+      ["a.json", "claimed"],
+      ["b.json", "committed"],
+      ["c.json", "claimed"],
+      ["d.json", "committed"],
+    ])
+  })
+
   it("runs order-check.sql unchanged and finds gaps and duplicated seqs", async () => {
     await using db = await tempDatabase()
     const l = await PostgresLedger.open(db.url, "root-a")

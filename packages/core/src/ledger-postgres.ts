@@ -125,12 +125,18 @@ export class PostgresLedger {
   /** Claims those of `names` nobody holds in this root, and forgets `forget` (committed claims whose files have left). */
   async claim(ownerId: string, names: readonly string[], now: string, forget: readonly Claim[] = []): Promise<Claim[]> {
     const rows = names.map((name) => ({ name, claim_id: `${ownerId}.${(this.#claimCounter++).toString(36)}` }))
-    const gone = forget.map((c) => ({ name: c.name, claim_id: c.claimId }))
+    const gone = forget.map((c) => c.name)
     return this.transaction(async (tx) => {
-      if (gone.length > 0)
+      // Found through the primary key, one probe per name. A join with the list let the planner
+      // bitmap-scan the (owner_id, state) index instead, whose dead entries from every earlier
+      // forget (a bitmap scan never marks them dead) made each batch slower than the last:
+      // 150 ms a batch after 50k messages. A name's claim row is unique while it exists, so the
+      // name, this owner and the committed state identify the very claim that was moved.
+      if (forget.length > 0)
         await tx`
-          DELETE FROM claims c USING jsonb_to_recordset(${gone}::jsonb) AS t(name text, claim_id text)
-          WHERE c.root_id = ${this.rootId} AND c.name = t.name AND c.claim_id = t.claim_id AND c.state = 'committed'`
+          DELETE FROM claims c
+          WHERE c.root_id = ${this.rootId} AND c.name = ANY (ARRAY(SELECT jsonb_array_elements_text(${gone}::jsonb)))
+            AND c.owner_id = ${ownerId} AND c.state = 'committed'`
       await tx`UPDATE consumers SET heartbeat_at = ${now} WHERE owner_id = ${ownerId}`
       const claimed = await tx`
         INSERT INTO claims (root_id, name, claim_id, owner_id, attempts, state, claimed_at)
