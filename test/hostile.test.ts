@@ -458,6 +458,7 @@ describe("a producer still writing", () => {
       const first = await consumeBounded(q.root, ["--min-age", "10m"])
       expect(first.exitCode).toBe(0)
       expect(queueListing(q.root)).toMatchObject({ inbox: ["fresh.json"], processing: [], done: ["old.json"] })
+      expect(first.stderr).toContain("deferred=1")
       // Once it has aged, the same command takes it.
       fs.utimesSync(join(q.root, "inbox", "fresh.json"), hourAgo, hourAgo)
       const second = await consumeBounded(q.root, ["--min-age", "10m"])

@@ -11,7 +11,7 @@ import {
   runCommand,
   SpoolError,
   scanDir,
-} from "@spool/core"
+} from "@spool/core/engine"
 
 const spec = {
   name: "compact",

@@ -21,7 +21,7 @@ import {
   SpoolError,
   scanDir,
   writeReports,
-} from "@spool/core"
+} from "@spool/core/engine"
 import { createProgress, noProgress, type Progress } from "./progress.ts"
 import { watch } from "./watch.ts"
 import { runWorkers } from "./workers.ts"
@@ -188,6 +188,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         rejected: summary.rejected,
         ...(reasons && { reasons }),
         recovered: summary.recovered,
+        ...(summary.deferred > 0 && { deferred: summary.deferred }),
         seconds: Number(seconds),
         ...(stop.signal.aborted && { stopped: "by signal" }),
       })

@@ -11,7 +11,7 @@ import {
   resolveRoot,
   runCommand,
   SpoolError,
-} from "@spool/core"
+} from "@spool/core/engine"
 
 const spec = {
   name: "enqueue",

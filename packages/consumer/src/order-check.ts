@@ -10,7 +10,7 @@ import {
   resolveRoot,
   runCommand,
   writeFileAtomic,
-} from "@spool/core"
+} from "@spool/core/engine"
 import orderCheckSql from "@spool/core/sql/order-check.sql" with { type: "text" }
 
 const spec = {

@@ -1,6 +1,14 @@
 import fs from "node:fs"
 import { fileURLToPath } from "node:url"
-import { type CommandSpec, createQueue, ExitCode, resolveRoot, runCommand, SpoolError, seedFrom } from "@spool/core"
+import {
+  type CommandSpec,
+  createQueue,
+  ExitCode,
+  resolveRoot,
+  runCommand,
+  SpoolError,
+  seedFrom,
+} from "@spool/core/engine"
 
 /** The sample queue shipped with spool. */
 export const bundledFixtures = fileURLToPath(new URL("../../../fixtures", import.meta.url))

@@ -18,7 +18,7 @@ import {
   runCommand,
   SpoolError,
   type StatsPeriod,
-} from "@spool/core"
+} from "@spool/core/engine"
 
 const spec = {
   name: "stats",

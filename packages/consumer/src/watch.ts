@@ -9,7 +9,7 @@ import {
   type Log,
   type Queue,
   writeReports,
-} from "@spool/core"
+} from "@spool/core/engine"
 
 /** Settings of a long-running consumer. */
 export interface WatchOptions extends Omit<ConsumeOptions, "signal" | "log" | "queue" | "ledger"> {
@@ -45,6 +45,9 @@ export async function watch(o: WatchOptions): Promise<ConsumeSummary> {
   const wake = new Wakeup()
   const onAbort = () => wake.fire("abort")
   o.signal.addEventListener("abort", onAbort, { once: true })
+  // consume imports the validator (arktype, about 0.2 s) when it first judges a message; a
+  // long-running consumer pays that now, not on the first file that arrives.
+  await import("@spool/core")
   const watcher = o.useEvents === false ? undefined : watchInbox(o.queue.inbox, o.log, () => wake.fire("event"))
   o.log.info("watching", {
     root: o.queue.root,
@@ -75,8 +78,9 @@ export async function watch(o: WatchOptions): Promise<ConsumeSummary> {
         isReportDue = false
         lastReportAt = performance.now()
       }
-      // A file skipped as too young (--min-age) sends no second event: look again once it is old enough.
-      const timeoutMs = minAgeMs > 0 && woke === "event" ? Math.min(o.rescanMs, minAgeMs + o.batchWindowMs) : o.rescanMs
+      // A file left as too young (--min-age) sends no second event: look again once it is old
+      // enough, whether its event woke this drain or came before it.
+      const timeoutMs = drain.deferred > 0 ? Math.min(o.rescanMs, minAgeMs + o.batchWindowMs) : o.rescanMs
       woke = await wake.wait(timeoutMs)
       if (woke === "event") await wake.sleep(o.batchWindowMs, o.signal)
     }

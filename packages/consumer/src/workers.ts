@@ -1,5 +1,5 @@
 import { fileURLToPath } from "node:url"
-import { ExitCode, type Log } from "@spool/core"
+import { ExitCode, type Log } from "@spool/core/engine"
 
 const consumeBin = fileURLToPath(new URL("../bin/consume.ts", import.meta.url))
 

@@ -16,7 +16,7 @@ import type { Claim, ClaimRow, Effect, Outcome, Verdict } from "./ledger.ts"
 import type { LedgerPort } from "./ledger-port.ts"
 import type { PostgresEffect } from "./ledger-postgres.ts"
 import { type Log, silentLog } from "./log.ts"
-import { canonicalJson, decodeMessage, Message, type MessageType, type RejectReason } from "./message.ts"
+import type { Message, MessageType, RejectReason } from "./message.ts"
 import { currentOwner, type Owner, ownerLiveness } from "./owner.ts"
 import { alternateName, isMessageName, type Queue, scanDir } from "./queue.ts"
 
@@ -65,6 +65,8 @@ export interface ConsumeSummary {
   rejectedBy: Partial<Record<RejectReason, number>>
   recovered: number
   batches: number
+  /** Files the last pass over inbox/ left there because they were younger than minAgeMs. */
+  deferred: number
 }
 
 /** A summary of a run that did nothing yet (to add drains to, as watch mode does). */
@@ -78,6 +80,7 @@ export function emptySummary(): ConsumeSummary {
     rejectedBy: {},
     recovered: 0,
     batches: 0,
+    deferred: 0,
   }
 }
 
@@ -147,7 +150,9 @@ class Engine<T extends Message> {
   readonly #ledger: LedgerPort
   readonly #log: Log
   readonly #owner: Owner = currentOwner()
-  readonly #type: MessageType<T>
+  /** The validator and its module, imported when the first message is judged (see #validator). */
+  #type: MessageType<T> | undefined
+  #message: typeof import("./message.ts") | undefined
   readonly #batchSize: number
   readonly #maxAttempts: number
   readonly #maxBytes: number
@@ -181,7 +186,7 @@ class Engine<T extends Message> {
     this.#q = o.queue
     this.#ledger = o.ledger
     this.#log = o.log ?? silentLog
-    this.#type = o.type ?? (Message as unknown as MessageType<T>)
+    this.#type = o.type
     this.#batchSize = Math.max(1, o.batchSize ?? defaults.batchSize)
     this.#maxAttempts = Math.max(1, o.maxAttempts ?? defaults.maxAttempts)
     this.#maxBytes = o.maxBytes ?? defaults.maxBytes
@@ -277,6 +282,7 @@ class Engine<T extends Message> {
     const regular = new Set<string>()
     const cutoff = Date.now() - this.#minAgeMs
     let hasUndecodable = false
+    let deferred = 0
     for (const e of scanDir(this.#q.inbox, 1024)) {
       if (!isMessageName(e.name)) continue
       // A name that is not valid UTF-8 arrives with U+FFFD in place of its bad bytes, a name
@@ -285,7 +291,10 @@ class Engine<T extends Message> {
         hasUndecodable = true
         continue
       }
-      if (this.#minAgeMs > 0 && !this.#isOldEnough(e.name, cutoff)) continue
+      if (this.#minAgeMs > 0 && !this.#isOldEnough(e.name, cutoff)) {
+        deferred++
+        continue
+      }
       names.push(e.name)
       if (e.isFile()) regular.add(e.name)
       if (names.length < this.#batchSize) continue
@@ -297,6 +306,7 @@ class Engine<T extends Message> {
     if (names.length > 0 && !this.#isStopping) await this.#claimBatch(names, regular)
     await this.#drain()
     if (hasUndecodable && !this.#isStopping && this.#renameUndecodable() > 0) this.#passClaimed = true
+    this.summary.deferred = deferred
     return this.#passClaimed
   }
 
@@ -306,7 +316,6 @@ class Engine<T extends Message> {
         dirs: { inbox: this.#q.inbox, processing: this.#q.processing, done: this.#q.done, error: this.#q.error },
         durable: this.#durable,
         maxBytes: this.#maxBytes,
-        readAheadBytes: this.#o.readAheadBytes ?? defaults.readAheadBytes,
       })
     if (this.#io !== undefined) await this.#claimPipelined(this.#io, names, regular)
     else if (await this.#claimAndProcess(names, regular)) this.#passClaimed = true
@@ -329,6 +338,7 @@ class Engine<T extends Message> {
         items.map((i) => i.name),
         Uint8Array.from(items, (i) => (i.isRegular ? 1 : 0)),
         Math.round(this.#readShare * items.length),
+        this.#o.readAheadBytes ?? defaults.readAheadBytes,
       )
       reply.catch(() => {}) // awaited when the batch is judged, or by #handBack
       batch = { items, reply }
@@ -518,6 +528,7 @@ class Engine<T extends Message> {
 
   /** Decides each item and commits the batch's outcomes in one transaction. */
   async #commit(items: readonly Item[]): Promise<void> {
+    await this.#validator()
     for (const item of items) item.outcome = this.#decide(item)
     const outcomes = items.map((i) => i.outcome as Outcome)
     const verdicts = await this.#ledger.commit(outcomes, now(), this.#o.effect)
@@ -578,6 +589,17 @@ class Engine<T extends Message> {
     }
   }
 
+  /**
+   * Imports the validation module when the first message is judged, not with this module:
+   * arktype builds its whole keyword scope at import (about 0.2 s), which a run that finds
+   * nothing to do, the common case for a consumer started by cron, need not pay.
+   */
+  async #validator(): Promise<void> {
+    if (this.#message !== undefined) return
+    this.#message = await import("./message.ts")
+    this.#type ??= this.#message.Message as unknown as MessageType<T>
+  }
+
   /** Reads (unless the I/O thread did) and judges one claimed file. */
   #decide(item: Item): Outcome {
     const read =
@@ -589,7 +611,8 @@ class Engine<T extends Message> {
     crashIfPoison(item.name)
     const hash = item.hash ?? Bun.CryptoHasher.hash("sha256", bytes, "hex")
     item.hash = undefined
-    const decoded = decodeMessage(bytes, this.#type)
+    const validation = this.#message as typeof import("./message.ts")
+    const decoded = validation.decodeMessage(bytes, this.#type as MessageType<T>)
     if (!decoded.ok) return this.#reject(item, decoded.reason, decoded.detail, hash)
     const m = decoded.message
     return {
@@ -601,7 +624,7 @@ class Engine<T extends Message> {
       seq: m.seq,
       amount: decoded.amountText ?? String(m.amount),
       hash,
-      contentHash: Bun.CryptoHasher.hash("sha256", canonicalJson(decoded.value), "hex"),
+      contentHash: Bun.CryptoHasher.hash("sha256", validation.canonicalJson(decoded.value), "hex"),
       message: m,
     }
   }
@@ -734,6 +757,7 @@ class Engine<T extends Message> {
         item.outcome = this.#reject(item, "poison", `crashed the consumer on each of ${item.attempts} attempts`, null)
       else {
         await this.#ledger.startAttempt(item, me)
+        await this.#validator()
         item.outcome = this.#decide(item)
       }
       const outcome = item.outcome

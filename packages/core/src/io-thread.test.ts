@@ -18,12 +18,11 @@ function tempQueue(): Queue {
   return createQueue(join(dir, "q"))
 }
 
-function ioFor(q: Queue, readAheadBytes = 1 << 20): IoThread {
+function ioFor(q: Queue): IoThread {
   const io = new IoThread({
     dirs: { inbox: q.inbox, processing: q.processing, done: q.done, error: q.error },
     durable: true,
     maxBytes: 100,
-    readAheadBytes,
   })
   cleanups.push(() => io.close())
   return io
@@ -71,7 +70,7 @@ describe("IoThread.claimIn", () => {
   it("reads ahead only up to its byte budget and leaves the rest for the caller", async () => {
     const q = tempQueue()
     for (const n of ["1", "2", "3"]) fs.writeFileSync(join(q.inbox, `${n}.json`), "0123456789")
-    const r = await ioFor(q, 25).claimIn(["1.json", "2.json", "3.json"], Uint8Array.of(1, 1, 1))
+    const r = await ioFor(q).claimIn(["1.json", "2.json", "3.json"], Uint8Array.of(1, 1, 1), 3, 25)
     expect([...r.spans]).toEqual([0, 10, 10, 10, -1, -1])
     expect(hashAt(r, 1)).toHaveLength(64)
     expect(hashAt(r, 2)).toBeUndefined()

@@ -16,8 +16,6 @@ export interface IoConfig {
   /** fsync directories after their renames (the Maildir rule). */
   readonly durable: boolean
   readonly maxBytes: number
-  /** At most this many bytes of one batch's files are read ahead; the rest are read by the main thread. */
-  readonly readAheadBytes: number
 }
 
 /** What became of each name a claimIn asked for. */
@@ -60,6 +58,7 @@ export type IoRequest =
       readonly names: string
       readonly regular: Uint8Array
       readonly readCount: number
+      readonly readBytes: number
     }
   /** name, "done" or "error", preferred name; three fields per move. */
   | { readonly op: "out"; readonly id: number; readonly moves: string }
@@ -116,10 +115,22 @@ export class IoThread {
 
   /**
    * Renames each name inbox/ -> processing/ (no-replace), fsyncs both, and reads the first
-   * `readCount` of the moved files (within the read-ahead budget); the caller reads the rest.
+   * `readCount` of the moved files, at most `readBytes` of them in all; the caller reads the rest.
    */
-  claimIn(names: readonly string[], regular: Uint8Array, readCount = names.length): Promise<ClaimInReply> {
-    return this.#send({ op: "in", id: 0, names: names.join("\0"), regular, readCount }) as Promise<ClaimInReply>
+  claimIn(
+    names: readonly string[],
+    regular: Uint8Array,
+    readCount = names.length,
+    readBytes = 16 * 1024 * 1024,
+  ): Promise<ClaimInReply> {
+    return this.#send({
+      op: "in",
+      id: 0,
+      names: names.join("\0"),
+      regular,
+      readCount,
+      readBytes,
+    }) as Promise<ClaimInReply>
   }
 
   /** Renames each file out of processing/ (no-replace; a taken name in error/ becomes name~k) and fsyncs. */

@@ -35,7 +35,7 @@ self.onmessage = (event: MessageEvent<IoRequest>) => {
     } else if (request.op === "in") {
       const names = request.names.split("\0")
       status = new Uint8Array(names.length).fill(InStatus.untried)
-      value = claimIn(names, request.regular, request.readCount, status)
+      value = claimIn(names, request.regular, request.readCount, request.readBytes, status)
     } else value = moveOut(splitMoves(request.moves))
     const transfer = value !== undefined && request.op === "in" ? [(value as ClaimInReply).data] : []
     postMessage({ id: request.id, ok: true, value } satisfies IoResponse, transfer)
@@ -50,7 +50,13 @@ self.onmessage = (event: MessageEvent<IoRequest>) => {
   }
 }
 
-function claimIn(names: readonly string[], regular: Uint8Array, readCount: number, status: Uint8Array): ClaimInReply {
+function claimIn(
+  names: readonly string[],
+  regular: Uint8Array,
+  readCount: number,
+  readBytes: number,
+  status: Uint8Array,
+): ClaimInReply {
   let moved = 0
   for (const [i, name] of names.entries()) {
     const r = renameNoReplaceAt(dirs.inbox, name, dirs.processing, name)
@@ -73,9 +79,9 @@ function claimIn(names: readonly string[], regular: Uint8Array, readCount: numbe
     }
     // Past the read-ahead budget the main thread reads the file itself: memory stays bounded
     // however large the batch's files are.
-    if (used + read.bytes.length > config.readAheadBytes) continue
+    if (used + read.bytes.length > readBytes) continue
     if (used + read.bytes.length > store.length)
-      store = grow(store, used, Math.min(config.readAheadBytes, Math.max(64 * 1024, 2 * (used + read.bytes.length))))
+      store = grow(store, used, Math.min(readBytes, Math.max(64 * 1024, 2 * (used + read.bytes.length))))
     store.set(read.bytes, used)
     hashes[i] = Bun.CryptoHasher.hash("sha256", read.bytes, "hex")
     spans[2 * i] = used

@@ -1,0 +1,48 @@
+// Everything of @spool/core but the message validator and what is built on it (schema
+// inference, the typed consumer): the import the CLIs start with. Importing arktype takes
+// about 0.2 s; consume imports it lazily, when it judges its first message, and meanwhile the
+// I/O thread moves and reads the first batches. "@spool/core" re-exports all of this.
+export type { CommandSpec } from "./command.ts"
+export { helpText, parseBytes, parseDuration, parseInteger, runCommand } from "./command.ts"
+export type { ConsumeOptions, ConsumeSummary } from "./consumer.ts"
+export { consume, defaults, emptySummary } from "./consumer.ts"
+export type { EnqueueSummary } from "./enqueue.ts"
+export { enqueueBytes, seedFrom } from "./enqueue.ts"
+export type { SpoolErrorCode } from "./errors.ts"
+export { ExitCode, errnoOf, exitCodeFor, SpoolError } from "./errors.ts"
+export { renameNoReplace, writeFileAtomic } from "./files.ts"
+export type {
+  AcceptedOutcome,
+  Claim,
+  ClaimRow,
+  CompactSummary,
+  ConflictRow,
+  Effect,
+  LedgerOptions,
+  OrderProblem,
+  Outcome,
+  Verdict,
+} from "./ledger.ts"
+export { Ledger, schemaVersion } from "./ledger.ts"
+export type { LedgerPort, OpenLedgerOptions } from "./ledger-port.ts"
+export { openLedger, resolveLedgerUrl, rootId } from "./ledger-port.ts"
+export type { PostgresEffect } from "./ledger-postgres.ts"
+export { PostgresLedger, redact } from "./ledger-postgres.ts"
+export type { Log, LogFormat, LogLevel, LogOptions } from "./log.ts"
+export { createLog, isColorWanted, silentLog } from "./log.ts"
+export type { Liveness, Owner } from "./owner.ts"
+export { currentOwner, ownerLiveness } from "./owner.ts"
+export type { Queue, QueueDir } from "./queue.ts"
+export {
+  countFiles,
+  createQueue,
+  isMessageName,
+  openQueue,
+  queueDirs,
+  queuePaths,
+  resolveRoot,
+  scanDir,
+} from "./queue.ts"
+export { csvField, csvRow, formatOrderResult, reportFiles, writeReports } from "./reports.ts"
+export type { LedgerStats, StatsPeriod } from "./stats.ts"
+export { emptyStats, readSharedStats, readStats } from "./stats.ts"
