@@ -50,6 +50,13 @@ describe("IoThread.claimIn", () => {
     expect(fs.readFileSync(join(q.processing, "taken.json"), "utf8")).toBe("someone else's")
   })
 
+  it("answers an empty list with an empty reply", async () => {
+    const q = tempQueue()
+    const r = await ioFor(q).claimIn([], new Uint8Array(0))
+    expect([...r.status]).toEqual([])
+    expect(r.data.byteLength).toBe(0)
+  })
+
   it("never opens a FIFO, a symlink or a file over the limit, and says why", async () => {
     const q = tempQueue()
     Bun.spawnSync(["mkfifo", join(q.inbox, "fifo.json")])

@@ -33,7 +33,7 @@ self.onmessage = (event: MessageEvent<IoRequest>) => {
       dirs = { inbox: at("inbox"), processing: at("processing"), done: at("done"), error: at("error") }
       scratch = Buffer.allocUnsafe(Math.min(config.maxBytes, 64 * 1024 * 1024) + 1)
     } else if (request.op === "in") {
-      const names = request.names.split("\0")
+      const names = request.names === "" ? [] : request.names.split("\0")
       status = new Uint8Array(names.length).fill(InStatus.untried)
       value = claimIn(names, request.regular, request.readCount, request.readBytes, status)
     } else value = moveOut(splitMoves(request.moves))
