@@ -32,7 +32,7 @@ const spec = {
   summary:
     "Drains ROOT/inbox/: claims each *.json file by rename into processing/, validates it, records it in\n" +
     "ROOT/ledger.db (a msg_id seen before is a duplicate), then moves it to done/ or error/. Ends by\n" +
-    "rewriting ROOT/dup.txt and ROOT/error.csv. SIGINT/SIGTERM finish the batch in hand and stop cleanly.\n" +
+    "rewriting ROOT/dup.txt and ROOT/error.csv. SIGINT/SIGTERM finish the batches in hand and stop cleanly.\n" +
     "With --watch it keeps running: it drains, then waits for new files (inotify events on inbox/, plus\n" +
     "a rescan every --rescan as a safety net) and drains again, recovering dead consumers' claims each time.",
   options: {
@@ -133,7 +133,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     const ledger = await openLedger(queue, { url: ledgerUrl, durable, busyTimeoutMs })
     const stop = new AbortController()
     const onSignal = (signal: NodeJS.Signals) => {
-      if (!stop.signal.aborted) log.info("stopping", { signal, note: "finishing the batch in hand" })
+      if (!stop.signal.aborted) log.info("stopping", { signal, note: "finishing the batches in hand" })
       stop.abort()
     }
     process.on("SIGINT", onSignal)

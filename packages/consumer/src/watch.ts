@@ -16,7 +16,7 @@ export interface WatchOptions extends Omit<ConsumeOptions, "signal" | "log" | "q
   readonly queue: Queue
   readonly ledger: LedgerPort
   readonly log: Log
-  /** Stops watching: the batch in hand is finished, nothing more is claimed. */
+  /** Stops watching: the batches in hand are finished, nothing more is claimed. */
   readonly signal: AbortSignal
   /** Drain again at least this often even without a file-system event (the safety net). */
   readonly rescanMs: number
