@@ -58,6 +58,53 @@ function rejected(name: string, claimId: string, reason = "parse"): Outcome {
   return { kind: "rejected", name, claimId, destName: name, reason, detail: `why ${name}`, hash: null }
 }
 
+describe("Ledger.transaction", () => {
+  it("waits for a write lock another process holds, then commits", async () => {
+    await using t = await tempLedger()
+    const l = t.open()
+    const held = join(t.dir, "held")
+    const holder = Bun.spawn(
+      [
+        "bun",
+        "-e",
+        `const { Database } = require("bun:sqlite"); const db = new Database(${JSON.stringify(t.path)});
+         db.exec("BEGIN IMMEDIATE"); require("fs").writeFileSync(${JSON.stringify(held)}, "");
+         Bun.sleepSync(300); db.exec("COMMIT"); db.close()`,
+      ],
+      { stdout: "ignore", stderr: "pipe" },
+    )
+    for (let i = 0; i < 1000 && !fs.existsSync(held); i++) await Bun.sleep(10)
+    expect(fs.existsSync(held)).toBe(true)
+    // The lock is held now: this waits (busy timeout 10 s) and goes through once it is released.
+    expect(l.transaction(() => l.claim("o", ["a.json"], NOW).map((c) => c.name))).toEqual(["a.json"])
+    expect(await holder.exited).toBe(0)
+    expect(l.listClaims().map((c) => c.name)).toEqual(["a.json"])
+  })
+
+  it("rolls back everything when fn throws, and runs a nested call in a savepoint", async () => {
+    await using t = await tempLedger()
+    const l = t.open()
+    expect(() =>
+      l.transaction(() => {
+        l.claim("o", ["a.json"], NOW)
+        throw new Error("no")
+      }),
+    ).toThrow("no")
+    expect(l.listClaims()).toEqual([])
+    l.transaction(() => {
+      l.claim("o", ["b.json"], NOW)
+      expect(() =>
+        l.transaction(() => {
+          l.claim("o", ["c.json"], NOW)
+          throw new Error("inner")
+        }),
+      ).toThrow("inner")
+    })
+    expect(l.listClaims().map((c) => c.name)).toEqual(["b.json"])
+    expect(l.db.inTransaction).toBe(false)
+  })
+})
+
 describe("Ledger.open", () => {
   it("creates the schema at the current version", async () => {
     await using t = await tempLedger()
