@@ -1,7 +1,6 @@
 import fs from "node:fs"
 import { join } from "node:path"
 import { crashIfPoison, fault } from "./_fault.ts"
-import { SpoolError } from "./errors.ts"
 import {
   type FileRead,
   fsyncDir,
@@ -18,7 +17,7 @@ import type { PostgresEffect } from "./ledger-postgres.ts"
 import { type Log, silentLog } from "./log.ts"
 import type { Message, MessageType, RejectReason } from "./message.ts"
 import { currentOwner, type Owner, ownerLiveness } from "./owner.ts"
-import { alternateName, isMessageName, type Queue, scanDir } from "./queue.ts"
+import { alternateName, isMessageName, moveFinished, type Queue, scanDir } from "./queue.ts"
 
 /** Settings of a consume run; every one has a default a demanding operator can live with. */
 export interface ConsumeOptions<T extends Message = Message> {
@@ -426,11 +425,7 @@ class Engine<T extends Message> {
       this.#moving.shift()
       if (m.error !== undefined) throw m.error
       for (const [i, to] of m.reply?.renamed ?? []) await this.#ledger.renameFailure((m.items[i] as Item).claimId, to)
-      this.#moved.push(...m.items)
-      for (const item of m.items) this.#inHand.delete(item)
-      fault("after-move")
-      this.summary.batches++
-      this.#o.onBatch?.(this.summary)
+      this.#movedOut(m.items)
     }
   }
 
@@ -555,6 +550,11 @@ class Engine<T extends Message> {
     // A directory no file entered has nothing to make durable: its fsync would be a no-op.
     if (toDone && toError) this.#sync("processing", "done", "error")
     else this.#sync("processing", toError ? "error" : "done")
+    this.#movedOut(items)
+  }
+
+  /** A batch has durably left processing/: its claims go at the next claim, and it counts. */
+  #movedOut(items: readonly Item[]): void {
     this.#moved.push(...items)
     for (const item of items) this.#inHand.delete(item)
     fault("after-move")
@@ -652,18 +652,8 @@ class Engine<T extends Message> {
 
   /** Moves a committed file out of processing/, never replacing anything. */
   async #moveOut(name: string, dest: "done" | "error", preferred: string, claimId: string): Promise<void> {
-    for (let k = 0; ; k++) {
-      const to = k === 0 ? preferred : alternateName(name, k)
-      const r = this.#renameAt("processing", name, dest, to)
-      if (r === "exists") continue
-      if (r === "missing")
-        throw new SpoolError(
-          "io",
-          `${join(this.#q.processing, name)} vanished before it could be moved to ${this.#q[dest]}/`,
-        )
-      if (dest === "error" && to !== preferred) await this.#ledger.renameFailure(claimId, to)
-      return
-    }
+    const to = moveFinished(this.#openDirs.processing, name, this.#openDirs[dest], preferred)
+    if (dest === "error" && to !== preferred) await this.#ledger.renameFailure(claimId, to)
   }
 
   /** A no-replace rename between two queue directories, through the descriptors held open. */

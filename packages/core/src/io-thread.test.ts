@@ -29,6 +29,7 @@ function ioFor(q: Queue): IoThread {
 }
 
 const list = (dir: string) => fs.readdirSync(dir).sort()
+const MiB = 1024 * 1024
 
 describe("IoThread.claimIn", () => {
   it("moves each name into processing/ without replacing anything and reads what it moved", async () => {
@@ -37,7 +38,7 @@ describe("IoThread.claimIn", () => {
     fs.writeFileSync(join(q.inbox, "b.json"), '{"b":2}')
     fs.writeFileSync(join(q.inbox, "taken.json"), "new")
     fs.writeFileSync(join(q.processing, "taken.json"), "someone else's")
-    const r = await ioFor(q).claimIn(["a.json", "gone.json", "taken.json", "b.json"], Uint8Array.of(1, 1, 1, 1))
+    const r = await ioFor(q).claimIn(["a.json", "gone.json", "taken.json", "b.json"], Uint8Array.of(1, 1, 1, 1), 4, MiB)
     expect([...r.status]).toEqual([InStatus.moved, InStatus.missing, InStatus.exists, InStatus.moved])
     const text = (i: number) =>
       new TextDecoder().decode(new Uint8Array(r.data, r.spans[2 * i] as number, r.spans[2 * i + 1] as number))
@@ -52,7 +53,7 @@ describe("IoThread.claimIn", () => {
 
   it("answers an empty list with an empty reply", async () => {
     const q = tempQueue()
-    const r = await ioFor(q).claimIn([], new Uint8Array(0))
+    const r = await ioFor(q).claimIn([], new Uint8Array(0), 0, MiB)
     expect([...r.status]).toEqual([])
     expect(r.data.byteLength).toBe(0)
   })
@@ -64,7 +65,7 @@ describe("IoThread.claimIn", () => {
     fs.symlinkSync(join(q.root, "target"), join(q.inbox, "link.json"))
     fs.writeFileSync(join(q.inbox, "big.json"), "x".repeat(101))
     // readdir's word that these are regular files is wrong for two of them: open(2) catches it.
-    const r = await ioFor(q).claimIn(["fifo.json", "link.json", "big.json"], Uint8Array.of(1, 1, 1))
+    const r = await ioFor(q).claimIn(["fifo.json", "link.json", "big.json"], Uint8Array.of(1, 1, 1), 3, MiB)
     expect([...r.status]).toEqual([InStatus.moved, InStatus.moved, InStatus.moved])
     expect(r.rejects.map(([i, reason]) => [i, reason])).toEqual([
       [0, "not-regular"],
@@ -87,7 +88,7 @@ describe("IoThread.claimIn", () => {
   it("reads only the first readCount of the files it moved, so the caller can share the reading", async () => {
     const q = tempQueue()
     for (const n of ["1", "2", "3"]) fs.writeFileSync(join(q.inbox, `${n}.json`), "0123456789")
-    const r = await ioFor(q).claimIn(["1.json", "gone.json", "2.json", "3.json"], Uint8Array.of(1, 1, 1, 1), 2)
+    const r = await ioFor(q).claimIn(["1.json", "gone.json", "2.json", "3.json"], Uint8Array.of(1, 1, 1, 1), 2, MiB)
     expect([...r.status]).toEqual([InStatus.moved, InStatus.missing, InStatus.moved, InStatus.moved])
     expect([...r.spans]).toEqual([0, 10, -1, -1, 10, 10, -1, -1])
     expect(list(q.processing)).toEqual(["1.json", "2.json", "3.json"])
@@ -99,7 +100,7 @@ describe("IoThread.claimIn", () => {
     fs.writeFileSync(join(q.inbox, "b.json"), "{}")
     fs.rmSync(q.processing, { recursive: true })
     const error = await ioFor(q)
-      .claimIn(["a.json", "b.json"], Uint8Array.of(1, 1))
+      .claimIn(["a.json", "b.json"], Uint8Array.of(1, 1), 2, MiB)
       .catch((e: unknown) => e)
     expect(error).toBeInstanceOf(IoError)
     expect((error as IoError).code).toBe("io")

@@ -117,12 +117,7 @@ export class IoThread {
    * Renames each name inbox/ -> processing/ (no-replace), fsyncs both, and reads the first
    * `readCount` of the moved files, at most `readBytes` of them in all; the caller reads the rest.
    */
-  claimIn(
-    names: readonly string[],
-    regular: Uint8Array,
-    readCount = names.length,
-    readBytes = 16 * 1024 * 1024,
-  ): Promise<ClaimInReply> {
+  claimIn(names: readonly string[], regular: Uint8Array, readCount: number, readBytes: number): Promise<ClaimInReply> {
     return this.#send({
       op: "in",
       id: 0,

@@ -12,7 +12,7 @@ import {
   type MoveOut,
   type MoveOutReply,
 } from "./io-thread.ts"
-import { alternateName } from "./queue.ts"
+import { moveFinished } from "./queue.ts"
 
 declare const self: Worker
 
@@ -99,15 +99,8 @@ function moveOut(moves: readonly MoveOut[]): MoveOutReply {
   for (const [i, [name, dest, preferred]] of moves.entries()) {
     if (dest === "done") toDone = true
     else toError = true
-    for (let k = 0; ; k++) {
-      const to = k === 0 ? preferred : alternateName(name, k)
-      const r = renameNoReplaceAt(dirs.processing, name, dirs[dest], to)
-      if (r === "exists") continue
-      if (r === "missing")
-        throw new SpoolError("io", `${dirs.processing.path}/${name} vanished before it could be moved to ${dest}/`)
-      if (dest === "error" && to !== preferred) renamed.push([i, to])
-      break
-    }
+    const to = moveFinished(dirs.processing, name, dirs[dest], preferred)
+    if (dest === "error" && to !== preferred) renamed.push([i, to])
   }
   if (moves.length > 0) {
     // A directory no file entered has nothing to make durable.

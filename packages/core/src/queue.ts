@@ -2,6 +2,7 @@ import { CString, dlopen, FFIType, type Pointer, read, toArrayBuffer } from "bun
 import fs from "node:fs"
 import { join, resolve } from "node:path"
 import { errnoOf, SpoolError } from "./errors.ts"
+import { type OpenDir, renameNoReplaceAt } from "./files.ts"
 
 /** The four directories every queue root holds, on one filesystem. */
 export const queueDirs = ["inbox", "processing", "done", "error"] as const
@@ -256,4 +257,20 @@ export function alternateName(name: string, k: number): string {
   const tail = `~${k}${name.slice(dot)}`
   while (Buffer.byteLength(stem + tail) > NAME_MAX && stem.length > 0) stem = [...stem].slice(0, -1).join("")
   return stem + tail
+}
+
+/**
+ * Moves a finished file `name` from `from` into `to` as `preferred`, or as name~1, name~2, ...
+ * while that is taken, never replacing anything; returns the name it got there. Throws if the
+ * file has vanished. The consume engine's one way out of processing/, on either thread.
+ */
+export function moveFinished(from: OpenDir, name: string, to: OpenDir, preferred: string): string {
+  for (let k = 0; ; k++) {
+    const target = k === 0 ? preferred : alternateName(name, k)
+    const r = renameNoReplaceAt(from, name, to, target)
+    if (r === "exists") continue
+    if (r === "missing")
+      throw new SpoolError("io", `${join(from.path, name)} vanished before it could be moved to ${to.path}/`)
+    return target
+  }
 }
