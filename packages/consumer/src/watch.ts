@@ -7,6 +7,7 @@ import {
   isMessageName,
   type LedgerPort,
   type Log,
+  loadValidator,
   type Queue,
   writeReports,
 } from "@spool/core/engine"
@@ -45,9 +46,7 @@ export async function watch(o: WatchOptions): Promise<ConsumeSummary> {
   const wake = new Wakeup()
   const onAbort = () => wake.fire("abort")
   o.signal.addEventListener("abort", onAbort, { once: true })
-  // consume imports the validator (arktype, about 0.2 s) when it first judges a message; a
-  // long-running consumer pays that now, not on the first file that arrives.
-  await import("@spool/core")
+  await loadValidator()
   const watcher = o.useEvents === false ? undefined : watchInbox(o.queue.inbox, o.log, () => wake.fire("event"))
   o.log.info("watching", {
     root: o.queue.root,

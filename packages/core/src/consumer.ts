@@ -68,6 +68,12 @@ export interface ConsumeSummary {
   deferred: number
 }
 
+/**
+ * Imports the message validator, which consume otherwise does when it first judges a message;
+ * a long-running consumer (watch mode) calls it at start, not on the first file that arrives.
+ */
+export const loadValidator = () => import("./message.ts")
+
 /** A summary of a run that did nothing yet (to add drains to, as watch mode does). */
 export function emptySummary(): ConsumeSummary {
   return {
@@ -591,13 +597,14 @@ class Engine<T extends Message> {
 
   /**
    * Imports the validation module when the first message is judged, not with this module:
-   * arktype builds its whole keyword scope at import (about 0.2 s), which a run that finds
-   * nothing to do, the common case for a consumer started by cron, need not pay.
+   * @ark/schema builds its intrinsic nodes at import (about 0.07 s), which a run that finds
+   * nothing to do, the common case for a consumer started by cron, need not pay. arktype
+   * itself is never imported unless the application passes its own type.
    */
   async #validator(): Promise<void> {
     if (this.#message !== undefined) return
-    this.#message = await import("./message.ts")
-    this.#type ??= this.#message.Message as unknown as MessageType<T>
+    this.#message = await loadValidator()
+    this.#type ??= this.#message.validateMessage as unknown as MessageType<T>
   }
 
   /** Reads (unless the I/O thread did) and judges one claimed file. */

@@ -1,40 +1,89 @@
 import { describe, expect, it } from "bun:test"
-import { canonicalJson, decodeMessage, Message, rawNumberField } from "./message.ts"
+import { canonicalJson, decodeMessage, type MessageType, rawNumberField, validateMessage } from "./message.ts"
+import { Message } from "./message-type.ts"
 
 const enc = (s: string) => new TextEncoder().encode(s)
 const valid = { msg_id: "m1", order_no: "o1", seq: 1, amount: 1.5 }
 
-describe("decodeMessage", () => {
-  it.each([
-    ["not JSON", "hello", "parse"],
-    ["truncated JSON", '{"msg_id": "m1"', "parse"],
-    ["an empty file", "", "parse"],
-    ["an array", "[1,2]", "parse"],
-    ["a string", '"x"', "parse"],
-    ["null", "null", "parse"],
-    ["a number", "42", "parse"],
-    ["msg_id missing", JSON.stringify({ ...valid, msg_id: undefined }), "missing-field"],
-    ["order_no null", JSON.stringify({ ...valid, order_no: null }), "missing-field"],
-    ["msg_id empty", JSON.stringify({ ...valid, msg_id: "" }), "invalid-field"],
-    ["seq zero", JSON.stringify({ ...valid, seq: 0 }), "invalid-field"],
-    ["seq fractional", JSON.stringify({ ...valid, seq: 1.5 }), "invalid-field"],
-    ["seq a string", JSON.stringify({ ...valid, seq: "1" }), "invalid-field"],
-    ["amount a string", JSON.stringify({ ...valid, amount: "1.5" }), "invalid-field"],
-    ["amount 1e400", '{"msg_id":"m1","order_no":"o1","seq":1,"amount":1e400}', "invalid-field"],
-  ])("rejects %s as %s", (_, text, reason) => {
-    const d = decodeMessage(enc(text), Message)
-    expect(d.ok).toBe(false)
-    if (!d.ok) expect(d.reason as string).toBe(reason)
+// The engine validates with validateMessage; applications extend the arktype Message. Both
+// come from one schema node, and every case below holds for each.
+const validators: [string, MessageType<object>][] = [
+  ["validateMessage", validateMessage],
+  ["the arktype Message", Message],
+]
+
+describe.each(validators)("with %s", (_, V) => {
+  describe("decodeMessage", () => {
+    it.each([
+      ["not JSON", "hello", "parse"],
+      ["truncated JSON", '{"msg_id": "m1"', "parse"],
+      ["an empty file", "", "parse"],
+      ["an array", "[1,2]", "parse"],
+      ["a string", '"x"', "parse"],
+      ["null", "null", "parse"],
+      ["a number", "42", "parse"],
+      ["msg_id missing", JSON.stringify({ ...valid, msg_id: undefined }), "missing-field"],
+      ["order_no null", JSON.stringify({ ...valid, order_no: null }), "missing-field"],
+      ["msg_id empty", JSON.stringify({ ...valid, msg_id: "" }), "invalid-field"],
+      ["seq zero", JSON.stringify({ ...valid, seq: 0 }), "invalid-field"],
+      ["seq fractional", JSON.stringify({ ...valid, seq: 1.5 }), "invalid-field"],
+      ["seq a string", JSON.stringify({ ...valid, seq: "1" }), "invalid-field"],
+      ["amount a string", JSON.stringify({ ...valid, amount: "1.5" }), "invalid-field"],
+      ["amount 1e400", '{"msg_id":"m1","order_no":"o1","seq":1,"amount":1e400}', "invalid-field"],
+    ])("rejects %s as %s", (_, text, reason) => {
+      const d = decodeMessage(enc(text), V)
+      expect(d.ok).toBe(false)
+      if (!d.ok) expect(d.reason as string).toBe(reason)
+    })
+
+    it("accepts a valid message with extra fields and a byte order mark", () => {
+      const d = decodeMessage(enc(`\uFEFF${JSON.stringify({ ...valid, currency: "EUR" })}`), V)
+      expect(d.ok).toBe(true)
+    })
+
+    it("rejects bytes that are not UTF-8 as parse", () => {
+      const d = decodeMessage(new Uint8Array([0x7b, 0xff, 0xfe, 0x7d]), V)
+      expect(d).toMatchObject({ ok: false, reason: "parse" })
+    })
   })
 
-  it("accepts a valid message with extra fields and a byte order mark", () => {
-    const d = decodeMessage(enc(`\uFEFF${JSON.stringify({ ...valid, currency: "EUR" })}`), Message)
-    expect(d.ok).toBe(true)
-  })
+  describe("decodeMessage details", () => {
+    it.each([
+      ["an empty object", "{}", "missing-field", "missing msg_id, order_no, seq, amount"],
+      ["two nulls", JSON.stringify({ ...valid, seq: null, amount: null }), "missing-field", "missing seq, amount"],
+      [
+        "a missing field next to a wrong one",
+        JSON.stringify({ ...valid, msg_id: 7, order_no: undefined }),
+        "missing-field",
+        "missing order_no",
+      ],
+    ])("lists every missing field for %s", (_, text, reason, detail) => {
+      expect(decodeMessage(enc(text), V)).toEqual({ ok: false, reason: reason as "missing-field", detail })
+    })
 
-  it("rejects bytes that are not UTF-8 as parse", () => {
-    const d = decodeMessage(new Uint8Array([0x7b, 0xff, 0xfe, 0x7d]), Message)
-    expect(d).toMatchObject({ ok: false, reason: "parse" })
+    it.each([
+      ["msg_id", { ...valid, msg_id: 7 }],
+      ["order_no", { ...valid, order_no: "" }],
+      ["seq", { ...valid, seq: -1 }],
+      ["amount", { ...valid, amount: true }],
+    ])("names %s in the invalid-field detail", (field, value) => {
+      const d = decodeMessage(enc(JSON.stringify(value)), V)
+      expect(d).toMatchObject({ ok: false, reason: "invalid-field" })
+      if (!d.ok) expect(d.detail).toContain(field)
+    })
+
+    it("keeps every field of an accepted message and its text for the exact amount", () => {
+      const text = '{"msg_id":"m1","order_no":"o1","seq":2,"amount":250.00,"currency":"EUR","lines":[1]}'
+      const d = decodeMessage(enc(text), V)
+      expect(d as unknown).toEqual({
+        amountText: "250.00",
+        ok: true,
+        message: { msg_id: "m1", order_no: "o1", seq: 2, amount: 250, currency: "EUR", lines: [1] },
+        value: { msg_id: "m1", order_no: "o1", seq: 2, amount: 250, currency: "EUR", lines: [1] },
+        text,
+      })
+      if (d.ok) expect(rawNumberField(d.text, "amount")).toBe("250.00")
+    })
   })
 })
 
@@ -49,45 +98,6 @@ describe("rawNumberField", () => {
     ['{"am\\u006funt": 7.70}', "7.70"],
   ])("finds the source spelling in %s", (text, expected) => {
     expect(rawNumberField(text, "amount")).toBe(expected)
-  })
-})
-
-describe("decodeMessage details", () => {
-  it.each([
-    ["an empty object", "{}", "missing-field", "missing msg_id, order_no, seq, amount"],
-    ["two nulls", JSON.stringify({ ...valid, seq: null, amount: null }), "missing-field", "missing seq, amount"],
-    [
-      "a missing field next to a wrong one",
-      JSON.stringify({ ...valid, msg_id: 7, order_no: undefined }),
-      "missing-field",
-      "missing order_no",
-    ],
-  ])("lists every missing field for %s", (_, text, reason, detail) => {
-    expect(decodeMessage(enc(text), Message)).toEqual({ ok: false, reason: reason as "missing-field", detail })
-  })
-
-  it.each([
-    ["msg_id", { ...valid, msg_id: 7 }],
-    ["order_no", { ...valid, order_no: "" }],
-    ["seq", { ...valid, seq: -1 }],
-    ["amount", { ...valid, amount: true }],
-  ])("names %s in the invalid-field detail", (field, value) => {
-    const d = decodeMessage(enc(JSON.stringify(value)), Message)
-    expect(d).toMatchObject({ ok: false, reason: "invalid-field" })
-    if (!d.ok) expect(d.detail).toContain(field)
-  })
-
-  it("keeps every field of an accepted message and its text for the exact amount", () => {
-    const text = '{"msg_id":"m1","order_no":"o1","seq":2,"amount":250.00,"currency":"EUR","lines":[1]}'
-    const d = decodeMessage(enc(text), Message)
-    expect(d as unknown).toEqual({
-      amountText: "250.00",
-      ok: true,
-      message: { msg_id: "m1", order_no: "o1", seq: 2, amount: 250, currency: "EUR", lines: [1] },
-      value: { msg_id: "m1", order_no: "o1", seq: 2, amount: 250, currency: "EUR", lines: [1] },
-      text,
-    })
-    if (d.ok) expect(rawNumberField(d.text, "amount")).toBe("250.00")
   })
 })
 

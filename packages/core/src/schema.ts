@@ -1,7 +1,7 @@
 import fs from "node:fs"
 import { join } from "node:path"
 import { defaults } from "./consumer.ts"
-import { decodeMessage, Message, requiredFields } from "./message.ts"
+import { decodeMessage, requiredFields, validateMessage } from "./message.ts"
 import { isMessageName, type Queue, scanDir } from "./queue.ts"
 import { csvRow } from "./reports.ts"
 
@@ -49,7 +49,7 @@ export function inferSchema(queue: Queue, limit = Number.POSITIVE_INFINITY): { f
       if (!e.isFile() || !isMessageName(e.name)) continue
       const bytes = readMessageFile(join(dir, e.name))
       if (bytes === undefined) continue
-      const d = decodeMessage(bytes, Message)
+      const d = decodeMessage(bytes, validateMessage)
       if (!d.ok) continue
       sampled++
       for (const [k, v] of Object.entries(d.value)) {

@@ -12,7 +12,7 @@ import {
   SpoolError,
   scanDir,
   writeFileAtomic,
-} from "@spool/core"
+} from "@spool/core/engine"
 import { writeErr, writeOut } from "./_io.ts"
 
 /** How far behind a queue is: regular files per directory and the age of the oldest waiting ones. */

@@ -16,7 +16,7 @@ import {
   runCommand,
   SpoolError,
   writeReports,
-} from "@spool/core"
+} from "@spool/core/engine"
 import { writeErr, writeOut } from "./_io.ts"
 
 /** What a successful replay did. */
