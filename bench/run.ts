@@ -324,6 +324,8 @@ const machine = {
   // The floor links the system SQLite; bun:sqlite embeds its own.
   sqliteFloor: sh("sqlite3", ["--version"]).split(" ")[0],
   sqliteBun: (new Database(":memory:").query("SELECT sqlite_version() AS v").get() as { v: string }).v,
+  /** JavaScriptCore settings passed down to every contender (BUN_JSC_*), when any is set. */
+  jscOptions: Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith("BUN_JSC_"))),
 }
 process.stderr.write(`bench: ${N} messages in ${base} (${machine.filesystem}); generating...\n`)
 const t0 = performance.now()
@@ -498,6 +500,7 @@ const lines = [
     ? [`start-up (median of 11): lag.sh ${cell(startup.lagMs, 0)} ms, replay.sh ${cell(startup.replayMs, 0)} ms`]
     : []),
   `load average (1 min): ${cell(machine.loadAtStart, 2)} at start, ${cell(loadAtEnd, 2)} at end`,
+  ...Object.entries(machine.jscOptions).map(([k, v]) => `with ${k}=${v} for every contender`),
   `figures: ${file.slice(repo.length + 1)}`,
 ]
 process.stdout.write(`${lines.join("\n")}\n`)
