@@ -597,7 +597,7 @@ class Engine<T extends Message> {
 
   /**
    * Imports the validation module when the first message is judged, not with this module:
-   * @ark/schema builds its intrinsic nodes at import (about 0.07 s), which a run that finds
+   * @ark/schema builds its intrinsic nodes at import (about 0.1 s), which a run that finds
    * nothing to do, the common case for a consumer started by cron, need not pay. arktype
    * itself is never imported unless the application passes its own type.
    */

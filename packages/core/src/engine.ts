@@ -1,8 +1,8 @@
 // Everything of @spool/core but the message validator and what is built on it (schema
 // inference, the typed consumer, the arktype Message): the import the CLIs start with.
-// consume imports the validator (@ark/schema, about 0.07 s) when it judges its first message,
+// consume imports the validator (@ark/schema, about 0.1 s) when it judges its first message,
 // and meanwhile the I/O thread moves and reads the first batches; it never imports arktype
-// (about 0.4 s and 42 MB). "@spool/core" re-exports all of this.
+// (about 0.4 s and over 40 MB). "@spool/core" re-exports all of this.
 export type { CommandSpec } from "./command.ts"
 export { helpText, parseBytes, parseDuration, parseInteger, runCommand } from "./command.ts"
 export type { ConsumeOptions, ConsumeSummary } from "./consumer.ts"
