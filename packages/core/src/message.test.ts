@@ -1,4 +1,5 @@
 import { describe, expect, it } from "bun:test"
+import { ArkErrors } from "@ark/schema"
 import { canonicalJson, decodeMessage, type MessageType, rawNumberField, validateMessage } from "./message.ts"
 import { Message } from "./message-type.ts"
 
@@ -117,5 +118,28 @@ describe("canonicalJson", () => {
     const flat = JSON.parse('{"seq":1,"msg_id":"m"}')
     expect(canonicalJson(withNested)).toBe('{"extra":{"k":1},"msg_id":"m","seq":1}')
     expect(canonicalJson(flat)).toBe('{"msg_id":"m","seq":1}')
+  })
+})
+
+describe("a validator from another copy of arktype", () => {
+  // Its ArkErrors is another class than this copy's: what it returns is recognised by its
+  // arktype kind, so a rejection is never taken for the message.
+  const foreign: MessageType<object> = (data) => {
+    const out = validateMessage(data)
+    if (!(out instanceof ArkErrors)) return out
+    const copy = Object.assign([...out], { summary: out.summary, " arkKind": "errors" })
+    return copy as unknown as ArkErrors
+  }
+
+  it("has its rejections rejected, with the same reason and detail", () => {
+    for (const text of ["{}", JSON.stringify({ ...valid, seq: 0 }), JSON.stringify({ ...valid, msg_id: 7 })]) {
+      const d = decodeMessage(enc(text), foreign)
+      expect(d.ok).toBe(false)
+      expect(d).toEqual(decodeMessage(enc(text), validateMessage))
+    }
+  })
+
+  it("has its accepted messages accepted", () => {
+    expect(decodeMessage(enc(JSON.stringify(valid)), foreign)).toMatchObject({ ok: true, message: valid })
   })
 })

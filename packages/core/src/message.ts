@@ -1,4 +1,4 @@
-import { ArkErrors, type RootSchema, rootSchema } from "@ark/schema"
+import { ArkErrors, hasArkKind, type RootSchema, rootSchema } from "@ark/schema"
 
 // The rules of a spool message, written once as an @ark/schema node: the schema layer
 // arktype is built on (same project, same version as the arktype dependency), which compiles
@@ -116,7 +116,9 @@ export function decodeMessage<T extends object>(bytes: Uint8Array, schema: Messa
   }
   const record = value as Record<string, unknown>
   const out = schema(record)
-  if (out instanceof ArkErrors) {
+  // By its kind, not only its class: an application's type may come from another copy of
+  // arktype, whose ArkErrors is another class; its errors must not pass for a message.
+  if (out instanceof ArkErrors || hasArkKind(out, "errors")) {
     const missing = out.filter((e) => {
       const key = e.path[0]
       return e.path.length === 1 && typeof key === "string" && (!Object.hasOwn(record, key) || record[key] === null)
