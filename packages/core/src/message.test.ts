@@ -139,7 +139,10 @@ describe("a validator from another copy of arktype", () => {
     }
   })
 
-  it("has its accepted messages accepted", () => {
+  it("has its accepted messages accepted, even one that carries arktype's kind key", () => {
     expect(decodeMessage(enc(JSON.stringify(valid)), foreign)).toMatchObject({ ok: true, message: valid })
+    const disguised = { ...valid, " arkKind": "errors" }
+    for (const v of [foreign, validateMessage])
+      expect(decodeMessage(enc(JSON.stringify(disguised)), v)).toMatchObject({ ok: true, message: disguised })
   })
 })

@@ -117,8 +117,10 @@ export function decodeMessage<T extends object>(bytes: Uint8Array, schema: Messa
   const record = value as Record<string, unknown>
   const out = schema(record)
   // By its kind, not only its class: an application's type may come from another copy of
-  // arktype, whose ArkErrors is another class; its errors must not pass for a message.
-  if (out instanceof ArkErrors || hasArkKind(out, "errors")) {
+  // arktype, whose ArkErrors is another class; its errors must not pass for a message. An
+  // errors list is an array, which a message never is: a message carrying arktype's kind key
+  // is still a message.
+  if (out instanceof ArkErrors || (Array.isArray(out) && hasArkKind(out, "errors"))) {
     const missing = out.filter((e) => {
       const key = e.path[0]
       return e.path.length === 1 && typeof key === "string" && (!Object.hasOwn(record, key) || record[key] === null)
