@@ -4,7 +4,7 @@ import { ArkErrors, hasArkKind, type RootSchema, rootSchema } from "@ark/schema"
 // arktype is built on (same project, same version as the arktype dependency), which compiles
 // this into the same validator and the same error texts as arktype's own syntax would. The
 // consume engine validates with it directly: importing arktype itself builds and JIT-compiles
-// its whole keyword scope (about 0.4 s and over 40 MB of a process's memory),
+// its whole keyword scope (about 0.4 s and over 40 MB of a process's memory);
 // @ark/schema alone takes about 0.1 s and 23 MB. `Message` (message-type.ts) is the arktype
 // Type of the same node, for applications that extend it: `Message.and({ ... })`.
 //
