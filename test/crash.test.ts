@@ -78,6 +78,15 @@ describe("consume killed with SIGKILL at random points", () => {
   }, 60_000)
 })
 
+const consumerRows = (root: string) => {
+  const db = new Database(join(root, "ledger.db"), { readonly: true })
+  try {
+    return db.query("SELECT owner_id, pid FROM consumers").all() as { owner_id: string; pid: number }[]
+  } finally {
+    db.close()
+  }
+}
+
 describe("consume killed at each named step of the protocol (SPOOL_FAULT)", () => {
   let t: TempDir
   let reference: Snapshot
@@ -116,6 +125,16 @@ describe("consume killed at each named step of the protocol (SPOOL_FAULT)", () =
     expect(processing.length).toBeLessThanOrEqual(60)
     const restart = await consumeToEnd(root, args)
     expect(restart.stderr).toContain("claimed, not committed")
+    expect(diffSnapshots(reference, snapshot(root))).toEqual([])
+  }, 30_000)
+
+  it("a killed run's consumers row is deleted by the restart's recovery, not left forever", async () => {
+    const { root } = await killedAt("after-claim@2")
+    expect(consumerRows(root)).toHaveLength(1)
+    await consumeToEnd(root, args)
+    // The restart unregisters itself on its clean exit; the killed run's row went at recovery.
+    expect(consumerRows(root)).toEqual([])
+    expect(claimRows(root)).toEqual([])
     expect(diffSnapshots(reference, snapshot(root))).toEqual([])
   }, 30_000)
 

@@ -733,6 +733,14 @@ class Engine<T extends Message> {
       this.#noteClaimed(batch)
       await this.#finish(batch)
     }
+
+    // The rows of consumers that died without unregistering (killed, or the machine rebooted),
+    // now that their claims are taken: one per killed run, which a consumer started by cron
+    // would otherwise leave forever. Only an owner this host can prove dead: one on another
+    // host whose heartbeat is merely old may be slow, and a claim naming an owner without a
+    // row counts as abandoned. The ledger keeps any row that still holds a claim.
+    const gone = (await this.#ledger.listConsumers()).filter((o) => o.ownerId !== me && ownerLiveness(o) === "dead")
+    await this.#ledger.forgetConsumers(gone.map((o) => o.ownerId))
   }
 
   /**

@@ -28,6 +28,10 @@ export interface LedgerPort {
   readonly backend: "sqlite" | "postgres"
   registerConsumer(owner: Owner, now: string): Awaitable<void>
   unregisterConsumer(ownerId: string): Awaitable<void>
+  /** The consumers registered in this ledger (in this root, for PostgreSQL). */
+  listConsumers(): Awaitable<Owner[]>
+  /** Deletes the rows of these consumers that hold no claim (a row that still does is kept). */
+  forgetConsumers(ownerIds: readonly string[]): Awaitable<void>
   /** Claims the free ones of `names`; the same transaction forgets `forget` (committed claims whose files have durably left processing/). */
   claim(ownerId: string, names: readonly string[], now: string, forget?: readonly Claim[]): Awaitable<Claim[]>
   release(ownerId: string, claims: readonly Claim[]): Awaitable<void>

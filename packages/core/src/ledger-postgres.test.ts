@@ -45,6 +45,23 @@ pg("PostgresLedger", () => {
     for (const l of ledgers) await l.close()
   })
 
+  it("forgets only claimless consumers, and only of its own root", async () => {
+    await using db = await tempDatabase()
+    const a = await PostgresLedger.open(db.url, "root-a")
+    const b = await PostgresLedger.open(db.url, "root-b")
+    open.push(a, b)
+    const [idle, holding, elsewhere] = [currentOwner(), currentOwner(), currentOwner()]
+    await a.registerConsumer(idle, now())
+    await a.registerConsumer(holding, now())
+    await b.registerConsumer(elsewhere, now())
+    await a.claim(holding.ownerId, ["a.json"], now())
+    expect((await a.listConsumers()).map((o) => o.ownerId).sort()).toEqual([idle.ownerId, holding.ownerId].sort())
+    expect(await b.listConsumers()).toEqual([elsewhere])
+    await a.forgetConsumers([idle.ownerId, holding.ownerId, elsewhere.ownerId])
+    expect((await a.listConsumers()).map((o) => o.ownerId)).toEqual([holding.ownerId])
+    expect(await b.listConsumers()).toEqual([elsewhere])
+  })
+
   it("gives each name of a root to one owner, but the same name in another root to another", async () => {
     await using db = await tempDatabase()
     const a = await PostgresLedger.open(db.url, "root-a")

@@ -12,7 +12,9 @@ import {
   type OrderProblem,
   type Outcome,
   type RawClaimRow,
+  type RawOwner,
   toClaimRow,
+  toOwner,
   type Verdict,
 } from "./ledger.ts"
 import type { Owner } from "./owner.ts"
@@ -120,6 +122,20 @@ export class PostgresLedger {
       await tx`DELETE FROM claims WHERE owner_id = ${ownerId} AND state = 'committed'`
       await tx`DELETE FROM consumers WHERE owner_id = ${ownerId}`
     })
+  }
+
+  async listConsumers(): Promise<Owner[]> {
+    const rows = await this.sql`
+      SELECT owner_id, host, pid, boot_id, start_ticks FROM consumers WHERE root_id = ${this.rootId}`
+    return (rows as RawOwner[]).map(toOwner)
+  }
+
+  async forgetConsumers(ownerIds: readonly string[]): Promise<void> {
+    if (ownerIds.length === 0) return
+    await this.sql`
+      DELETE FROM consumers o
+      WHERE o.root_id = ${this.rootId} AND o.owner_id = ANY (ARRAY(SELECT jsonb_array_elements_text(${ownerIds}::jsonb)))
+        AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.owner_id = o.owner_id)`
   }
 
   /** Claims those of `names` nobody holds in this root, and forgets `forget` (committed claims whose files have left). */

@@ -255,6 +255,27 @@ describe("Ledger.claim", () => {
   })
 })
 
+describe("Ledger.forgetConsumers", () => {
+  it("deletes the rows of consumers that hold no claim, and keeps the one that still does", async () => {
+    await using t = await tempLedger()
+    const l = t.open()
+    const owner = (ownerId: string) => ({ ownerId, host: "h", pid: 1, bootId: "b", startTicks: "7" })
+    for (const id of ["idle", "holding", "bystander"]) l.registerConsumer(owner(id), NOW)
+    l.claim("holding", ["a.json"], NOW)
+    expect(l.listConsumers().sort((a, b) => a.ownerId.localeCompare(b.ownerId))).toEqual(
+      ["bystander", "holding", "idle"].map(owner),
+    )
+    l.forgetConsumers(["idle", "holding"])
+    expect(
+      l
+        .listConsumers()
+        .map((o) => o.ownerId)
+        .sort(),
+    ).toEqual(["bystander", "holding"])
+    expect(l.listClaims().map((r) => [r.name, r.owner?.ownerId])).toEqual([["a.json", "holding"]])
+  })
+})
+
 describe("Ledger.commit", () => {
   it("returns processed, duplicate, conflict and rejected verdicts and records each", async () => {
     await using t = await tempLedger()

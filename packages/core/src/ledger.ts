@@ -189,6 +189,17 @@ export class Ledger {
     })
   }
 
+  listConsumers(): Owner[] {
+    return (this.#s.listConsumers.all() as RawOwner[]).map(toOwner)
+  }
+
+  forgetConsumers(ownerIds: readonly string[]): void {
+    if (ownerIds.length === 0) return
+    this.transaction(() => {
+      for (const id of ownerIds) this.#s.forgetConsumer.run(id)
+    })
+  }
+
   /**
    * Claims those of `names` that nobody holds, for `ownerId`, in one transaction. The same
    * transaction forgets `forget`: committed claims whose files have durably left processing/.
@@ -428,6 +439,10 @@ function prepare(db: Database) {
       "INSERT OR REPLACE INTO consumers (owner_id, host, pid, boot_id, start_ticks, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
     ),
     unregisterConsumer: q("DELETE FROM consumers WHERE owner_id = ?"),
+    listConsumers: q("SELECT owner_id, host, pid, boot_id, start_ticks FROM consumers"),
+    forgetConsumer: q(
+      "DELETE FROM consumers WHERE owner_id = ? AND NOT EXISTS (SELECT 1 FROM claims WHERE claims.owner_id = consumers.owner_id)",
+    ),
     heartbeat: q("UPDATE consumers SET heartbeat_at = ? WHERE owner_id = ?"),
     deleteCommittedClaims: q("DELETE FROM claims WHERE owner_id = ? AND state = 'committed'"),
     forgetClaim: q("DELETE FROM claims WHERE name = ? AND claim_id = ? AND state = 'committed'"),
@@ -491,6 +506,19 @@ export interface RawClaimRow {
   boot_id: string | null
   start_ticks: string | null
   heartbeat_at: string | null
+}
+
+/** A selected consumers row. */
+export interface RawOwner {
+  owner_id: string
+  host: string
+  pid: number
+  boot_id: string
+  start_ticks: string
+}
+
+export function toOwner(r: RawOwner): Owner {
+  return { ownerId: r.owner_id, host: r.host, pid: r.pid, bootId: r.boot_id, startTicks: r.start_ticks }
 }
 
 /** A selected claims row as the engine sees it. */
