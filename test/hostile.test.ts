@@ -469,6 +469,26 @@ describe("a producer still writing", () => {
   )
 
   it(
+    "judges a file whose mtime is in the future by its ctime, so a producer's fast clock cannot hold it back",
+    async () => {
+      await using q = await tempQueue({ seed: { "ahead.json": ok("ahead") } })
+      const nextYear = new Date(Date.now() + 365 * 86_400_000)
+      fs.utimesSync(join(q.root, "inbox", "ahead.json"), nextYear, nextYear)
+      // Just set by utimes, the ctime is younger than --min-age: the file waits, like any other.
+      const first = await consumeBounded(q.root, ["--min-age", "10m"])
+      expect(first.exitCode).toBe(0)
+      expect(queueListing(q.root)).toMatchObject({ inbox: ["ahead.json"], done: [] })
+      expect(first.stderr).toContain("deferred=1")
+      // Once its ctime is older than --min-age, it is taken, a year before its mtime.
+      await Bun.sleep(300)
+      const second = await consumeBounded(q.root, ["--min-age", "200ms"])
+      expect(second.exitCode).toBe(0)
+      expect(queueListing(q.root)).toMatchObject({ inbox: [], processing: [], done: ["ahead.json"] })
+    },
+    slow,
+  )
+
+  it(
     "rejects a --min-age that is not a duration as a usage error",
     async () => {
       await using q = await tempQueue({ seed: { "a.json": ok("a") } })

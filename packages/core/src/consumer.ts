@@ -285,7 +285,7 @@ class Engine<T extends Message> {
     this.#passClaimed = false
     const names: string[] = []
     const regular = new Set<string>()
-    const cutoff = Date.now() - this.#minAgeMs
+    const passStart = Date.now()
     let hasUndecodable = false
     let deferred = 0
     for (const e of scanDir(this.#q.inbox, 1024)) {
@@ -296,7 +296,7 @@ class Engine<T extends Message> {
         hasUndecodable = true
         continue
       }
-      if (this.#minAgeMs > 0 && !this.#isOldEnough(e.name, cutoff)) {
+      if (this.#minAgeMs > 0 && !this.#isOldEnough(e.name, passStart)) {
         deferred++
         continue
       }
@@ -475,9 +475,17 @@ class Engine<T extends Message> {
     return renamed
   }
 
-  #isOldEnough(name: string, cutoff: number): boolean {
+  /**
+   * Whether a file was last written at least minAgeMs before `now`, by its mtime. A future
+   * mtime (a producer whose clock runs ahead, or a copy that kept one: rsync -t, cp -p, unzip)
+   * would hold the file back until this clock caught up, possibly for years; such a file is
+   * judged by its ctime instead, which no producer can set (utimes does not) and which every
+   * write and the rename into inbox/ move to this kernel's now.
+   */
+  #isOldEnough(name: string, now: number): boolean {
     try {
-      return fs.lstatSync(join(this.#q.inbox, name)).mtimeMs <= cutoff
+      const s = fs.lstatSync(join(this.#q.inbox, name))
+      return (s.mtimeMs <= now ? s.mtimeMs : s.ctimeMs) <= now - this.#minAgeMs
     } catch {
       return false
     }
