@@ -170,6 +170,36 @@ describe("recovery of a dead consumer's claims", () => {
     expect(ls(t.q.done)).toEqual(["a.json"])
   })
 
+  it("judges a consumer in another pid namespace of this host (a container sharing its hostname) by its heartbeat", async () => {
+    const t = tempQueue({ "a.json": msg("id-a") })
+    // A pid that means nothing here: gone in this namespace, which says nothing about another.
+    const ghost = sleeper()
+    ghost.kill("SIGKILL")
+    await ghost.exited
+    const boot = currentOwner().bootId.split(" ")[0] ?? ""
+    const contained = ownerOf(ghost.pid, { ownerId: "contained", bootId: `${boot} pid:[1]` })
+    leaveClaims(t, contained, { claimed: ["a.json"] })
+    t.ledger.db.run("UPDATE consumers SET heartbeat_at = ? WHERE owner_id = 'contained'", [new Date().toISOString()])
+    expect((await consume({ queue: t.q, ledger: t.ledger, leaseMs: 60_000 })).recovered).toBe(0)
+    expect(ls(t.q.processing)).toEqual(["a.json"])
+    // Nor is its row deleted as a dead consumer's would be.
+    expect(t.ledger.listConsumers().map((o) => o.ownerId)).toEqual(["contained"])
+
+    const old = new Date(Date.now() - 120_000).toISOString()
+    t.ledger.db.run("UPDATE consumers SET heartbeat_at = ? WHERE owner_id = 'contained'", [old])
+    expect((await consume({ queue: t.q, ledger: t.ledger, leaseMs: 60_000 })).recovered).toBe(1)
+    expect(ls(t.q.done)).toEqual(["a.json"])
+  })
+
+  it("judges an owner recorded without a pid namespace (an older spool) by its pid, as before", async () => {
+    const t = tempQueue({ "a.json": msg("id-a") })
+    const boot = currentOwner().bootId.split(" ")[0] ?? ""
+    leaveClaims(t, ownerOf(process.pid, { ownerId: "old", bootId: boot, startTicks: "1" }), { claimed: ["a.json"] })
+    expect((await consume({ queue: t.q, ledger: t.ledger })).recovered).toBe(1)
+    expect(ls(t.q.done)).toEqual(["a.json"])
+    expect(t.ledger.listConsumers()).toEqual([])
+  })
+
   it("judges another host's consumer by its heartbeat", async () => {
     const t = tempQueue({ "a.json": msg("id-a") })
     const remote = ownerOf(process.pid, { ownerId: "remote", host: "another-host" })

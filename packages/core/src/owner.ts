@@ -6,7 +6,10 @@ export interface Owner {
   readonly ownerId: string
   readonly host: string
   readonly pid: number
-  /** Changes on every boot, so a pid from before a reboot is never mistaken for a live one. */
+  /**
+   * The kernel's boot id, which changes on every boot, so a pid from before a reboot is never
+   * mistaken for a live one; then, after a space, the owner's pid namespace (see ownerLiveness).
+   */
   readonly bootId: string
   /** Start time of the process in clock ticks since boot: survives pid reuse. */
   readonly startTicks: string
@@ -23,7 +26,16 @@ const readText = (path: string): string | undefined => {
   }
 }
 
-const thisBootId = (readText("/proc/sys/kernel/random/boot_id") ?? "no-boot-id").trim()
+const thisBoot = (readText("/proc/sys/kernel/random/boot_id") ?? "no-boot-id").trim()
+/** `pid:[4026531836]`: which pid numbers this process sees; containers have their own. */
+const thisPidNamespace = (() => {
+  try {
+    return fs.readlinkSync("/proc/self/ns/pid")
+  } catch {
+    return undefined
+  }
+})()
+const thisBootId = thisPidNamespace === undefined ? thisBoot : `${thisBoot} ${thisPidNamespace}`
 const thisHost = hostname()
 
 /** The start time (field 22 of /proc/PID/stat) of a process, or undefined when it is gone. */
@@ -53,12 +65,18 @@ export function currentOwner(): Owner {
 
 /**
  * Judges an owner from this host: dead if the host and boot match and the pid is gone, was
- * reused (different start time) or is a zombie; unknown for another host, which only its heartbeat
- * can tell about.
+ * reused (different start time) or is a zombie; unknown for another host or another pid
+ * namespace, which only its heartbeat can tell about.
  */
 export function ownerLiveness(owner: Owner): Liveness {
   if (owner.host !== thisHost) return "unknown"
-  if (owner.bootId !== thisBootId) return "dead"
+  const [boot, pidNamespace] = owner.bootId.split(" ")
+  if (boot !== thisBoot) return "dead"
+  // Containers on one kernel share its boot id, and may share a hostname (host networking, a
+  // set --hostname), but each has its own pid numbers: another namespace's pid says nothing
+  // here, so such an owner is judged by its heartbeat, like one on another host. (An owner
+  // recorded without a namespace, by an older spool, is judged as before.)
+  if (pidNamespace !== undefined && pidNamespace !== thisPidNamespace) return "unknown"
   const stat = processStat(owner.pid)
   if (stat === undefined || stat.startTicks !== owner.startTicks) return "dead"
   // A zombie (Z) or dying (X) process holds nothing: it only waits for its parent to reap it.
