@@ -517,6 +517,7 @@ export interface RawOwner {
   start_ticks: string
 }
 
+/** A consumers row as the engine sees it. */
 export function toOwner(r: RawOwner): Owner {
   return { ownerId: r.owner_id, host: r.host, pid: r.pid, bootId: r.boot_id, startTicks: r.start_ticks }
 }
@@ -532,16 +533,11 @@ export function toClaimRow(r: RawClaimRow): ClaimRow {
     dest: r.dest,
     destName: r.dest_name,
     payloadHash: r.payload_hash,
+    // The joined consumers row, when there is one: its columns are NOT NULL, so a host means
+    // the whole row is there.
     owner:
       r.owner_id !== null && r.host !== null
-        ? {
-            ownerId: r.owner_id,
-            host: r.host,
-            pid: r.pid ?? 0,
-            bootId: r.boot_id ?? "",
-            startTicks: r.start_ticks ?? "",
-            heartbeatAt: r.heartbeat_at ?? "",
-          }
+        ? { ...toOwner(r as RawClaimRow & RawOwner), heartbeatAt: r.heartbeat_at ?? "" }
         : undefined,
   }
 }
