@@ -188,6 +188,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         rejected: summary.rejected,
         ...(reasons && { reasons }),
         recovered: summary.recovered,
+        ...(summary.lost > 0 && { lost: summary.lost }),
         ...(summary.deferred > 0 && { deferred: summary.deferred }),
         seconds: Number(seconds),
         ...(stop.signal.aborted && { stopped: "by signal" }),

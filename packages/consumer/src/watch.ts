@@ -163,6 +163,7 @@ function addTo(total: ConsumeSummary, s: Readonly<ConsumeSummary>): void {
   total.conflicts += s.conflicts
   total.rejected += s.rejected
   total.recovered += s.recovered
+  total.lost += s.lost
   total.batches += s.batches
   for (const [r, n] of Object.entries(s.rejectedBy) as [keyof ConsumeSummary["rejectedBy"], number][])
     total.rejectedBy[r] = (total.rejectedBy[r] ?? 0) + n

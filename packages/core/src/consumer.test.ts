@@ -80,7 +80,7 @@ function leaveClaims(
         message: m,
       }
     })
-  ledger.commit(outcomes, NOW)
+  ledger.commit(owner.ownerId, outcomes, NOW)
   return claims
 }
 

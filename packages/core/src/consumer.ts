@@ -63,6 +63,12 @@ export interface ConsumeSummary {
   rejected: number
   rejectedBy: Partial<Record<RejectReason, number>>
   recovered: number
+  /**
+   * Claims this consumer no longer held when it committed: another consumer took them over
+   * after this one's heartbeat looked stale (or the file was removed from processing/ by
+   * hand). Nothing was recorded for them and their files were left to their new owner.
+   */
+  lost: number
   batches: number
   /** Files the last pass over inbox/ left there because they were younger than minAgeMs. */
   deferred: number
@@ -84,6 +90,7 @@ export function emptySummary(): ConsumeSummary {
     rejected: 0,
     rejectedBy: {},
     recovered: 0,
+    lost: 0,
     batches: 0,
     deferred: 0,
   }
@@ -214,6 +221,13 @@ class Engine<T extends Message> {
 
   async run(): Promise<ConsumeSummary> {
     await this.#ledger.registerConsumer(this.#owner, now())
+    // The heartbeat is this consumer's lease as other hosts (and other pid namespaces) see it.
+    // Every claim refreshes it; this refreshes it while a long batch is in hand too (a slow
+    // effect, a stalled file system), whenever this thread is waiting. A consumer that still
+    // loses its claims (stopped for longer than the lease) finds them fenced at its commit.
+    const lease = this.#o.leaseMs ?? defaults.leaseMs
+    const beat = setInterval(() => void this.#heartbeat(), Math.max(10, lease / 4))
+    beat.unref()
     try {
       await this.#recover()
       while (!this.#isStopping) {
@@ -225,10 +239,30 @@ class Engine<T extends Message> {
       await this.#handBack()
       throw error
     } finally {
+      clearInterval(beat)
+      await this.#beating
       this.#io?.close()
       for (const fd of Object.values(this.#dirFds)) fs.closeSync(fd)
     }
     return this.summary
+  }
+
+  /** The heartbeat in flight, if any: one at a time, and awaited before the run ends. */
+  #beating: Promise<void> | undefined
+
+  async #heartbeat(): Promise<void> {
+    if (this.#beating !== undefined) return
+    this.#beating = (async () => {
+      try {
+        await this.#ledger.flush(this.#owner.ownerId, now())
+      } catch (error) {
+        this.#log.warn("heartbeat", {
+          problem: `cannot refresh this consumer's heartbeat: ${error instanceof Error ? error.message : String(error)}`,
+        })
+      }
+    })()
+    await this.#beating
+    this.#beating = undefined
   }
 
   /**
@@ -261,9 +295,10 @@ class Engine<T extends Message> {
     for (const item of this.#inHand) {
       try {
         const o = item.committed ? item.outcome : undefined
+        const dest = o === undefined ? undefined : destOf(o, item.verdict)
         if (o !== undefined) {
-          if (isFlushed)
-            await this.#moveOut(o.name, destOf(o, item.verdict), o.kind === "rejected" ? o.destName : o.name, o.claimId)
+          if (isFlushed && dest !== undefined)
+            await this.#moveOut(o.name, dest, o.kind === "rejected" ? o.destName : o.name, o.claimId)
         } else if (this.#ledger.backend === "postgres") {
           // A commit that failed over the network may still have committed: only recovery,
           // which reads the claim's state, can tell. The file waits in processing/ for it.
@@ -399,13 +434,21 @@ class Engine<T extends Message> {
     fault("after-claim")
     this.#noteClaimed(held)
     await this.#commit(held)
-    const moves = held.map((item): MoveOut => {
+    const leaving: Item[] = []
+    const moves: MoveOut[] = []
+    for (const item of held) {
       const o = item.outcome as Outcome
       this.#count(o, item.verdict as Verdict)
-      return [o.name, destOf(o, item.verdict), o.kind === "rejected" ? o.destName : o.name]
-    })
+      const dest = destOf(o, item.verdict)
+      if (dest === undefined) {
+        this.#inHand.delete(item)
+        continue
+      }
+      leaving.push(item)
+      moves.push([o.name, dest, o.kind === "rejected" ? o.destName : o.name])
+    }
     const moving: Moving = {
-      items: held,
+      items: leaving,
       done: io.moveOut(moves).then(
         (reply) => {
           moving.reply = reply
@@ -540,7 +583,7 @@ class Engine<T extends Message> {
     await this.#validator()
     for (const item of items) item.outcome = this.#decide(item)
     const outcomes = items.map((i) => i.outcome as Outcome)
-    const verdicts = await this.#ledger.commit(outcomes, now(), this.#o.effect)
+    const verdicts = await this.#ledger.commit(this.#owner.ownerId, outcomes, now(), this.#o.effect)
     for (const [i, item] of items.entries()) {
       item.committed = true
       item.verdict = verdicts[i] as Verdict
@@ -549,21 +592,27 @@ class Engine<T extends Message> {
   }
 
   /** Moves committed items out of processing/ (the acknowledgement) and makes the moves durable. */
-  async #moveAll(items: readonly Item[]): Promise<void> {
+  async #moveAll(all: readonly Item[]): Promise<void> {
     let toDone = false
     let toError = false
-    for (const item of items) {
+    const items: Item[] = []
+    for (const item of all) {
       const o = item.outcome as Outcome
       const verdict = item.verdict as Verdict
       this.#count(o, verdict)
       const dest = destOf(o, verdict)
+      if (dest === undefined) {
+        this.#inHand.delete(item)
+        continue
+      }
+      items.push(item)
       if (dest === "done") toDone = true
       else toError = true
       await this.#moveOut(o.name, dest, o.kind === "rejected" ? o.destName : o.name, o.claimId)
     }
     // A directory no file entered has nothing to make durable: its fsync would be a no-op.
     if (toDone && toError) this.#sync("processing", "done", "error")
-    else this.#sync("processing", toError ? "error" : "done")
+    else if (toDone || toError) this.#sync("processing", toError ? "error" : "done")
     this.#movedOut(items)
   }
 
@@ -578,6 +627,21 @@ class Engine<T extends Message> {
 
   #count(o: Outcome, v: Verdict): void {
     switch (v) {
+      case "lost":
+        this.summary.lost++
+        this.#log.warn("lost-claim", {
+          file: o.name,
+          problem:
+            "another consumer took this claim over (this one's heartbeat looked stale); left to it, nothing recorded",
+        })
+        return
+      case "vanished":
+        this.summary.lost++
+        this.#log.warn("vanished", {
+          file: o.name,
+          problem: "removed from processing/ before it was read; nothing recorded",
+        })
+        return
       case "processed":
         this.summary.processed++
         return
@@ -598,7 +662,7 @@ class Engine<T extends Message> {
         this.summary.rejected++
         this.summary.rejectedBy[reason] = (this.summary.rejectedBy[reason] ?? 0) + 1
         if (o.kind === "rejected") this.#log.info("rejected", { file: o.name, reason, detail: o.detail })
-        else this.#log.warn("rejected", { file: o.name, reason, msg_id: o.msgId })
+        else this.#log.warn("rejected", { file: o.name, reason, msg_id: o.kind === "accepted" ? o.msgId : undefined })
       }
     }
   }
@@ -621,7 +685,10 @@ class Engine<T extends Message> {
       item.read ??
       readMessageFile(this.#openDirs.processing, item.name, item.isRegular === true, this.#maxBytes, this.#buffer)
     item.read = undefined
-    if (!read.ok) return this.#reject(item, read.reason, read.detail, null)
+    if (!read.ok)
+      return read.reason === "vanished"
+        ? { kind: "vanished", name: item.name, claimId: item.claimId }
+        : this.#reject(item, read.reason, read.detail, null)
     const bytes = read.bytes
     crashIfPoison(item.name)
     const hash = item.hash ?? Bun.CryptoHasher.hash("sha256", bytes, "hex")
@@ -775,7 +842,7 @@ class Engine<T extends Message> {
       }
       const outcome = item.outcome
       item.verdict = (
-        await this.#ledger.lazily(() => this.#ledger.commit([outcome], now(), this.#o.effect))
+        await this.#ledger.lazily(() => this.#ledger.commit(me, [outcome], now(), this.#o.effect))
       )[0] as Verdict
       item.committed = true
       fault("after-commit")
@@ -792,8 +859,12 @@ class Engine<T extends Message> {
   }
 }
 
-/** Where a committed file goes: error/ for a rejected file and for a verdict that refused it. */
-function destOf(o: Outcome, verdict: Verdict | undefined): "done" | "error" {
+/**
+ * Where a committed file goes: error/ for a rejected file and for a verdict that refused it;
+ * nowhere for a claim this consumer lost or a file that vanished (not its file to move).
+ */
+function destOf(o: Outcome, verdict: Verdict | undefined): "done" | "error" | undefined {
+  if (verdict === "lost" || verdict === "vanished") return undefined
   return o.kind === "rejected" || verdict === "handler-rejected" || verdict === "beyond-horizon" ? "error" : "done"
 }
 

@@ -150,10 +150,18 @@ export function isSameFile(a: string, b: string): boolean {
   }
 }
 
-/** A message file as read, or why it was not read (it goes to error/ with that reason). */
+/**
+ * A message file as read, or why it was not read: it goes to error/ with that reason, except
+ * a file that is no longer there (`vanished`: another consumer took it over, or it was
+ * removed by hand), which is nobody's to move.
+ */
 export type FileRead =
   | { readonly ok: true; readonly bytes: Uint8Array }
-  | { readonly ok: false; readonly reason: "symlink" | "not-regular" | "too-large"; readonly detail: string }
+  | {
+      readonly ok: false
+      readonly reason: "symlink" | "not-regular" | "too-large" | "vanished"
+      readonly detail: string
+    }
 
 const O_READ = fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK
 
@@ -177,6 +185,7 @@ export function readMessageFile(
     try {
       st = fs.lstatSync(path)
     } catch (error) {
+      if (errnoOf(error) === "ENOENT") return vanished
       throw new SpoolError("io", `cannot stat ${path}: ${String(error)}`, { cause: error })
     }
     if (st.isSymbolicLink()) return symlink
@@ -189,6 +198,7 @@ export function readMessageFile(
     const code = errnoOf(error)
     if (code === "ELOOP") return symlink
     if (code === "ENXIO") return { ok: false, reason: "not-regular", detail: "a socket" }
+    if (code === "ENOENT") return vanished
     throw new SpoolError("io", `cannot open ${path}: ${String(error)}`, { cause: error })
   }
   try {
@@ -221,6 +231,7 @@ export function readMessageFile(
 }
 
 const symlink: FileRead = { ok: false, reason: "symlink", detail: "a symbolic link; its target was not touched" }
+const vanished: FileRead = { ok: false, reason: "vanished", detail: "no longer in processing/" }
 const tooLarge = (detail: string): FileRead => ({ ok: false, reason: "too-large", detail })
 
 function kindOf(st: fs.Stats): string {

@@ -31,8 +31,8 @@ export interface ClaimInReply {
   readonly spans: Int32Array
   /** The sha256 (hex) of each file read ahead, 64 characters each, back to back (see hashAt). */
   readonly hashes: string
-  /** Files judged without their content: [index, reason, detail]. */
-  readonly rejects: readonly (readonly [number, "symlink" | "not-regular" | "too-large", string])[]
+  /** Files judged without their content (or gone): [index, reason, detail]. */
+  readonly rejects: readonly (readonly [number, "symlink" | "not-regular" | "too-large" | "vanished", string])[]
 }
 
 /** The sha256 (hex) of the i-th file of a claimIn, if it was read ahead. */

@@ -65,7 +65,7 @@ function claimIn(
   }
   if (moved > 0) sync("inbox", "processing")
   const spans = new Int32Array(names.length * 2).fill(-1)
-  const rejects: [number, "symlink" | "not-regular" | "too-large", string][] = []
+  const rejects: [number, "symlink" | "not-regular" | "too-large" | "vanished", string][] = []
   const hashes: string[] = new Array(names.length).fill(unread)
   let used = 0
   let reads = 0

@@ -35,7 +35,13 @@ export interface LedgerPort {
   /** Claims the free ones of `names`; the same transaction forgets `forget` (committed claims whose files have durably left processing/). */
   claim(ownerId: string, names: readonly string[], now: string, forget?: readonly Claim[]): Awaitable<Claim[]>
   release(ownerId: string, claims: readonly Claim[]): Awaitable<void>
-  commit(outcomes: readonly Outcome[], now: string, effect?: Effect | PostgresEffect): Awaitable<Verdict[]>
+  /** Commits a batch's outcomes, fenced: an outcome whose claim `ownerId` no longer holds records nothing (`lost`). */
+  commit(
+    ownerId: string,
+    outcomes: readonly Outcome[],
+    now: string,
+    effect?: Effect | PostgresEffect,
+  ): Awaitable<Verdict[]>
   listClaims(): Awaitable<ClaimRow[]>
   adoptClaims(rows: readonly ClaimRow[], ownerId: string): Awaitable<ClaimRow[]>
   startAttempt(claim: Claim, ownerId: string): Awaitable<Claim>

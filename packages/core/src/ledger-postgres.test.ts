@@ -92,6 +92,7 @@ pg("PostgresLedger", () => {
     const claims = await l.claim(o.ownerId, ["a.json", "b.json", "c.json", "d.json"], now())
     const id = (n: string) => claims.find((c) => c.name === n)?.claimId as string
     const verdicts = await l.commit(
+      o.ownerId,
       [
         accepted("a.json", id("a.json"), "m-1"),
         accepted("b.json", id("b.json"), "m-1"),
@@ -133,6 +134,7 @@ pg("PostgresLedger", () => {
     await l.registerConsumer(o, now())
     const claims = await l.claim(o.ownerId, ["a.json", "b.json"], now())
     const verdicts = await l.commit(
+      o.ownerId,
       claims.map((c, i) => accepted(c.name, c.claimId, `m-${i}`)),
       now(),
       async (out, tx) => {
@@ -156,8 +158,8 @@ pg("PostgresLedger", () => {
     const [a, b, c] = await l.claim(o.ownerId, ["a.json", "b.json", "c.json"], now())
     const [d] = await l.claim(other.ownerId, ["d.json"], now())
     if (!a || !b || !c || !d) throw new Error("no claim")
-    await l.commit([accepted("a.json", a.claimId, "m-a"), accepted("b.json", b.claimId, "m-b")], now())
-    await l.commit([accepted("d.json", d.claimId, "m-d")], now())
+    await l.commit(o.ownerId, [accepted("a.json", a.claimId, "m-a"), accepted("b.json", b.claimId, "m-b")], now())
+    await l.commit(other.ownerId, [accepted("d.json", d.claimId, "m-d")], now())
     // b's move may still be in flight, c is not committed, d is another owner's: only a goes.
     const again = await l.claim(o.ownerId, ["a.json", "b.json"], now(), [a, c, d])
     expect(again.map((x) => x.name)).toEqual(["a.json"])
@@ -179,6 +181,7 @@ pg("PostgresLedger", () => {
     const names = ["a", "b", "c", "d"].map((n) => `${n}.json`)
     const claims = await l.claim(o.ownerId, names, now())
     await l.commit(
+      o.ownerId,
       [
         accepted("a.json", claims[0]?.claimId as string, "x1", { orderNo: "X", seq: 1 }),
         accepted("b.json", claims[1]?.claimId as string, "x4", { orderNo: "X", seq: 4 }),
@@ -198,5 +201,51 @@ pg("PostgresLedger", () => {
     await expect(PostgresLedger.open("postgres://postgres@127.0.0.1:1/none", "r")).rejects.toThrow(
       /cannot reach the PostgreSQL ledger at postgres:\/\/postgres@127.0.0.1:1\/none/,
     )
+  })
+
+  it("fences each outcome by its claim's owner: a taken-over claim records nothing, a vanished one ends", async () => {
+    await using db = await tempDatabase()
+    const l = await PostgresLedger.open(db.url, "root-a")
+    open.push(l)
+    const [o, other] = [currentOwner(), currentOwner()]
+    await l.registerConsumer(o, now())
+    await l.registerConsumer(other, now())
+    const [a, b, c, d] = await l.claim(o.ownerId, ["a.json", "b.json", "c.json", "d.json"], now())
+    if (!a || !b || !c || !d) throw new Error("no claim")
+    const rows = (await l.listClaims()).filter((r) => r.name === "a.json" || r.name === "b.json")
+    expect((await l.adoptClaims(rows, other.ownerId)).map((r) => r.name)).toEqual(["a.json", "b.json"])
+    expect(await l.commit(other.ownerId, [accepted("a.json", a.claimId, "m-a")], now())).toEqual(["processed"])
+    const verdicts = await l.commit(
+      o.ownerId,
+      [
+        accepted("a.json", a.claimId, "m-a"),
+        {
+          kind: "rejected",
+          name: "b.json",
+          claimId: b.claimId,
+          destName: "b.json",
+          reason: "parse",
+          detail: "x",
+          hash: null,
+        },
+        accepted("c.json", c.claimId, "m-c"),
+        { kind: "vanished", name: "d.json", claimId: d.claimId },
+      ],
+      now(),
+    )
+    expect(verdicts).toEqual(["lost", "lost", "processed", "vanished"])
+    const processed = await l.sql`SELECT msg_id, claim_id FROM processed ORDER BY msg_id`
+    expect(processed.map((r: object) => ({ ...r }))).toEqual([
+      { msg_id: "m-a", claim_id: a.claimId },
+      { msg_id: "m-c", claim_id: c.claimId },
+    ])
+    const [counts] = await l.sql`
+      SELECT (SELECT COUNT(*)::int FROM duplicates) AS duplicates, (SELECT COUNT(*)::int FROM failures) AS failures`
+    expect({ ...counts }).toEqual({ duplicates: 0, failures: 0 })
+    expect((await l.listClaims()).map((r) => [r.name, r.ownerId, r.state])).toEqual([
+      ["a.json", other.ownerId, "committed"],
+      ["b.json", other.ownerId, "claimed"],
+      ["c.json", o.ownerId, "committed"],
+    ])
   })
 })

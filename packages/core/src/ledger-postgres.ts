@@ -183,10 +183,30 @@ export class PostgresLedger {
    * for the rest, then every claim marked committed. Within a batch the first delivery of a
    * msg_id (in batch order) wins, as in a sequential run.
    */
-  async commit(outcomes: readonly Outcome[], now: string, effect?: PostgresEffect): Promise<Verdict[]> {
+  async commit(ownerId: string, all: readonly Outcome[], now: string, effect?: PostgresEffect): Promise<Verdict[]> {
     const root = this.rootId
     return this.transaction(async (tx) => {
       const verdicts = new Map<string, Verdict>()
+      // The fence: lock the claims this owner still holds. An outcome whose claim another
+      // consumer took over (after this one's lease ran out) records nothing, and the lock
+      // keeps a takeover from slipping in before this transaction ends.
+      // Found through the primary key, as in claim.
+      const names = all.map((o) => o.name)
+      const held = await tx`
+        SELECT claim_id FROM claims
+        WHERE root_id = ${root} AND name = ANY (ARRAY(SELECT jsonb_array_elements_text(${names}::jsonb)))
+          AND owner_id = ${ownerId}
+        ORDER BY name FOR UPDATE`
+      const owned = new Set((held as { claim_id: string }[]).map((r) => r.claim_id))
+      for (const o of all) if (!owned.has(o.claimId)) verdicts.set(o.claimId, "lost")
+      const gone = all.filter((o) => o.kind === "vanished" && owned.has(o.claimId)).map((o) => o.name)
+      if (gone.length > 0)
+        await tx`
+          DELETE FROM claims c
+          WHERE c.root_id = ${root} AND c.name = ANY (ARRAY(SELECT jsonb_array_elements_text(${gone}::jsonb)))
+            AND c.owner_id = ${ownerId}`
+      for (const o of all) if (o.kind === "vanished" && owned.has(o.claimId)) verdicts.set(o.claimId, "vanished")
+      const outcomes = all.filter((o) => o.kind !== "vanished" && owned.has(o.claimId))
       const accepted = outcomes.flatMap((o, ord) =>
         o.kind === "accepted"
           ? [
@@ -307,7 +327,8 @@ export class PostgresLedger {
           SELECT ${root}, t.file, t.original, t.reason, t.detail, t.hash, t.claim_id, ${now}
           FROM jsonb_to_recordset(${failures}::jsonb)
             AS t(file text, original text, reason text, detail text, hash text, claim_id text)`
-      const marks = outcomes.map((o) => {
+      const marks = outcomes.flatMap((o) => {
+        if (o.kind === "vanished") return []
         const v = verdicts.get(o.claimId)
         const isError = o.kind === "rejected" || v === "handler-rejected" || v === "beyond-horizon"
         return {
@@ -322,7 +343,7 @@ export class PostgresLedger {
         UPDATE claims c SET state = 'committed', dest = t.dest, dest_name = t.dest_name, payload_hash = t.hash
         FROM jsonb_to_recordset(${marks}::jsonb) AS t(name text, claim_id text, dest text, dest_name text, hash text)
         WHERE c.root_id = ${root} AND c.name = t.name AND c.claim_id = t.claim_id`
-      return outcomes.map((o) => verdicts.get(o.claimId) ?? "processed")
+      return all.map((o) => verdicts.get(o.claimId) ?? "processed")
     })
   }
 

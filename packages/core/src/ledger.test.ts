@@ -232,7 +232,7 @@ describe("Ledger.claim", () => {
     const l = t.open()
     const [a, b] = l.claim("o", ["a.json", "b.json"], NOW)
     if (a === undefined || b === undefined) throw new Error("no claim")
-    l.commit([accepted("a.json", a.claimId, "m1"), accepted("b.json", b.claimId, "m2")], NOW)
+    l.commit("o", [accepted("a.json", a.claimId, "m1"), accepted("b.json", b.claimId, "m2")], NOW)
     expect(l.listClaims()).toMatchObject([
       { name: "a.json", state: "committed", dest: "done" },
       { name: "b.json", state: "committed", dest: "done" },
@@ -283,6 +283,7 @@ describe("Ledger.commit", () => {
     const claims = l.claim("o", ["1.json", "2.json", "3.json", "4.json"], NOW)
     const id = (n: string) => claims.find((c) => c.name === n)?.claimId ?? ""
     const verdicts = l.commit(
+      "o",
       [
         accepted("1.json", id("1.json"), "m1", "same"),
         accepted("2.json", id("2.json"), "m1", "same"),
@@ -315,6 +316,7 @@ describe("Ledger.commit", () => {
       db.query("INSERT INTO effects VALUES (?)").run(o.msgId)
     }
     l.commit(
+      "o",
       claims.map((c) => accepted(c.name, c.claimId, "m1")),
       NOW,
       effect,
@@ -328,7 +330,7 @@ describe("Ledger.commit", () => {
     l.db.exec("CREATE TABLE effects (msg_id TEXT)")
     const claims = l.claim("o", ["1.json", "2.json", "3.json"], NOW)
     const outcomes = claims.map((c, i) => accepted(c.name, c.claimId, `m${i + 1}`))
-    const verdicts = l.commit(outcomes, NOW, (o, db) => {
+    const verdicts = l.commit("o", outcomes, NOW, (o, db) => {
       db.query("INSERT INTO effects VALUES (?)").run(o.msgId)
       if (o.msgId === "m2") throw new Error("effect failed")
     })
@@ -355,10 +357,49 @@ describe("Ledger.commit", () => {
     const claims = l.claim("o", names, NOW)
     const ids = ["m-b", "m-b", "m-a", "m-a", "m-b", "m-c"]
     l.commit(
+      "o",
       claims.map((c, i) => accepted(c.name, c.claimId, ids[i] ?? "")),
       NOW,
     )
     expect([...l.duplicateIds()]).toEqual(["m-a", "m-b"])
+  })
+})
+
+describe("Ledger.commit fences each outcome by its claim's owner", () => {
+  it("records nothing for a claim another consumer took over, and ends a vanished file's claim", async () => {
+    await using t = await tempLedger()
+    const l = t.open()
+    const [a, b, c, d] = l.claim("o", ["a.json", "b.json", "c.json", "d.json"], NOW)
+    if (!a || !b || !c || !d) throw new Error("no claim")
+    // Another consumer adopts a.json and b.json (o's lease ran out) and finishes a.json.
+    const taken = l.adoptClaims(
+      l.listClaims().filter((r) => r.name === "a.json" || r.name === "b.json"),
+      "other",
+    )
+    expect(taken.map((r) => r.name)).toEqual(["a.json", "b.json"])
+    expect(l.commit("other", [accepted("a.json", a.claimId, "m-a")], NOW)).toEqual(["processed"])
+    const verdicts = l.commit(
+      "o",
+      [
+        accepted("a.json", a.claimId, "m-a"),
+        rejected("b.json", b.claimId),
+        accepted("c.json", c.claimId, "m-c"),
+        { kind: "vanished", name: "d.json", claimId: d.claimId },
+      ],
+      NOW,
+    )
+    expect(verdicts).toEqual(["lost", "lost", "processed", "vanished"])
+    expect(l.db.query("SELECT msg_id, claim_id FROM processed ORDER BY msg_id").all()).toEqual([
+      { msg_id: "m-a", claim_id: a.claimId },
+      { msg_id: "m-c", claim_id: c.claimId },
+    ])
+    expect(l.db.query("SELECT COUNT(*) AS n FROM duplicates").get()).toEqual({ n: 0 })
+    expect(l.db.query("SELECT COUNT(*) AS n FROM failures").get()).toEqual({ n: 0 })
+    expect(l.listClaims().map((r) => [r.name, r.ownerId, r.state])).toEqual([
+      ["a.json", "other", "committed"],
+      ["b.json", "other", "claimed"],
+      ["c.json", "o", "committed"],
+    ])
   })
 })
 
@@ -368,7 +409,7 @@ describe("Ledger.markReplayed", () => {
     const l = t.open()
     const [c] = l.claim("o", ["bad.json"], NOW)
     if (c === undefined) throw new Error("no claim")
-    l.commit([rejected("bad.json", c.claimId)], NOW)
+    l.commit("o", [rejected("bad.json", c.claimId)], NOW)
     expect(l.markReplayed("bad.json", NOW)).toBe(true)
     expect(l.failureReason("bad.json")).toBeUndefined()
     expect(l.db.query("SELECT replayed_at FROM failures").all()).toEqual([{ replayed_at: NOW }])
@@ -386,7 +427,7 @@ describe("Ledger.markReplayed", () => {
     const l = t.open()
     const [c] = l.claim("o", ["bad.json"], NOW)
     if (c === undefined) throw new Error("no claim")
-    l.commit([rejected("bad.json", c.claimId)], NOW)
+    l.commit("o", [rejected("bad.json", c.claimId)], NOW)
     l.renameFailure(c.claimId, "bad~1.json")
     expect(l.failureReason("bad.json")).toBeUndefined()
     expect(l.failureReason("bad~1.json")).toBe("parse")
@@ -413,6 +454,7 @@ describe("Ledger.orderProblems", () => {
       NOW,
     )
     l.commit(
+      "o",
       rows.map(([m, order, seq], i) => ({
         kind: "accepted" as const,
         name: `${m}.json`,

@@ -56,12 +56,30 @@ export type Outcome =
       readonly detail: string
       readonly hash: string | null
     }
+  | {
+      /** The file left processing/ before it could be read: nothing to record but the claim's end. */
+      readonly kind: "vanished"
+      readonly name: string
+      readonly claimId: string
+    }
 
 /**
  * What the ledger made of an outcome. `handler-rejected`: the effect threw; `beyond-horizon`:
  * an unknown msg_id at or below its order's pruned seq (see compact). Both go to error/.
+ * `lost`: the claim is no longer the committing consumer's (another one took it over after
+ * this one's lease ran out), so nothing was recorded and the file is not this consumer's to
+ * move. `vanished`: the consumer still held the claim but the file was gone; the claim is
+ * deleted. Neither moves a file.
  */
-export type Verdict = "processed" | "duplicate" | "conflict" | "rejected" | "handler-rejected" | "beyond-horizon"
+export type Verdict =
+  | "processed"
+  | "duplicate"
+  | "conflict"
+  | "rejected"
+  | "handler-rejected"
+  | "beyond-horizon"
+  | "lost"
+  | "vanished"
 
 /** What compact removed from the ledger. */
 export interface CompactSummary {
@@ -237,24 +255,29 @@ export class Ledger {
 
   /**
    * Commits a batch of outcomes in one transaction: processed rows (the PRIMARY KEY decides
-   * duplicates), duplicate and failure history, and each claim marked committed.
+   * duplicates), duplicate and failure history, and each claim marked committed. Fenced: an
+   * outcome whose claim `ownerId` no longer holds records nothing and is `lost`.
    */
-  commit(outcomes: readonly Outcome[], now: string, effect?: Effect): Verdict[] {
+  commit(ownerId: string, outcomes: readonly Outcome[], now: string, effect?: Effect): Verdict[] {
     const s = this.#s
     return this.transaction(() => {
       const hasHorizon = s.hasHorizon.get() !== null
       const verdicts = outcomes.map((o): Verdict => {
+        // The claim is marked first, and only if it is still this owner's: that is the fence.
+        if (o.kind === "vanished")
+          return s.releaseClaim.run(o.name, o.claimId, ownerId).changes === 1 ? "vanished" : "lost"
         if (o.kind === "rejected") {
+          if (s.commitClaim.run("error", o.destName, o.hash, o.name, o.claimId, ownerId).changes === 0) return "lost"
           s.insertFailure.run(o.destName, o.name, o.reason, o.detail, o.hash, o.claimId, now)
-          s.commitClaim.run("error", o.destName, o.hash, o.name, o.claimId)
           return "rejected"
         }
+        if (s.commitClaimDone.run(o.name, o.claimId, ownerId).changes === 0) return "lost"
         if (hasHorizon && s.processedHash.get(o.msgId) === null) {
           const h = s.horizonOf.get(o.orderNo) as { max_seq: number } | null
           if (h !== null && o.seq <= h.max_seq) {
             const detail = `msg_id unknown, but seq ${o.seq} <= ${h.max_seq}, the highest seq of order ${o.orderNo} pruned by compact: older than the deduplication horizon`
             s.insertFailure.run(o.name, o.name, "beyond-horizon", detail, o.hash, o.claimId, now)
-            s.commitClaim.run("error", o.name, o.hash, o.name, o.claimId)
+            s.commitClaim.run("error", o.name, o.hash, o.name, o.claimId, ownerId)
             return "beyond-horizon"
           }
         }
@@ -272,15 +295,13 @@ export class Ledger {
               this.db.exec("RELEASE spool_effect")
               const detail = error instanceof Error ? error.message : String(error)
               s.insertFailure.run(o.name, o.name, "handler", detail, o.hash, o.claimId, now)
-              s.commitClaim.run("error", o.name, o.hash, o.name, o.claimId)
+              s.commitClaim.run("error", o.name, o.hash, o.name, o.claimId, ownerId)
               return "handler-rejected"
             }
           }
-          s.commitClaimDone.run(o.name, o.claimId)
           return "processed"
         }
         if (effect !== undefined) this.db.exec("RELEASE spool_effect")
-        s.commitClaimDone.run(o.name, o.claimId)
         const first = s.processedHash.get(o.msgId) as { content_hash: string } | null
         const isConflict = first !== null && first.content_hash !== o.contentHash
         s.insertDuplicate.run(o.msgId, o.name, o.hash, o.contentHash, isConflict ? 1 : 0, o.claimId, now)
@@ -452,9 +473,11 @@ function prepare(db: Database) {
     ),
     releaseClaim: q("DELETE FROM claims WHERE name = ? AND claim_id = ? AND owner_id = ?"),
     commitClaim: q(
-      "UPDATE claims SET state = 'committed', dest = ?, dest_name = ?, payload_hash = ? WHERE name = ? AND claim_id = ?",
+      "UPDATE claims SET state = 'committed', dest = ?, dest_name = ?, payload_hash = ? WHERE name = ? AND claim_id = ? AND owner_id = ?",
     ),
-    commitClaimDone: q("UPDATE claims SET state = 'committed', dest = 'done' WHERE name = ? AND claim_id = ?"),
+    commitClaimDone: q(
+      "UPDATE claims SET state = 'committed', dest = 'done' WHERE name = ? AND claim_id = ? AND owner_id = ?",
+    ),
     insertProcessed: q(
       "INSERT INTO processed (msg_id, order_no, seq, amount, file, payload_hash, content_hash, claim_id, processed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (msg_id) DO NOTHING",
     ),

@@ -73,6 +73,7 @@ describe("writeReports", () => {
         message: {},
       })
       ledger.commit(
+        "o",
         [
           ok("1.json", "m-z"),
           ok("2.json", "m-z"),

@@ -27,12 +27,14 @@ async function failedQueue(): Promise<TempQueue> {
   const dir = fs.mkdtempSync(join(os.tmpdir(), "spool-replay-"))
   const queue = createQueue(join(dir, "q"))
   const ledger = Ledger.open(queue.ledger, { durable: false })
+  const [claim] = ledger.claim("o", ["bad.json"], "2026-11-29T09:00:00.000Z")
   ledger.commit(
+    "o",
     [
       {
         kind: "rejected",
         name: "bad.json",
-        claimId: "c1",
+        claimId: claim?.claimId as string,
         destName: "bad.json",
         reason: "parse",
         detail: "JSON Parse error",
@@ -158,12 +160,17 @@ describe("replayFile", () => {
 })
 
 /** Records a failure under `name` with `reason` and writes the file into error/, as consume does. */
-let failures = 0
 function fail(t: TempQueue, name: string, reason: string, content = "{}"): void {
+  // Claimed and committed as consume does (the commit is fenced by the claim), then forgotten.
+  const at = "2026-11-29T09:00:00.000Z"
+  const [claim] = t.ledger.claim("o", [name], at)
+  if (claim === undefined) throw new Error("no claim")
   t.ledger.commit(
-    [{ kind: "rejected", name, claimId: `f${failures++}`, destName: name, reason, detail: "", hash: null }],
-    "2026-11-29T09:00:00.000Z",
+    "o",
+    [{ kind: "rejected", name: claim.name, claimId: claim.claimId, destName: name, reason, detail: "", hash: null }],
+    at,
   )
+  t.ledger.claim("o", [], at, [claim])
   fs.writeFileSync(join(t.queue.error, name), content)
 }
 

@@ -1,0 +1,211 @@
+// A consumer that was alive but looked dead: its claims were taken over by another consumer
+// while it held them (another host's view after a silence longer than the lease: a stalled
+// NFS mount, a SIGSTOP, a VM paused). When it resumes, its commit must apply nothing the
+// other consumer owns now and move nothing: the claims are fenced by their owner.
+//
+// The stall is made real: consumer A runs in this process, and its message type's predicate,
+// which runs between the claim and the commit, blocks this thread while it rewrites A's
+// consumers row to look like a silent owner on another host and runs consumer B as a real
+// process to completion. Then A goes on.
+import { Database } from "bun:sqlite"
+import { afterAll, describe, expect, it } from "bun:test"
+import { join } from "node:path"
+import { SQL } from "bun"
+import { pgUnavailable, tempDatabase } from "../packages/core/src/_pg-testing.ts"
+import {
+  type AcceptedOutcome,
+  consume,
+  type Ledger,
+  type LedgerPort,
+  Message,
+  openLedger,
+  openQueue,
+  PostgresLedger,
+  rootId,
+} from "../packages/core/src/index.ts"
+import { list, repoRoot, tempQueue } from "./support.ts"
+
+const pgSkip = await pgUnavailable()
+if (pgSkip) console.warn(pgSkip)
+
+const consumeBin = join(repoRoot, "packages/consumer/bin/consume.ts")
+
+/** What A's stall does, synchronously, the first time A judges a message. */
+function stallOnce(step: () => void) {
+  let stalled = false
+  return Message.narrow(() => {
+    if (!stalled) {
+      stalled = true
+      step()
+    }
+    return true
+  })
+}
+
+function runSync(cmd: string[]) {
+  const r = Bun.spawnSync(cmd, {
+    cwd: repoRoot,
+    env: { ...process.env, NO_COLOR: "1" },
+    stderr: "pipe",
+    stdout: "pipe",
+  })
+  if (r.exitCode !== 0) throw new Error(`${cmd.join(" ")} exited ${r.exitCode}: ${r.stderr.toString()}`)
+  return r.stdout.toString() + r.stderr.toString()
+}
+
+// Makes every consumer of this process look like a silent consumer on another host.
+const silenceSql = `UPDATE consumers SET host = 'elsewhere.example', heartbeat_at = '2000-01-01T00:00:00.000Z' WHERE pid = ${process.pid}`
+
+const backends: { name: string; skip: string | undefined }[] = [
+  { name: "sqlite", skip: undefined },
+  { name: "postgres", skip: pgSkip },
+]
+
+for (const backend of backends) {
+  const suite = backend.skip ? describe.skip : describe
+  suite(`a consumer whose claims were taken over while it stalled (${backend.name})`, () => {
+    const cleanups: (() => Promise<void>)[] = []
+    afterAll(async () => {
+      for (const c of cleanups) await c()
+    })
+
+    for (const pipeline of [false, true]) {
+      it(`commits and moves none of them, and the other consumer's work stands (${pipeline ? "pipelined" : "one thread"})`, async () => {
+        await using q = await tempQueue()
+        let url: string | undefined
+        if (backend.name === "postgres") {
+          const db = await tempDatabase()
+          cleanups.push(async () => await db[Symbol.asyncDispose]())
+          url = db.url
+        }
+        const names: string[] = []
+        for (let i = 0; i < 6; i++) {
+          const name = `m-${i}.json`
+          names.push(name)
+          q.put(name, { msg_id: `id-${i}`, order_no: "O-1", seq: i + 1, amount: 1.25 })
+        }
+        const queue = openQueue(q.root)
+        const ledger: LedgerPort = await openLedger(queue, url === undefined ? {} : { url })
+        const warnings: string[] = []
+        const log = {
+          debug() {},
+          info() {},
+          warn(event: string, fields: Record<string, unknown>) {
+            warnings.push(`${event} ${String(fields.file)}`)
+          },
+          error() {},
+        }
+        let bOutput = ""
+        const summary = await consume({
+          queue,
+          ledger,
+          batchSize: pipeline ? 2 : 100,
+          pipeline,
+          log: log as never,
+          type: stallOnce(() => {
+            if (url === undefined) runSync(["sqlite3", queue.ledger, silenceSql])
+            else runSync(["psql", "-q", "-v", "ON_ERROR_STOP=1", url, "-c", silenceSql])
+            bOutput = runSync([
+              "bun",
+              consumeBin,
+              "--root",
+              q.root,
+              "--log-format",
+              "json",
+              ...(url ? ["--ledger", url] : []),
+            ])
+          }),
+        })
+        if (ledger instanceof PostgresLedger) await ledger.close()
+        else (ledger as Ledger).close()
+
+        // B took over what A held and finished everything; A applied and moved nothing B owned.
+        expect(bOutput).toContain('"event":"recovered"')
+        expect(list(join(q.root, "done"))).toEqual(names)
+        expect(list(join(q.root, "processing"))).toEqual([])
+        expect(list(join(q.root, "inbox"))).toEqual([])
+        expect(list(join(q.root, "error"))).toEqual([])
+        expect(summary.lost).toBeGreaterThan(0)
+        expect(summary.processed + summary.lost).toBe(summary.claimed)
+        expect(summary.duplicates).toBe(0)
+        expect(warnings.filter((w) => w.startsWith("lost-claim")).length).toBe(summary.lost)
+
+        // Each message applied once, and no delivery recorded as a duplicate of itself.
+        const rows = await ledgerRows(q.root, url)
+        expect(rows.processed).toEqual(names.map((_, i) => `id-${i}`))
+        expect(rows.duplicates).toBe(0)
+        expect(rows.claims).toBe(0)
+      })
+    }
+  })
+}
+
+const pgSuite = pgSkip ? describe.skip : describe
+pgSuite("the heartbeat while a batch is in hand (postgres)", () => {
+  it("is refreshed during a long effect, so other hosts do not take the batch over", async () => {
+    await using q = await tempQueue()
+    await using db = await tempDatabase()
+    for (let i = 0; i < 3; i++) q.put(`m-${i}.json`, { msg_id: `id-${i}`, order_no: "O-1", seq: i + 1, amount: 1 })
+    const queue = openQueue(q.root)
+    const ledger = (await openLedger(queue, { url: db.url })) as PostgresLedger
+    const watcher = new SQL({ url: db.url, max: 1 })
+    const heartbeat = async () => {
+      const [row] = await watcher`SELECT heartbeat_at FROM consumers`
+      return Date.parse(row.heartbeat_at as string)
+    }
+    const seen: number[] = []
+    try {
+      const summary = await consume({
+        queue,
+        ledger,
+        leaseMs: 200,
+        // The first message's effect takes 1.2 s, six leases: without a heartbeat meanwhile,
+        // another host would judge this consumer dead and take its claims.
+        effect: async (o: AcceptedOutcome) => {
+          if (o.msgId !== "id-0") return
+          for (let t = 0; t < 6; t++) {
+            await Bun.sleep(200)
+            seen.push(await heartbeat())
+          }
+        },
+      })
+      expect(summary.processed).toBe(3)
+      expect(summary.lost).toBe(0)
+    } finally {
+      await watcher.close()
+      await ledger.close()
+    }
+    // Refreshed during the effect, not only at the claim before it.
+    expect(new Set(seen).size).toBeGreaterThanOrEqual(4)
+    for (let i = 1; i < seen.length; i++) expect(seen[i] as number).toBeGreaterThanOrEqual(seen[i - 1] as number)
+  })
+})
+
+async function ledgerRows(root: string, url: string | undefined) {
+  if (url === undefined) {
+    const db = new Database(join(root, "ledger.db"), { readonly: true })
+    try {
+      return {
+        processed: (db.query("SELECT msg_id FROM processed ORDER BY msg_id").all() as { msg_id: string }[]).map(
+          (r) => r.msg_id,
+        ),
+        duplicates: (db.query("SELECT COUNT(*) AS n FROM duplicates").get() as { n: number }).n,
+        claims: (db.query("SELECT COUNT(*) AS n FROM claims").get() as { n: number }).n,
+      }
+    } finally {
+      db.close()
+    }
+  }
+  const sql = new SQL({ url, max: 1 })
+  try {
+    const id = rootId(openQueue(root))
+    const processed = (await sql`SELECT msg_id FROM processed WHERE root_id = ${id} ORDER BY msg_id`) as {
+      msg_id: string
+    }[]
+    const [d] = await sql`SELECT COUNT(*)::int AS n FROM duplicates WHERE root_id = ${id}`
+    const [c] = await sql`SELECT COUNT(*)::int AS n FROM claims WHERE root_id = ${id}`
+    return { processed: processed.map((r) => r.msg_id), duplicates: d.n as number, claims: c.n as number }
+  } finally {
+    await sql.close()
+  }
+}
