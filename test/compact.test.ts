@@ -2,6 +2,8 @@ import { Database } from "bun:sqlite"
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
+import { SQL } from "bun"
+import { pgUnavailable, tempDatabase } from "../packages/core/src/_pg-testing.ts"
 import { list, run, snapshot, spool, tempQueue } from "./support.ts"
 
 const compact = (args: string[]) => run(["bun", "run", "--silent", "compact", ...args])
@@ -85,5 +87,69 @@ describe("compact", () => {
     expect(r2.stderr).toContain("--older-than is required")
     expect(r2.exitCode).toBe(2)
     expect(snapshot(q.root)).toEqual(before)
+  })
+})
+
+const pgSkip = await pgUnavailable()
+if (pgSkip) console.warn(pgSkip)
+
+;(pgSkip ? describe.skip : describe)("compact --ledger (PostgreSQL)", () => {
+  it("prunes every root's history and keys past the horizon; --dry-run changes nothing; a pruned redelivery is beyond-horizon", async () => {
+    await using db = await tempDatabase()
+    await using a = await tempQueue({ seed: { "a.json": msg("a", 1), "a2.json": msg("a", 1), "b.json": msg("b", 2) } })
+    await using other = await tempQueue({ seed: { "x.json": { ...msg("x", 1), order_no: "O-2" } } })
+    for (const root of [a.root, other.root])
+      expect((await spool("consume", ["--root", root, "--ledger", db.url])).exitCode).toBe(0)
+    const sql = new SQL({ url: db.url, max: 1 })
+    const counts = async () => {
+      const [c] = await sql`
+        SELECT (SELECT COUNT(*)::int FROM processed) AS processed, (SELECT COUNT(*)::int FROM duplicates) AS duplicates,
+               (SELECT COUNT(*)::int FROM horizon) AS horizon`
+      return { ...c }
+    }
+    try {
+      const past = new Date(Date.now() - 400 * day).toISOString()
+      await sql`UPDATE processed SET processed_at = ${past}`
+      await sql`UPDATE duplicates SET seen_at = ${past}`
+      const t = new Date(Date.now() - 400 * day)
+      for (const n of list(join(a.root, "done"))) fs.utimesSync(join(a.root, "done", n), t, t)
+      const args = ["--root", a.root, "--ledger", db.url, "--older-than", "30d", "--horizon", "365d"]
+
+      const dry = await compact([...args, "--dry-run"])
+      expect(dry.stdout).toStartWith(
+        "compact: would remove 3 done/ file(s) (archived), 1 duplicate record(s), 0 replayed failure(s), 0 replay record(s), 3 idempotency key(s) in postgres://",
+      )
+      expect(dry.exitCode).toBe(0)
+      expect(await counts()).toEqual({ processed: 3, duplicates: 1, horizon: 0 })
+      expect(list(join(a.root, "done"))).toEqual(["a.json", "a2.json", "b.json"])
+
+      const r = await compact([...args, "--delete"])
+      expect(r.stdout).toContain("3 done/ file(s) (deleted), 1 duplicate record(s)")
+      expect(r.stdout).toContain("3 idempotency key(s)")
+      expect(r.exitCode).toBe(0)
+      // The other root's key went too (the ledger's horizon), its done/ file did not.
+      expect(await counts()).toEqual({ processed: 0, duplicates: 0, horizon: 2 })
+      expect(list(join(a.root, "done"))).toEqual([])
+      expect(list(join(other.root, "done"))).toEqual(["x.json"])
+
+      a.put("a-again.json", msg("a", 1))
+      a.put("c-new.json", msg("c", 3))
+      expect((await spool("consume", ["--root", a.root, "--ledger", db.url])).exitCode).toBe(0)
+      expect(list(join(a.root, "error"))).toEqual(["a-again.json"])
+      expect(list(join(a.root, "done"))).toEqual(["c-new.json"])
+      const [f] = await sql`SELECT file, reason FROM failures`
+      expect({ ...f }).toEqual({ file: "a-again.json", reason: "beyond-horizon" })
+    } finally {
+      await sql.close()
+    }
+  })
+
+  it("says which ledger it could not open, and archives nothing then", async () => {
+    await using q = await tempQueue({ seed: { "a.json": msg("a", 1) } })
+    await consumedAndAged(q.root, 100)
+    const r = await compact(["--root", q.root, "--ledger", "postgres://nobody@127.0.0.1:1/none", "--older-than", "90d"])
+    expect(r.exitCode).not.toBe(0)
+    expect(r.stderr).toContain("127.0.0.1:1")
+    expect(list(join(q.root, "done"))).toEqual(["a.json"])
   })
 })

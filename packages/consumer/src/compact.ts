@@ -3,10 +3,12 @@ import { join } from "node:path"
 import {
   type CommandSpec,
   ExitCode,
-  Ledger,
+  openLedger,
   openQueue,
   parseDuration,
+  redact,
   renameNoReplace,
+  resolveLedgerUrl,
   resolveRoot,
   runCommand,
   SpoolError,
@@ -15,15 +17,19 @@ import {
 
 const spec = {
   name: "compact",
-  usage: "bun run compact --older-than DURATION [--horizon DURATION] [--delete] [--dry-run] [--root DIR]",
+  usage:
+    "bun run compact --older-than DURATION [--horizon DURATION] [--delete] [--dry-run] [--root DIR] [--ledger URL]",
   summary:
     "Retention. Moves done/ files older than --older-than into ROOT/archive/YYYY-MM-DD/ (or deletes them\n" +
     "with --delete) and forgets ledger history of that age: duplicate records, replayed failures, replays.\n" +
     "Idempotency keys (processed rows) are kept unless --horizon is given: then keys older than the\n" +
     "horizon are pruned, and each order's highest pruned seq is kept so that a later redelivery of a\n" +
-    "pruned message goes to error/ as beyond-horizon instead of being applied a second time.",
+    "pruned message goes to error/ as beyond-horizon instead of being applied a second time.\n" +
+    "On a PostgreSQL ledger the history and keys of every root sharing it are pruned (deduplication\n" +
+    "is the ledger's), the done/ files of this root only.",
   options: {
     root: { type: "string" },
+    ledger: { type: "string" },
     "older-than": { type: "string" },
     horizon: { type: "string" },
     delete: { type: "boolean" },
@@ -31,6 +37,7 @@ const spec = {
   },
   help: [
     "--root DIR              queue root (default: $SPOOL_ROOT, else ./spool)",
+    "--ledger URL            a postgres:// ledger (default: $SPOOL_LEDGER_URL, else SQLite in ROOT/ledger.db)",
     "--older-than DURATION   age of done/ files and ledger history to remove, e.g. 90d (required)",
     "--horizon DURATION      deduplication horizon: prune idempotency keys older than this (>= --older-than)",
     "--delete                delete old done/ files instead of archiving them",
@@ -40,73 +47,52 @@ const spec = {
 
 /** `bun run compact`: retention for done/ and the ledger. */
 export async function main(argv: readonly string[]): Promise<number> {
-  return runCommand(spec, argv, ({ values: v }) => {
+  return runCommand(spec, argv, async ({ values: v }) => {
     if (!v["older-than"]) throw new SpoolError("usage", "--older-than is required, e.g. --older-than 90d")
     const olderThan = parseDuration(v["older-than"], "--older-than")
     const horizon = v.horizon === undefined ? undefined : parseDuration(v.horizon, "--horizon")
     if (horizon !== undefined && horizon < olderThan)
       throw new SpoolError("usage", "--horizon must be at least --older-than: keys must outlive the files they protect")
-    if (process.env.SPOOL_LEDGER_URL)
-      throw new SpoolError(
-        "usage",
-        "compact works on the SQLite ledger in ROOT/ledger.db; SPOOL_LEDGER_URL names a PostgreSQL ledger, which compact does not prune yet (unset it to compact a local ledger)",
-      )
+    const url = resolveLedgerUrl(v.ledger)
     const queue = openQueue(resolveRoot(v.root))
     const now = Date.now()
     const cutoff = now - olderThan
     const isDry = v["dry-run"] === true
-
-    let files = 0
-    for (const e of scanDir(queue.done, 1024)) {
-      const path = join(queue.done, e.name)
-      let st: fs.Stats
-      try {
-        st = fs.lstatSync(path)
-      } catch {
-        continue
-      }
-      if (st.mtimeMs >= cutoff) continue
-      files++
-      if (isDry) continue
-      if (v.delete) {
-        fs.unlinkSync(path)
-        continue
-      }
-      const dir = join(queue.root, "archive", new Date(st.mtimeMs).toISOString().slice(0, 10))
-      fs.mkdirSync(dir, { recursive: true })
-      for (let k = 0; renameNoReplace(path, join(dir, k === 0 ? e.name : `${k}~${e.name}`)) === "exists"; k++) {}
-    }
-
-    const ledger = Ledger.open(queue.ledger)
+    // The ledger first: a ledger that cannot be opened (a wrong URL, a root never consumed)
+    // fails the run before any done/ file is archived.
+    const ledger = await openLedger(queue, url === undefined ? {} : { url })
     try {
+      let files = 0
+      for (const e of scanDir(queue.done, 1024)) {
+        const path = join(queue.done, e.name)
+        let st: fs.Stats
+        try {
+          st = fs.lstatSync(path)
+        } catch {
+          continue
+        }
+        if (st.mtimeMs >= cutoff) continue
+        files++
+        if (isDry) continue
+        if (v.delete) {
+          fs.unlinkSync(path)
+          continue
+        }
+        const dir = join(queue.root, "archive", new Date(st.mtimeMs).toISOString().slice(0, 10))
+        fs.mkdirSync(dir, { recursive: true })
+        for (let k = 0; renameNoReplace(path, join(dir, k === 0 ? e.name : `${k}~${e.name}`)) === "exists"; k++) {}
+      }
       const iso = (ms: number) => new Date(ms).toISOString()
       const keyCutoff = horizon === undefined ? undefined : iso(now - horizon)
-      const summary = isDry
-        ? dryRun(ledger, iso(cutoff), keyCutoff, iso(now))
-        : ledger.compact(iso(cutoff), keyCutoff, iso(now))
+      const summary = await ledger.compact(iso(cutoff), keyCutoff, iso(now), { dryRun: isDry })
       const verb = isDry ? "would remove" : "removed"
+      const where = url === undefined ? "" : ` in ${redact(url)} (every root)`
       process.stdout.write(
-        `compact: ${verb} ${files} done/ file(s) (${v.delete ? "deleted" : "archived"}), ${summary.duplicates} duplicate record(s), ${summary.failures} replayed failure(s), ${summary.replays} replay record(s), ${summary.keys} idempotency key(s)\n`,
+        `compact: ${verb} ${files} done/ file(s) (${v.delete ? "deleted" : "archived"}), ${summary.duplicates} duplicate record(s), ${summary.failures} replayed failure(s), ${summary.replays} replay record(s), ${summary.keys} idempotency key(s)${where}\n`,
       )
       return ExitCode.ok
     } finally {
-      ledger.close()
+      await ledger.close()
     }
   })
 }
-
-function dryRun(ledger: Ledger, cutoff: string, keyCutoff: string | undefined, now: string) {
-  // Run the real compaction and roll it back: the counts are exactly what a real run removes.
-  let summary: ReturnType<Ledger["compact"]> = { duplicates: 0, failures: 0, replays: 0, keys: 0 }
-  try {
-    ledger.db.transaction(() => {
-      summary = ledger.compact(cutoff, keyCutoff, now)
-      throw rollback
-    })()
-  } catch (error) {
-    if (error !== rollback) throw error
-  }
-  return summary
-}
-
-const rollback = new Error("roll back the dry run")

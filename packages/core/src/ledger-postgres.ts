@@ -503,29 +503,61 @@ export class PostgresLedger {
     }))
   }
 
-  /** Retention, as the SQLite ledger's compact. */
-  async compact(historyCutoff: string, keyCutoff: string | undefined, now: string): Promise<CompactSummary> {
+  /**
+   * Retention, as the SQLite ledger's compact, over the whole ledger: every root's history and
+   * keys (deduplication and the horizon are the ledger's, not one root's, and a root whose host
+   * is gone is pruned too). With `dryRun` the same statements run and are rolled back, so the
+   * counts are exactly what a real run removes.
+   */
+  async compact(
+    historyCutoff: string,
+    keyCutoff: string | undefined,
+    now: string,
+    options: { dryRun?: boolean } = {},
+  ): Promise<CompactSummary> {
+    if (!options.dryRun) return this.transaction((tx) => prune(tx, historyCutoff, keyCutoff, now))
     return this.transaction(async (tx) => {
-      const duplicates = (await tx`DELETE FROM duplicates WHERE seen_at < ${historyCutoff}`).count
-      const failures = (await tx`DELETE FROM failures WHERE replayed_at IS NOT NULL AND replayed_at < ${historyCutoff}`)
-        .count
-      const replays = (await tx`DELETE FROM replays WHERE replayed_at < ${historyCutoff}`).count
-      let keys = 0
-      if (keyCutoff !== undefined) {
-        await tx`
-          INSERT INTO horizon (order_no, max_seq, pruned, pruned_at)
-          SELECT order_no, MAX(seq), COUNT(*), ${now} FROM processed WHERE processed_at < ${keyCutoff} GROUP BY order_no
-          ON CONFLICT (order_no) DO UPDATE SET max_seq = GREATEST(horizon.max_seq, excluded.max_seq),
-            pruned = horizon.pruned + excluded.pruned, pruned_at = excluded.pruned_at`
-        keys = (await tx`DELETE FROM processed WHERE processed_at < ${keyCutoff}`).count
+      let summary: CompactSummary | undefined
+      try {
+        await tx.savepoint(async (sp) => {
+          summary = await prune(sp, historyCutoff, keyCutoff, now)
+          throw rollback
+        })
+      } catch (error) {
+        if (error !== rollback) throw error
       }
-      return { duplicates, failures, replays, keys }
+      return summary as CompactSummary
     })
   }
 
   async close(): Promise<void> {
     await this.sql.close()
   }
+}
+
+const rollback = new Error("roll back the dry run")
+
+/** compact's statements, in the caller's transaction (or savepoint). */
+async function prune(
+  tx: SQL,
+  historyCutoff: string,
+  keyCutoff: string | undefined,
+  now: string,
+): Promise<CompactSummary> {
+  const duplicates = (await tx`DELETE FROM duplicates WHERE seen_at < ${historyCutoff}`).count
+  const failures = (await tx`DELETE FROM failures WHERE replayed_at IS NOT NULL AND replayed_at < ${historyCutoff}`)
+    .count
+  const replays = (await tx`DELETE FROM replays WHERE replayed_at < ${historyCutoff}`).count
+  let keys = 0
+  if (keyCutoff !== undefined) {
+    await tx`
+      INSERT INTO horizon (order_no, max_seq, pruned, pruned_at)
+      SELECT order_no, MAX(seq), COUNT(*), ${now} FROM processed WHERE processed_at < ${keyCutoff} GROUP BY order_no
+      ON CONFLICT (order_no) DO UPDATE SET max_seq = GREATEST(horizon.max_seq, excluded.max_seq),
+        pruned = horizon.pruned + excluded.pruned, pruned_at = excluded.pruned_at`
+    keys = (await tx`DELETE FROM processed WHERE processed_at < ${keyCutoff}`).count
+  }
+  return { duplicates, failures, replays, keys }
 }
 
 function pgCode(error: unknown): string | undefined {

@@ -315,8 +315,27 @@ export class Ledger {
    * Retention: forgets history (duplicates, replayed failures, replays) older than `historyCutoff`
    * and, when `keyCutoff` is given, processed rows (idempotency keys) older than it, keeping
    * each order's highest pruned seq in `horizon`. One transaction; returns what was removed.
+   * With `dryRun` the same statements run and are rolled back: the counts are exactly what a
+   * real run removes.
    */
-  compact(historyCutoff: string, keyCutoff: string | undefined, now: string): CompactSummary {
+  compact(
+    historyCutoff: string,
+    keyCutoff: string | undefined,
+    now: string,
+    options: { dryRun?: boolean } = {},
+  ): CompactSummary {
+    if (options.dryRun) {
+      let summary: CompactSummary | undefined
+      try {
+        this.transaction(() => {
+          summary = this.compact(historyCutoff, keyCutoff, now)
+          throw rollback
+        })
+      } catch (error) {
+        if (error !== rollback) throw error
+      }
+      return summary as CompactSummary
+    }
     return this.transaction(() => {
       const duplicates = this.db.run("DELETE FROM duplicates WHERE seen_at < ?", [historyCutoff]).changes
       const failures = this.db.run("DELETE FROM failures WHERE replayed_at IS NOT NULL AND replayed_at < ?", [
@@ -643,3 +662,5 @@ function asLedgerError(error: unknown, path: string): unknown {
   if (code.startsWith("SQLITE_")) return new SpoolError("ledger", `ledger ${path}: ${message}`, { cause: error })
   return error
 }
+
+const rollback = new Error("roll back the dry run")
