@@ -482,6 +482,12 @@ export class PostgresLedger {
     })
   }
 
+  /** How many replays of `file` this root has logged (a bulk replay's --max-replays count). */
+  async replayCount(file: string, tx: SQL = this.sql): Promise<number> {
+    const [row] = await tx`SELECT COUNT(*)::int AS n FROM replays WHERE root_id = ${this.rootId} AND file = ${file}`
+    return row.n as number
+  }
+
   /** Marks the failure record of a file replayed from error/ and logs the replay. */
   async markReplayed(file: string, now: string, tx: SQL = this.sql): Promise<boolean> {
     const [row] = await tx`

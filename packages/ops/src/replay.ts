@@ -167,23 +167,50 @@ export function moveAndMark(
 export async function replayShared(queue: Queue, url: string, file: string, now = new Date()): Promise<Replayed> {
   const ledger = await PostgresLedger.open(url, rootId(queue), { migrate: false })
   try {
-    const reason = await ledger.failureReason(file)
-    const isRecordMarked = await ledger.transaction(async (tx) => {
-      const isMarked = await ledger.markReplayed(file, now.toISOString(), tx)
-      const moved = renameNoReplace(join(queue.error, file), join(queue.inbox, file))
-      if (moved !== "moved")
-        throw new SpoolError(
-          "refused",
-          `refusing to replay ${JSON.stringify(file)}: ${moved === "exists" ? "a file of that name just appeared in inbox/" : "it left error/ while replay ran"}; nothing was changed`,
-        )
-      return isMarked
-    })
+    const replayed = await moveAndMarkShared(queue, ledger, file, now)
     await writeReports(queue, ledger)
-    return { file, reason, isRecordMarked }
+    return replayed
   } finally {
     await ledger.close()
   }
 }
+
+/**
+ * moveAndMark on the PostgreSQL ledger. The replay limit is decided under a transaction-scoped
+ * advisory lock on this root's file name, so two hosts replaying the same file at once cannot
+ * both pass it (there may be no failure row to lock).
+ */
+export async function moveAndMarkShared(
+  queue: Queue,
+  ledger: PostgresLedger,
+  file: string,
+  now: Date,
+  maxReplays = Number.POSITIVE_INFINITY,
+): Promise<Replayed> {
+  const reason = await ledger.failureReason(file)
+  const isRecordMarked = await ledger.transaction(async (tx) => {
+    await tx`SELECT pg_advisory_xact_lock(hashtext(${`spool-replay:${ledger.rootId}:${file}`}))`
+    if (maxReplays !== Number.POSITIVE_INFINITY) {
+      const count = await ledger.replayCount(file, tx)
+      if (count >= maxReplays) throw refusal(file, tooOften(count, maxReplays))
+    }
+    const isMarked = await ledger.markReplayed(file, now.toISOString(), tx)
+    const moved = renameNoReplace(join(queue.error, file), join(queue.inbox, file))
+    if (moved !== "moved")
+      throw refusal(
+        file,
+        moved === "exists" ? "a file of that name just appeared in inbox/" : "it left error/ while replay ran",
+      )
+    return isMarked
+  })
+  return { file, reason, isRecordMarked }
+}
+
+/** A ledger replay reads and marks: the SQLite ledger in the root, or a shared PostgreSQL one. */
+export type ReplayLedger = Ledger | PostgresLedger
+
+/** Gives the ledger when first needed (undefined: there is none yet, so nothing is recorded). */
+export type LedgerSource = () => ReplayLedger | undefined | Promise<ReplayLedger | undefined>
 
 /** Which files of error/ a bulk replay selects: named ones, or by glob, failure reason, or all. */
 export type Selection =
@@ -217,7 +244,8 @@ export type BulkOutcome =
 export async function selectFiles(
   queue: Queue,
   selection: Selection,
-  ledger: () => Ledger | undefined,
+  ledger: LedgerSource,
+  options: { readonly isShared?: boolean } = {},
 ): Promise<string[]> {
   const unique = (names: Iterable<string>) => [...new Set(names)].sort()
   switch (selection.kind) {
@@ -227,9 +255,12 @@ export async function selectFiles(
       return unique(fs.readdirSync(queue.error))
     case "reason": {
       // No ledger yet: nothing has failed with any reason (and none is created to find that out).
-      const l = fs.existsSync(queue.ledger) ? ledger() : undefined
+      const l = options.isShared === true || fs.existsSync(queue.ledger) ? await ledger() : undefined
       if (l === undefined) return []
-      return unique(fs.readdirSync(queue.error).filter((n) => l.failureReason(n) === selection.reason))
+      // PostgreSQL: one query for every reason rather than a round trip per file.
+      const reasons = l instanceof PostgresLedger ? await l.failureReasons() : undefined
+      const reasonOf = (n: string) => (reasons === undefined ? (l as Ledger).failureReason(n) : reasons.get(n))
+      return unique(fs.readdirSync(queue.error).filter((n) => reasonOf(n) === selection.reason))
     }
     case "match":
       return unique(await matchNames(queue.error, selection.patterns))
@@ -266,7 +297,7 @@ async function matchNames(dir: string, patterns: readonly string[]): Promise<str
  */
 export async function replayFiles(
   queue: Queue,
-  ledger: () => Ledger | undefined,
+  ledger: LedgerSource,
   files: readonly string[],
   options: BulkOptions,
   onOutcome: (outcome: BulkOutcome) => Promise<void> | void = () => {},
@@ -278,13 +309,17 @@ export async function replayFiles(
     const why = replayRefusal(queue, file)
     if (why !== undefined) outcome = { file, kind: "refused", why }
     else if (options.isDryRun) {
-      const count = ledger()?.replayCount(file) ?? 0
+      const count = (await (await ledger())?.replayCount(file)) ?? 0
       outcome = count >= limit ? { file, kind: "refused", why: tooOften(count, limit) } : { file, kind: "would-move" }
     } else {
-      const l = ledger()
+      const l = await ledger()
       if (l === undefined) throw new Error("replayFiles: a real run needs the ledger")
       try {
-        outcome = { file, kind: "moved", replayed: moveAndMark(queue, l, file, options.now, limit) }
+        const replayed =
+          l instanceof PostgresLedger
+            ? await moveAndMarkShared(queue, l, file, options.now, limit)
+            : moveAndMark(queue, l, file, options.now, limit)
+        outcome = { file, kind: "moved", replayed }
       } catch (error) {
         // Refused inside the transaction (limit reached, or the name taken since the checks):
         // rolled back, so this file is untouched; anything else (I/O, a locked ledger) stops the run.
@@ -306,7 +341,7 @@ const spec = {
     "                 (FILE... | --match GLOB | --reason REASON | --all)",
   summary:
     "Moves ROOT/error/FILE back to ROOT/inbox/FILE so the next consume retries it, marks its failure\n" +
-    "record in ROOT/ledger.db as replayed, and rewrites ROOT/error.csv. FILE is a name directly in\n" +
+    "record in the ledger as replayed, and rewrites ROOT/error.csv. FILE is a name directly in\n" +
     "error/ (see error.csv). Refuses, changing nothing, when FILE is a path, is not a regular file in\n" +
     "error/, or its name is taken in inbox/ or processing/. The move never replaces a file.\n\n" +
     "Bulk replay (several FILEs, --match, --reason, --all, or any of the options below) replays each\n" +
@@ -327,8 +362,7 @@ const spec = {
   help: [
     "FILE                  name of a file in error/ (use -- before a name that starts with -)",
     "--root DIR            queue root (default: $SPOOL_ROOT, else ./spool)",
-    "--ledger URL          a postgres:// ledger (default: $SPOOL_LEDGER_URL, else SQLite in ROOT/ledger.db);",
-    "                      bulk selection options need the SQLite ledger for now",
+    "--ledger URL          a postgres:// ledger (default: $SPOOL_LEDGER_URL, else SQLite in ROOT/ledger.db)",
     "--match GLOB          every entry directly in error/ whose name matches GLOB (quote it; \\ escapes",
     "                      * ? [ ] { } ( ) !; repeat for several globs)",
     "--reason REASON       every file in error/ whose latest unreplayed failure has REASON (parse,",
@@ -355,12 +389,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       values["max-replays"] !== undefined ||
       values.force === true
     const url = resolveLedgerUrl(values.ledger)
-    if (isBulk && url !== undefined)
-      throw new SpoolError(
-        "usage",
-        "bulk replay (several names, --match, --reason, --all, --dry-run, --max-replays, --force) needs the SQLite ledger for now; with --ledger, replay one FILE at a time",
-      )
-    if (isBulk) return replayBulk(values, positionals)
+    if (isBulk) return replayBulk(values, positionals, url)
     const [file] = positionals
     if (file === undefined) throw new SpoolError("usage", "missing FILE (the name of a file in error/)")
     const queue = openQueue(resolveRoot(values.root))
@@ -431,7 +460,7 @@ export function parseSelection(values: Values, positionals: readonly string[]): 
   return { kind: "names", names: positionals }
 }
 
-async function replayBulk(values: Values, positionals: readonly string[]): Promise<number> {
+async function replayBulk(values: Values, positionals: readonly string[], url: string | undefined): Promise<number> {
   const selection = parseSelection(values, positionals)
   const maxReplays =
     values["max-replays"] === undefined ? defaultMaxReplays : parseInteger(values["max-replays"], "--max-replays")
@@ -439,15 +468,21 @@ async function replayBulk(values: Values, positionals: readonly string[]): Promi
   const queue = openQueue(resolveRoot(values.root))
   // Opened at first need: a run that selects nothing or refuses everything creates no ledger. A
   // dry run reads it without creating or migrating it; no ledger yet means no reasons, no replays.
-  let ledger: Ledger | undefined
-  const useLedger = () => {
-    if (ledger === undefined && !(isDryRun && !fs.existsSync(queue.ledger)))
-      ledger = Ledger.open(queue.ledger, isDryRun ? { readonly: true } : {})
-    return ledger
+  // A PostgreSQL ledger is never migrated by replay (consume does that).
+  let ledger: ReplayLedger | undefined
+  let opening: Promise<ReplayLedger | undefined> | undefined
+  const useLedger = (): Promise<ReplayLedger | undefined> => {
+    opening ??= (async () => {
+      if (url !== undefined) ledger = await PostgresLedger.open(url, rootId(queue), { migrate: false })
+      else if (fs.existsSync(queue.ledger) || !isDryRun)
+        ledger = Ledger.open(queue.ledger, isDryRun ? { readonly: true } : {})
+      return ledger
+    })()
+    return opening
   }
   let moved = 0
   try {
-    const files = await selectFiles(queue, selection, useLedger)
+    const files = await selectFiles(queue, selection, useLedger, { isShared: url !== undefined })
     if (files.length === 0) {
       await writeErr(`replay: ${describeSelection(selection)} selects no file in error/; nothing was changed\n`)
       return ExitCode.ok
@@ -482,7 +517,7 @@ async function replayBulk(values: Values, positionals: readonly string[]): Promi
       // Once for the whole run, and also when it stopped on a runtime failure after some moves.
       if (moved > 0 && ledger !== undefined) await writeReports(queue, ledger)
     } finally {
-      ledger?.close()
+      await ledger?.close()
     }
   }
 }
