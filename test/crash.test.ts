@@ -69,7 +69,9 @@ describe("consume killed with SIGKILL at random points", () => {
     const run = await consumeWithRandomKills(join(t.path, "crash"), {
       random: rng(seed),
       args: ["--batch-size", "25"],
-      maxKills: 5,
+      // Two, not more: with the default --max-attempts 3 a file in hand during three kills is
+      // poison by design, and on a slow machine three kills can land on one file's retries.
+      maxKills: 2,
       budgetMs: 10_000,
       activeMs: Math.max(20, reference.activeMs / 4),
     })
