@@ -144,17 +144,7 @@ export function moveAndMark(
       if (count >= maxReplays) throw refusal(file, tooOften(count, maxReplays))
     }
     const isMarked = ledger.markReplayed(file, now.toISOString())
-    const moved = renameNoReplace(join(queue.error, file), join(queue.inbox, file))
-    if (moved === "exists")
-      throw new SpoolError(
-        "refused",
-        `refusing to replay ${JSON.stringify(file)}: a file of that name just appeared in inbox/; nothing was changed`,
-      )
-    if (moved === "missing")
-      throw new SpoolError(
-        "refused",
-        `refusing to replay ${JSON.stringify(file)}: it left error/ while replay ran; nothing was changed`,
-      )
+    moveBack(queue, file)
     return isMarked
   })
   return { file, reason, isRecordMarked }
@@ -195,15 +185,17 @@ export async function moveAndMarkShared(
       if (count >= maxReplays) throw refusal(file, tooOften(count, maxReplays))
     }
     const isMarked = await ledger.markReplayed(file, now.toISOString(), tx)
-    const moved = renameNoReplace(join(queue.error, file), join(queue.inbox, file))
-    if (moved !== "moved")
-      throw refusal(
-        file,
-        moved === "exists" ? "a file of that name just appeared in inbox/" : "it left error/ while replay ran",
-      )
+    moveBack(queue, file)
     return isMarked
   })
   return { file, reason, isRecordMarked }
+}
+
+/** The no-replace rename of a replay, inside its ledger transaction: a refusal rolls it back. */
+function moveBack(queue: Queue, file: string): void {
+  const moved = renameNoReplace(join(queue.error, file), join(queue.inbox, file))
+  if (moved === "exists") throw refusal(file, "a file of that name just appeared in inbox/")
+  if (moved === "missing") throw refusal(file, "it left error/ while replay ran")
 }
 
 /** A ledger replay reads and marks: the SQLite ledger in the root, or a shared PostgreSQL one. */
