@@ -248,4 +248,34 @@ pg("PostgresLedger", () => {
       ["c.json", o.ownerId, "committed"],
     ])
   })
+
+  it("adopts a claim in the state it has once a dead owner's last commit lands, not as it was listed", async () => {
+    // A consumer killed in the middle of its commit leaves the transaction to the server, which
+    // can still commit it after the next consumer has listed the claims as claimed.
+    await using db = await tempDatabase()
+    const [dying, next] = [await PostgresLedger.open(db.url, "root-a"), await PostgresLedger.open(db.url, "root-a")]
+    open.push(dying, next)
+    const [o, me] = [currentOwner(), currentOwner()]
+    await dying.registerConsumer(o, now())
+    const [a] = await dying.claim(o.ownerId, ["a.json"], now())
+    if (!a) throw new Error("no claim")
+    let entered!: () => void
+    let release!: () => void
+    const inEffect = new Promise<void>((resolve) => (entered = resolve))
+    const gate = new Promise<void>((resolve) => (release = resolve))
+    const committing = dying.commit(o.ownerId, [accepted("a.json", a.claimId, "m-a")], now(), async () => {
+      entered()
+      await gate
+    })
+    await inEffect
+    const listed = await next.listClaims()
+    expect(listed.map((r) => [r.name, r.state])).toEqual([["a.json", "claimed"]])
+    const adopting = next.adoptClaims(listed, me.ownerId)
+    await Bun.sleep(100) // the adoption now waits on the commit's row lock
+    release()
+    expect(await committing).toEqual(["processed"])
+    expect((await adopting).map((r) => [r.name, r.ownerId, r.state, r.dest])).toEqual([
+      ["a.json", me.ownerId, "committed", "done"],
+    ])
+  })
 })

@@ -377,20 +377,41 @@ export class PostgresLedger {
     return (rows as RawClaimRow[]).map(toClaimRow)
   }
 
-  /** Takes over dead owners' claims; only rows still naming the listed owner are taken. */
+  /**
+   * Takes over dead owners' claims; only rows still naming the listed owner are taken. Each is
+   * returned as it is once taken, not as it was listed: a consumer killed in the middle of its
+   * commit leaves that transaction to the server, which may commit it after the listing (the
+   * takeover waits on its row locks). Taken as listed, such a claim would look uncommitted,
+   * and its file would be processed again and recorded as a duplicate of itself.
+   */
   async adoptClaims(rows: readonly ClaimRow[], ownerId: string): Promise<ClaimRow[]> {
     if (rows.length === 0) return []
     const wanted = rows.map((r) => ({ name: r.name, claim_id: r.claimId, owner_id: r.ownerId }))
-    const taken = await this.transaction(
+    const taken = (await this.transaction(
       (tx) => tx`
         UPDATE claims c SET owner_id = ${ownerId}
         FROM jsonb_to_recordset(${wanted}::jsonb) AS t(name text, claim_id text, owner_id text)
         WHERE c.root_id = ${this.rootId} AND c.name = t.name AND c.claim_id = t.claim_id
           AND c.owner_id IS NOT DISTINCT FROM t.owner_id
-        RETURNING c.claim_id`,
-    )
-    const ids = new Set((taken as { claim_id: string }[]).map((r) => r.claim_id))
-    return rows.filter((r) => ids.has(r.claimId)).map((r) => ({ ...r, ownerId }))
+        RETURNING c.claim_id, c.attempts, c.state, c.dest, c.dest_name, c.payload_hash`,
+    )) as Pick<RawClaimRow, "claim_id" | "attempts" | "state" | "dest" | "dest_name" | "payload_hash">[]
+    const current = new Map(taken.map((r) => [r.claim_id, r]))
+    return rows.flatMap((r) => {
+      const t = current.get(r.claimId)
+      return t === undefined
+        ? []
+        : [
+            {
+              ...r,
+              ownerId,
+              attempts: t.attempts,
+              state: t.state,
+              dest: t.dest,
+              destName: t.dest_name,
+              payloadHash: t.payload_hash,
+            },
+          ]
+    })
   }
 
   /** Counts one more attempt on a claim before it is processed alone (the poison counter). */

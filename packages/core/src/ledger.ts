@@ -369,6 +369,8 @@ export class Ledger {
    * Takes over the claims of dead owners, in one transaction. A row is taken only if it still
    * names the owner it was listed with, so when two consumers recover at once each claim goes
    * to exactly one of them. Returns the rows taken, now owned by `ownerId`, in claim order.
+   * Their state is as listed: a dead process's transaction ended with it (unlike on a
+   * PostgreSQL server, which can commit a killed client's last transaction afterwards).
    */
   adoptClaims(rows: readonly ClaimRow[], ownerId: string): ClaimRow[] {
     if (rows.length === 0) return []
