@@ -230,8 +230,11 @@ const mtimes = (root: string) =>
  * once, each with its own kill time. Start-up time varies a lot on a loaded machine, so most
  * kills are timed from the moment the round starts changing the queue (inbox/ or processing/
  * changes its mtime; polled every 10 ms): a random delay in [0, activeMs). One kill in five is
- * timed from the spawn instead, to land in start-up and recovery. A run that ends on its own
- * must exit 0 and never report a locked ledger.
+ * timed from the spawn instead, to land in start-up and recovery. A run still going when inbox/
+ * is empty is killed then, whatever its delay: the reference run that `activeMs` comes from may
+ * have been slowed by the machine's load, and a round that drained the queue unharmed would
+ * leave the test without a kill. A run that ends on its own must exit 0 and never report a
+ * locked ledger.
  */
 export async function consumeWithRandomKills(
   root: string,
@@ -277,8 +280,14 @@ export async function consumeWithRandomKills(
         if (from !== undefined) {
           let timer: Timer | undefined
           const wait = Math.max(0, from + p.delayMs - performance.now())
-          await Promise.race([p.c.finished, new Promise((resolve) => (timer = setTimeout(resolve, wait)))])
+          const drained = untilInboxEmpty(root, p.hasExited)
+          await Promise.race([
+            p.c.finished,
+            drained.promise,
+            new Promise((resolve) => (timer = setTimeout(resolve, wait))),
+          ])
           clearTimeout(timer)
+          drained.stop()
         }
         if (!p.hasExited()) p.c.proc.kill("SIGKILL")
         const r = await p.c.finished
@@ -295,6 +304,24 @@ export async function consumeWithRandomKills(
   starts++
   stderr.push((await consumeToEnd(root, options.args)).stderr)
   return { kills, starts, stderr }
+}
+
+/** Resolves once inbox/ is empty (polled every 10 ms) while `hasExited` is false; `stop` ends the polling. */
+function untilInboxEmpty(root: string, hasExited: () => boolean) {
+  let stopped = false
+  const promise = (async () => {
+    while (!stopped && !hasExited()) {
+      await Bun.sleep(10)
+      if (fs.readdirSync(join(root, "inbox")).length === 0) return
+    }
+    await new Promise(() => {}) // never: the other racers decide
+  })()
+  return {
+    promise,
+    stop: () => {
+      stopped = true
+    },
+  }
 }
 
 export type Snapshot = ReturnType<typeof snapshot>
