@@ -2,8 +2,9 @@
 //
 // Generates a queue of N messages (about 5% duplicates, 1% bad files) in a temp directory,
 // then, for each run, gives each contender a fresh copy of that inbox and times it as a
-// separate process: `consume` (durable, default batch size), the per-message-commit baseline
-// (bench/baseline.ts) and the raw floor in C (bench/floor.c). Every end state is checked.
+// separate process: `consume` (durable, default batch size), the per-message-commit baselines
+// (bench/baseline.ts with SQLite's default settings, and with WAL) and the raw floor in C
+// (bench/floor.c). Every end state is checked.
 // Prints a Markdown table of medians and writes all figures to bench/results/<date>-<N>.json.
 import { Database } from "bun:sqlite"
 import { spawnSync } from "node:child_process"
@@ -37,10 +38,12 @@ if (v.help) {
       "  --million       queue size 1000000",
       "  --runs R        runs per contender; the table shows medians (default 3)",
       "  --consumers K   also run K consume processes at once on one root (scaling)",
-      "  --only LIST     comma-separated subset of consume,consume-1t,floor,baseline,watch,consume-pg",
-      "                  (default all but consume-pg). consume-1t is consume --one-thread (what the",
-      "                  second thread gains); consume-pg runs consume against a fresh PostgreSQL",
-      "                  database on $SPOOL_TEST_PG_URL, default the local server (the two backends)",
+      "  --only LIST     comma-separated subset of consume,consume-1t,floor,baseline,baseline-wal,",
+      "                  watch,consume-pg (default all but consume-pg). consume-1t is consume",
+      "                  --one-thread (what the second thread gains); baseline keeps SQLite's default",
+      "                  settings (rollback journal), baseline-wal is the same loop with WAL;",
+      "                  consume-pg runs consume against a fresh PostgreSQL database on",
+      "                  $SPOOL_TEST_PG_URL, default the local server (the two backends)",
       "  --watch-seconds S  how long to feed consume --watch at 1000 messages/s (default 10)",
       "  --keep          keep the generated data (path printed)",
       "",
@@ -53,7 +56,7 @@ const N = v.million ? 1_000_000 : Number(v.messages ?? 100_000)
 const runs = Number(v.runs ?? 3)
 const consumers = Number(v.consumers ?? 1)
 const watchSeconds = Number(v["watch-seconds"] ?? 10)
-const only = new Set((v.only ?? "consume,consume-1t,floor,baseline,watch").split(","))
+const only = new Set((v.only ?? "consume,consume-1t,floor,baseline,baseline-wal,watch").split(","))
 if (!Number.isInteger(N) || N < 1 || !Number.isInteger(runs) || runs < 1 || !Number.isInteger(consumers))
   throw new Error("--messages, --runs and --consumers take positive integers")
 
@@ -136,6 +139,8 @@ interface Measured {
   readonly batchP50Ms?: number
   readonly batchP99Ms?: number
   readonly batches?: number
+  /** The baselines' ledger settings, as SQLite reported them. */
+  readonly sqlite?: { readonly journalMode: string; readonly synchronous: number }
 }
 
 const hasTime = fs.existsSync("/usr/bin/time")
@@ -262,11 +267,13 @@ async function runOne(
     const out = JSON.parse(t.stdout[0] as string) as { batchMs: number[] }
     check(label, root, db, e, false)
     m = measured(contender, run, t, out.batchMs)
-  } else if (contender === "baseline") {
+  } else if (contender === "baseline" || contender === "baseline-wal") {
     const db = join(root, "baseline.db")
-    const t = await timed([["bun", "bench/baseline.ts", root, db]])
+    const wal = contender === "baseline-wal" ? ["--wal"] : []
+    const t = await timed([["bun", "bench/baseline.ts", ...wal, root, db]])
+    const out = JSON.parse(t.stdout[0] as string) as { journalMode: string; synchronous: number }
     check(label, root, db, e, false)
-    m = measured(contender, run, t)
+    m = { ...measured(contender, run, t), sqlite: { journalMode: out.journalMode, synchronous: out.synchronous } }
   } else {
     // consume-pg: the same command against a fresh PostgreSQL database (the backend comparison),
     // dropped even when the run fails.
@@ -427,7 +434,7 @@ const results: Measured[] = []
 let watchResult: Awaited<ReturnType<typeof measureWatch>> | undefined
 try {
   for (let r = 1; r <= runs; r++) {
-    for (const c of ["consume", "consume-1t", "floor", "baseline", "consume-pg"] as const)
+    for (const c of ["consume", "consume-1t", "floor", "baseline", "baseline-wal", "consume-pg"] as const)
       if (only.has(c)) results.push(await runOne(c, r, base, master, expected))
     if (consumers > 1) results.push(await runOne(`consume-x${consumers}`, r, base, master, expected, consumers))
   }
@@ -461,6 +468,7 @@ const rate = (c: string) => summary[c]?.messagesPerSecond ?? Number.NaN
 const ratios = {
   consumeOverFloor: rate("consume") / rate("floor"),
   consumeOverBaseline: rate("consume") / rate("baseline"),
+  consumeOverBaselineWal: rate("consume") / rate("baseline-wal"),
   consumeOverOneThread: rate("consume") / rate("consume-1t"),
   ...(consumers > 1 && { [`consumeX${consumers}OverConsume`]: rate(`consume-x${consumers}`) / rate("consume") }),
 }
@@ -487,7 +495,7 @@ const lines = [
     return `| ${c} | ${cell(s.messagesPerSecond, 0)} | ${cell(s.seconds, 2)} | ${cell(s.batchP50Ms)} | ${cell(s.batchP99Ms)} | ${cell(s.peakRssMb)} |`
   }),
   "",
-  `consume / floor = ${times(ratios.consumeOverFloor, 2)}, consume / baseline = ${times(ratios.consumeOverBaseline, 1)}, consume / consume-1t = ${times(ratios.consumeOverOneThread, 2)}` +
+  `consume / floor = ${times(ratios.consumeOverFloor, 2)}, consume / baseline = ${times(ratios.consumeOverBaseline, 1)}, consume / baseline-wal = ${times(ratios.consumeOverBaselineWal, 1)}, consume / consume-1t = ${times(ratios.consumeOverOneThread, 2)}` +
     (consumers > 1
       ? `, ${consumers} consumers / 1 consumer = ${times(rate(`consume-x${consumers}`) / rate("consume"), 2)}`
       : ""),
