@@ -2,8 +2,10 @@
 // itself with SIGKILL (no cleanup runs, exactly as a crash): `after-claim` (files renamed
 // into processing/, nothing committed), `after-commit` (committed, not yet moved),
 // `after-move` (moved, claim rows not yet forgotten), `after-reports` (reports written),
-// optionally `step@N` for the N-th time the step is reached. SPOOL_CRASH_ON=name kills the
-// process whenever it reads that file (a poison message). Both are read once, at start-up.
+// optionally `step@N` for the N-th time the step is reached. SPOOL_FAULT_SIGNAL=SIGSTOP stops
+// the process there instead (a stall: a paused VM, a hung mount), for a test to resume with
+// SIGCONT. SPOOL_CRASH_ON=name kills the process whenever it reads that file (a poison
+// message). All are read once, at start-up.
 const steps = ["after-claim", "after-commit", "after-move", "after-reports"] as const
 
 /** The protocol steps a test can crash at. */
@@ -13,14 +15,17 @@ const [faultStep, faultAt = "1"] = (process.env.SPOOL_FAULT ?? "").split("@")
 // A misspelt hook would never fire and a crash test would silently test nothing: refuse it.
 if (faultStep && (!steps.includes(faultStep as FaultStep) || !/^[1-9]\d*$/.test(faultAt)))
   throw new Error(`SPOOL_FAULT=${process.env.SPOOL_FAULT}: expected one of ${steps.join(", ")}, optionally @N (N >= 1)`)
+const faultSignal = process.env.SPOOL_FAULT_SIGNAL ?? "SIGKILL"
+if (faultSignal !== "SIGKILL" && faultSignal !== "SIGSTOP")
+  throw new Error(`SPOOL_FAULT_SIGNAL=${faultSignal}: expected SIGKILL (the default) or SIGSTOP`)
 const crashOn = process.env.SPOOL_CRASH_ON
 let reached = 0
 
-/** Kills the process with SIGKILL if SPOOL_FAULT names this step and it is reached for the N-th time. */
+/** Kills (or stops) the process if SPOOL_FAULT names this step and it is reached for the N-th time. */
 export function fault(step: FaultStep): void {
   if (step !== faultStep) return
   reached++
-  if (reached === Number(faultAt)) process.kill(process.pid, "SIGKILL")
+  if (reached === Number(faultAt)) process.kill(process.pid, faultSignal)
 }
 
 /** Kills the process with SIGKILL if SPOOL_CRASH_ON names this file. */
