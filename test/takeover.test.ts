@@ -9,6 +9,7 @@
 // process to completion. Then A goes on.
 import { Database } from "bun:sqlite"
 import { afterAll, describe, expect, it } from "bun:test"
+import fs from "node:fs"
 import { join } from "node:path"
 import { SQL } from "bun"
 import { pgUnavailable, tempDatabase } from "../packages/core/src/_pg-testing.ts"
@@ -138,6 +139,106 @@ for (const backend of backends) {
       })
     }
   })
+}
+
+// The same silence between the commit and the move: A stops itself right after its first
+// commit (SPOOL_FAULT_SIGNAL=SIGSTOP), B takes the committed claims over and moves their files
+// itself, and then A is resumed and finds them gone from processing/.
+for (const backend of backends) {
+  const suite = backend.skip ? describe.skip : describe
+  suite(`a consumer stalled between its commit and its move (${backend.name})`, () => {
+    for (const pipeline of [false, true]) {
+      it(`leaves the moves to the consumer that took its claims over and exits 0 (${pipeline ? "pipelined" : "one thread"})`, async () => {
+        await using q = await tempQueue()
+        await using db = backend.name === "postgres" ? await tempDatabase() : undefined
+        const url = db?.url
+        const names = Array.from({ length: 6 }, (_, i) => `m-${i}.json`)
+        for (const [i, name] of names.entries())
+          q.put(name, { msg_id: `id-${i}`, order_no: "O-1", seq: i + 1, amount: 1.25 })
+        const ledgerArgs = url ? ["--ledger", url] : []
+        const a = await stoppedAfterCommit(q.root, pipeline, ledgerArgs)
+        try {
+          const silence = `UPDATE consumers SET host = 'elsewhere.example', heartbeat_at = '2000-01-01T00:00:00.000Z' WHERE pid = ${a.pid}`
+          if (url === undefined) runSync(["sqlite3", join(q.root, "ledger.db"), silence])
+          else runSync(["psql", "-q", "-v", "ON_ERROR_STOP=1", url, "-c", silence])
+          const bOutput = runSync(["bun", consumeBin, "--root", q.root, "--log-format", "json", ...ledgerArgs])
+          expect(bOutput).toContain('"step":"committed, not yet moved"')
+        } finally {
+          a.kill("SIGCONT")
+        }
+        const [code, aErr] = await Promise.all([a.exited, new Response(a.stderr).text()])
+        expect({ code, aErr }).toMatchObject({ code: 0 })
+        expect(aErr).toContain('"event":"moved-by-other"')
+
+        expect(list(join(q.root, "done"))).toEqual(names)
+        expect(list(join(q.root, "processing"))).toEqual([])
+        expect(list(join(q.root, "inbox"))).toEqual([])
+        expect(list(join(q.root, "error"))).toEqual([])
+        const rows = await ledgerRows(q.root, url)
+        expect(rows.processed).toEqual(names.map((_, i) => `id-${i}`))
+        expect(rows.duplicates).toBe(0)
+        expect(rows.claims).toBe(0)
+      })
+
+      it(`still fails with exit 3 when its claim is its own and the file was removed from outside (${pipeline ? "pipelined" : "one thread"})`, async () => {
+        await using q = await tempQueue()
+        await using db = backend.name === "postgres" ? await tempDatabase() : undefined
+        for (let i = 0; i < 6; i++) q.put(`m-${i}.json`, { msg_id: `id-${i}`, order_no: "O-1", seq: i + 1, amount: 1 })
+        const a = await stoppedAfterCommit(q.root, pipeline, db ? ["--ledger", db.url] : [])
+        const inProcessing = list(join(q.root, "processing"))
+        try {
+          expect(inProcessing.length).toBeGreaterThan(0)
+          for (const name of inProcessing) fs.rmSync(join(q.root, "processing", name))
+        } finally {
+          a.kill("SIGCONT")
+        }
+        const [code, aErr] = await Promise.all([a.exited, new Response(a.stderr).text()])
+        expect(code).toBe(3)
+        expect(aErr).toContain("something outside spool removed it")
+        expect(aErr).not.toContain("moved-by-other")
+      })
+    }
+  })
+}
+
+/** Starts consume on `root`, batches of 2, and waits until it has stopped itself after its first commit. */
+async function stoppedAfterCommit(root: string, pipeline: boolean, extraArgs: readonly string[]) {
+  const a = Bun.spawn(
+    [
+      "bun",
+      consumeBin,
+      "--root",
+      root,
+      "--batch-size",
+      "2",
+      "--log-format",
+      "json",
+      ...(pipeline ? [] : ["--one-thread"]),
+      ...extraArgs,
+    ],
+    {
+      cwd: repoRoot,
+      env: { ...process.env, NO_COLOR: "1", SPOOL_FAULT: "after-commit", SPOOL_FAULT_SIGNAL: "SIGSTOP" },
+      stdout: "pipe",
+      stderr: "pipe",
+    },
+  )
+  for (const deadline = Date.now() + 60_000; !isStopped(a.pid); await Bun.sleep(10))
+    if (a.exitCode !== null || Date.now() > deadline) {
+      a.kill("SIGKILL")
+      throw new Error(`consume never stopped after its commit: ${await new Response(a.stderr).text()}`)
+    }
+  return a
+}
+
+/** True once the process is stopped (state T in /proc/PID/stat). */
+function isStopped(pid: number): boolean {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) === "T"
+  } catch {
+    return false
+  }
 }
 
 const pgSuite = pgSkip ? describe.skip : describe

@@ -1,6 +1,7 @@
 import fs from "node:fs"
 import { join } from "node:path"
 import { crashIfPoison, fault } from "./_fault.ts"
+import { SpoolError } from "./errors.ts"
 import {
   type FileRead,
   fsyncDir,
@@ -474,6 +475,10 @@ class Engine<T extends Message> {
       this.#moving.shift()
       if (m.error !== undefined) throw m.error
       for (const [i, to] of m.reply?.renamed ?? []) await this.#ledger.renameFailure((m.items[i] as Item).claimId, to)
+      for (const i of m.reply?.missing ?? []) {
+        const item = m.items[i] as Item
+        await this.#notThereToMove(item.name, item.claimId, destOf(item.outcome as Outcome, item.verdict) ?? "done")
+      }
       this.#movedOut(m.items)
     }
   }
@@ -606,9 +611,10 @@ class Engine<T extends Message> {
         continue
       }
       items.push(item)
-      if (dest === "done") toDone = true
+      if (!(await this.#moveOut(o.name, dest, o.kind === "rejected" ? o.destName : o.name, o.claimId)))
+        await this.#notThereToMove(o.name, o.claimId, dest)
+      else if (dest === "done") toDone = true
       else toError = true
-      await this.#moveOut(o.name, dest, o.kind === "rejected" ? o.destName : o.name, o.claimId)
     }
     // A directory no file entered has nothing to make durable: its fsync would be a no-op.
     if (toDone && toError) this.#sync("processing", "done", "error")
@@ -732,10 +738,31 @@ class Engine<T extends Message> {
     }
   }
 
-  /** Moves a committed file out of processing/, never replacing anything. */
-  async #moveOut(name: string, dest: "done" | "error", preferred: string, claimId: string): Promise<void> {
+  /** Moves a committed file out of processing/, never replacing anything; false if it is not there. */
+  async #moveOut(name: string, dest: "done" | "error", preferred: string, claimId: string): Promise<boolean> {
     const to = moveFinished(this.#openDirs.processing, name, this.#openDirs[dest], preferred)
+    if (to === undefined) return false
     if (dest === "error" && to !== preferred) await this.#ledger.renameFailure(claimId, to)
+    return true
+  }
+
+  /**
+   * A file this consumer committed was gone from processing/ when it came to move it. If its
+   * claim was taken over meanwhile (this consumer stalled for longer than the lease, and
+   * another one judged it dead), the other consumer has moved the file in its recovery: the
+   * outcome stands, and nothing is wrong with the queue. If the claim is still this
+   * consumer's, something outside spool removed the file, and the run fails.
+   */
+  async #notThereToMove(name: string, claimId: string, dest: "done" | "error"): Promise<void> {
+    if (await this.#ledger.holdsClaim(name, claimId, this.#owner.ownerId))
+      throw new SpoolError(
+        "io",
+        `${join(this.#q.processing, name)} vanished before it could be moved to ${this.#q[dest]}/ (its claim is still this consumer's: something outside spool removed it)`,
+      )
+    this.#log.warn("moved-by-other", {
+      file: name,
+      problem: `committed here, but the claim was taken over while this consumer was stalled; the consumer that took it over moved the file to ${dest}/`,
+    })
   }
 
   /** A no-replace rename between two queue directories, through the descriptors held open. */
@@ -768,8 +795,13 @@ class Engine<T extends Message> {
         retry.push({ name: row.name, claimId: row.claimId, attempts: row.attempts, inProcessing: true })
         continue
       }
-      if (row.state === "committed" && inProcessing) {
-        await this.#moveOut(row.name, row.dest ?? "done", row.destName ?? row.name, row.claimId)
+      // A file gone by the time it is moved was moved by its owner after all: a consumer that
+      // was only stalled, not dead, resuming between the listing and the move.
+      if (
+        row.state === "committed" &&
+        inProcessing &&
+        (await this.#moveOut(row.name, row.dest ?? "done", row.destName ?? row.name, row.claimId))
+      ) {
         this.#log.warn("recovered", { file: row.name, step: "committed, not yet moved", dest: row.dest })
         this.summary.recovered++
       }

@@ -125,10 +125,20 @@ describe("IoThread.moveOut", () => {
     expect(fs.readFileSync(join(q.error, "b~1.json"), "utf8")).toBe("b.json")
   })
 
-  it("fails when a file it must move has vanished, and idle() still resolves", async () => {
+  it("reports by index a file it must move that has vanished, moves the others, and idle() resolves", async () => {
     const q = tempQueue()
+    fs.writeFileSync(join(q.processing, "a.json"), "a")
+    fs.writeFileSync(join(q.processing, "c.json"), "c")
     const io = ioFor(q)
-    await expect(io.moveOut([["nope.json", "done", "nope.json"]])).rejects.toThrow("vanished")
+    const reply = await io.moveOut([
+      ["a.json", "done", "a.json"],
+      ["nope.json", "done", "nope.json"],
+      ["c.json", "error", "c.json"],
+    ])
+    expect(reply).toEqual({ renamed: [], missing: [1] })
+    expect(fs.readdirSync(q.processing)).toEqual([])
+    expect(fs.readdirSync(q.done)).toEqual(["a.json"])
+    expect(fs.readdirSync(q.error)).toEqual(["c.json"])
     await io.idle()
   })
 })

@@ -40,9 +40,13 @@ export function hashAt(reply: ClaimInReply, i: number): string | undefined {
   return (reply.spans[2 * i] as number) < 0 ? undefined : reply.hashes.slice(64 * i, 64 * i + 64)
 }
 
-/** The result of moving a batch out of processing/: the files that got another name in error/. */
+/**
+ * The result of moving a batch out of processing/: the files that got another name in error/,
+ * and those no longer there to move (by index in the request).
+ */
 export interface MoveOutReply {
   readonly renamed: readonly (readonly [number, string])[]
+  readonly missing: readonly number[]
 }
 
 /** One move out of processing/: the name, the destination and the name wanted there. */

@@ -94,20 +94,23 @@ function claimIn(
 
 function moveOut(moves: readonly MoveOut[]): MoveOutReply {
   const renamed: [number, string][] = []
+  const missing: number[] = []
   let toDone = false
   let toError = false
   for (const [i, [name, dest, preferred]] of moves.entries()) {
+    const to = moveFinished(dirs.processing, name, dirs[dest], preferred)
+    if (to === undefined) {
+      missing.push(i)
+      continue
+    }
     if (dest === "done") toDone = true
     else toError = true
-    const to = moveFinished(dirs.processing, name, dirs[dest], preferred)
     if (dest === "error" && to !== preferred) renamed.push([i, to])
   }
-  if (moves.length > 0) {
-    // A directory no file entered has nothing to make durable.
-    if (toDone && toError) sync("processing", "done", "error")
-    else sync("processing", toError ? "error" : "done")
-  }
-  return { renamed }
+  // A directory no file entered has nothing to make durable.
+  if (toDone && toError) sync("processing", "done", "error")
+  else if (toDone || toError) sync("processing", toError ? "error" : "done")
+  return { renamed, missing }
 }
 
 const unread = " ".repeat(64)

@@ -49,6 +49,8 @@ export interface LedgerPort {
   flush(ownerId: string, now: string): Awaitable<void>
   claimOrphan(name: string, ownerId: string, now: string): Awaitable<Claim | undefined>
   dropClaims(claims: readonly Claim[]): Awaitable<void>
+  /** Whether `ownerId` still holds this claim: false once another consumer took it over, or it ended. */
+  holdsClaim(name: string, claimId: string, ownerId: string): Awaitable<boolean>
   renameFailure(claimId: string, file: string): Awaitable<void>
   duplicateIds(): Iterable<string> | AsyncIterable<string>
   conflicts(): Iterable<ConflictRow> | AsyncIterable<ConflictRow>

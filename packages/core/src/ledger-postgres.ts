@@ -444,6 +444,14 @@ export class PostgresLedger {
       WHERE c.root_id = ${this.rootId} AND c.name = t.name AND c.claim_id = t.claim_id`
   }
 
+  /** Whether `ownerId` still holds this claim (a claim taken over or ended no longer is). */
+  async holdsClaim(name: string, claimId: string, ownerId: string): Promise<boolean> {
+    const rows = await this.sql`
+      SELECT 1 FROM claims
+      WHERE root_id = ${this.rootId} AND name = ${name} AND claim_id = ${claimId} AND owner_id = ${ownerId}`
+    return rows.length > 0
+  }
+
   async renameFailure(claimId: string, file: string): Promise<void> {
     await this.sql`UPDATE failures SET file = ${file} WHERE claim_id = ${claimId}`
   }

@@ -428,6 +428,11 @@ export class Ledger {
     })
   }
 
+  /** Whether `ownerId` still holds this claim (a claim taken over or ended no longer is). */
+  holdsClaim(name: string, claimId: string, ownerId: string): boolean {
+    return this.#s.holdsClaim.get(name, claimId, ownerId) !== null
+  }
+
   /** Records the final name of a file in error/ when the chosen one was taken at move time. */
   renameFailure(claimId: string, file: string): void {
     this.transaction(() => this.#s.renameFailure.run(file, claimId))
@@ -521,6 +526,7 @@ function prepare(db: Database) {
     ),
     dropClaim: q("DELETE FROM claims WHERE name = ? AND claim_id = ?"),
     renameFailure: q("UPDATE failures SET file = ? WHERE claim_id = ?"),
+    holdsClaim: q("SELECT 1 FROM claims WHERE name = ? AND claim_id = ? AND owner_id = ?"),
     duplicateIds: q("SELECT DISTINCT msg_id FROM duplicates ORDER BY msg_id"),
     conflicts: q(
       `SELECT d.msg_id, d.file, d.content_hash, p.file AS processed_file, p.content_hash AS processed_content_hash

@@ -261,16 +261,15 @@ export function alternateName(name: string, k: number): string {
 
 /**
  * Moves a finished file `name` from `from` into `to` as `preferred`, or as name~1, name~2, ...
- * while that is taken, never replacing anything; returns the name it got there. Throws if the
- * file has vanished. The consume engine's one way out of processing/, on either thread.
+ * while that is taken, never replacing anything; returns the name it got there, or undefined
+ * if the file is gone (the caller decides what that means). The consume engine's one way out
+ * of processing/, on either thread.
  */
-export function moveFinished(from: OpenDir, name: string, to: OpenDir, preferred: string): string {
+export function moveFinished(from: OpenDir, name: string, to: OpenDir, preferred: string): string | undefined {
   for (let k = 0; ; k++) {
     const target = k === 0 ? preferred : alternateName(name, k)
     const r = renameNoReplaceAt(from, name, to, target)
     if (r === "exists") continue
-    if (r === "missing")
-      throw new SpoolError("io", `${join(from.path, name)} vanished before it could be moved to ${to.path}/`)
-    return target
+    return r === "missing" ? undefined : target
   }
 }
