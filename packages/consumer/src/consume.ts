@@ -156,6 +156,8 @@ export async function main(argv: readonly string[]): Promise<number> {
             lastBatchAt = t
           }
         },
+        // This process is spool's own: keep its garbage, and so its footprint, small.
+        collectEvery: 2000,
         ...tuning,
       }
       const summary = isWatching

@@ -271,3 +271,38 @@ describe("Ledger.adoptClaims", () => {
     expect(other.adoptClaims(byOther, "y")).toEqual([])
   })
 })
+
+describe("collectEvery", () => {
+  /** Runs consume on seven files in batches of two, counting the full collections it asks for. */
+  async function fullCollections(collectEvery: number | undefined): Promise<number> {
+    const files = Object.fromEntries(Array.from({ length: 7 }, (_, i) => [`m${i}.json`, msg(`id-${i}`, i + 1)]))
+    const t = tempQueue(files)
+    const gc = Bun.gc
+    let full = 0
+    Bun.gc = (force?: boolean) => {
+      if (force) full++
+      return gc(force)
+    }
+    try {
+      await consume({
+        queue: t.q,
+        ledger: t.ledger,
+        batchSize: 2,
+        pipeline: false,
+        ...(collectEvery !== undefined && { collectEvery }),
+      })
+    } finally {
+      Bun.gc = gc
+    }
+    expect(ls(t.q.done)).toHaveLength(7)
+    return full
+  }
+
+  it("collects after every so many files moved out, and never by default", async () => {
+    expect(await fullCollections(undefined)).toBe(0)
+    // Batches of 2, 2, 2 and 1 files: with 3, a collection after the second batch (4 files
+    // since none) and after the fourth (3 since the last).
+    expect(await fullCollections(3)).toBe(2)
+    expect(await fullCollections(1)).toBe(4)
+  })
+})

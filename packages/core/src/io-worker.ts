@@ -21,6 +21,13 @@ let dirs: Record<IoDir, OpenDir>
 let scratch: Buffer
 /** Read-ahead storage, reused while no reply holds it (a reply transfers it away). */
 let store: Uint8Array<ArrayBuffer> = new Uint8Array(0)
+/**
+ * Files moved out since this thread's last full collection. JavaScriptCore lets a heap's
+ * garbage grow with the machine's RAM before it collects; this thread's live data is tiny, so
+ * collecting every 2000 files keeps its memory small for 2 to 3 ms each time.
+ */
+let sinceCollect = 0
+const collectEvery = 2000
 
 self.onmessage = (event: MessageEvent<IoRequest>) => {
   const request = event.data
@@ -36,7 +43,15 @@ self.onmessage = (event: MessageEvent<IoRequest>) => {
       const names = request.names === "" ? [] : request.names.split("\0")
       status = new Uint8Array(names.length).fill(InStatus.untried)
       value = claimIn(names, request.regular, request.readCount, request.readBytes, status)
-    } else value = moveOut(splitMoves(request.moves))
+    } else {
+      const moves = splitMoves(request.moves)
+      value = moveOut(moves)
+      sinceCollect += moves.length
+      if (sinceCollect >= collectEvery) {
+        sinceCollect = 0
+        Bun.gc(true)
+      }
+    }
     const transfer = value !== undefined && request.op === "in" ? [(value as ClaimInReply).data] : []
     postMessage({ id: request.id, ok: true, value } satisfies IoResponse, transfer)
   } catch (error) {
