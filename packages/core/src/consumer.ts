@@ -64,6 +64,12 @@ export interface ConsumeOptions<T extends Message = Message> {
   readonly collectEvery?: number
 }
 
+/**
+ * Files moved out on this thread since the last forced collection (ConsumeOptions.collectEvery):
+ * counted across runs, since watch mode runs consume once per drain and the heap is the thread's.
+ */
+let movedSinceCollect = 0
+
 /** What a run did. */
 export interface ConsumeSummary {
   claimed: number
@@ -185,8 +191,6 @@ class Engine<T extends Message> {
   readonly #inHand = new Set<Item>()
   /** Committed claims whose files have durably left processing/: forgotten at the next claim. */
   readonly #moved: Claim[] = []
-  /** Files moved out since the last forced collection (see ConsumeOptions.collectEvery). */
-  #sinceCollect = 0
   /** The I/O thread, once a pass has claimed a full batch (with the pipeline on). */
   #io: IoThread | undefined
   /** The batch the I/O thread is claiming into processing/, judged once the next one is claimed. */
@@ -640,10 +644,12 @@ class Engine<T extends Message> {
     fault("after-move")
     this.summary.batches++
     const every = this.#o.collectEvery ?? 0
-    this.#sinceCollect += items.length
-    if (every > 0 && this.#sinceCollect >= every) {
-      this.#sinceCollect = 0
-      Bun.gc(true)
+    if (every > 0) {
+      movedSinceCollect += items.length
+      if (movedSinceCollect >= every) {
+        movedSinceCollect = 0
+        Bun.gc(true)
+      }
     }
     this.#o.onBatch?.(this.summary)
   }
