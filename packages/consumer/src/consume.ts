@@ -1,6 +1,7 @@
 import fs from "node:fs"
 import {
   type CommandSpec,
+  collectGarbageEvery,
   consume,
   createLog,
   defaults,
@@ -85,6 +86,9 @@ export async function main(argv: readonly string[]): Promise<number> {
       throw new SpoolError("usage", `--log-format takes text or json, not ${JSON.stringify(format)}`)
     const level: LogLevel = v.quiet ? "quiet" : v.verbose ? "verbose" : "info"
     const durable = !v["no-fsync"]
+    // This process is spool's own: keep its garbage, and so its footprint, small (about 12 ms
+    // of the main thread per 2000 files on the bench machine; see BENCHMARKS.md, Memory).
+    collectGarbageEvery(2000)
     const queue = openQueue(resolveRoot(v.root))
     const ledgerUrl = resolveLedgerUrl(v.ledger)
     // Every option is checked here, before any worker starts, so a usage error is reported once.
@@ -156,8 +160,6 @@ export async function main(argv: readonly string[]): Promise<number> {
             lastBatchAt = t
           }
         },
-        // This process is spool's own: keep its garbage, and so its footprint, small.
-        collectEvery: 2000,
         ...tuning,
       }
       const summary = isWatching

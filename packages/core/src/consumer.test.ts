@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { hostname, tmpdir } from "node:os"
 import { join } from "node:path"
+import { collectGarbageEvery } from "./collect.ts"
 import { consume } from "./consumer.ts"
 import { type Effect, Ledger, type Outcome } from "./ledger.ts"
 import { currentOwner, type Owner, processStartTicks } from "./owner.ts"
@@ -272,9 +273,9 @@ describe("Ledger.adoptClaims", () => {
   })
 })
 
-describe("collectEvery", () => {
+describe("collectGarbageEvery", () => {
   /** Runs consume on seven files in batches of two, counting the full collections it asks for. */
-  async function fullCollections(collectEvery: number | undefined): Promise<number> {
+  async function fullCollections(every: number): Promise<number> {
     const files = Object.fromEntries(Array.from({ length: 7 }, (_, i) => [`m${i}.json`, msg(`id-${i}`, i + 1)]))
     const t = tempQueue(files)
     const gc = Bun.gc
@@ -283,23 +284,19 @@ describe("collectEvery", () => {
       if (force) full++
       return gc(force)
     }
+    collectGarbageEvery(every)
     try {
-      await consume({
-        queue: t.q,
-        ledger: t.ledger,
-        batchSize: 2,
-        pipeline: false,
-        ...(collectEvery !== undefined && { collectEvery }),
-      })
+      await consume({ queue: t.q, ledger: t.ledger, batchSize: 2, pipeline: false })
     } finally {
+      collectGarbageEvery(0)
       Bun.gc = gc
     }
     expect(ls(t.q.done)).toHaveLength(7)
     return full
   }
 
-  it("collects after every so many files moved out, and never by default", async () => {
-    expect(await fullCollections(undefined)).toBe(0)
+  it("collects after every so many files moved out, and never when off (the default)", async () => {
+    expect(await fullCollections(0)).toBe(0)
     // Batches of 2, 2, 2 and 1 files: with 3, a collection after the second batch (4 files
     // since none) and after the fourth (3 since the last).
     expect(await fullCollections(3)).toBe(2)

@@ -1,6 +1,7 @@
 import fs from "node:fs"
 import { join } from "node:path"
 import { crashIfPoison, fault } from "./_fault.ts"
+import { workDone } from "./collect.ts"
 import { SpoolError } from "./errors.ts"
 import {
   type FileRead,
@@ -53,22 +54,7 @@ export interface ConsumeOptions<T extends Message = Message> {
   readonly log?: Log
   /** Called after every committed batch, for progress displays. */
   readonly onBatch?: (summary: Readonly<ConsumeSummary>) => void
-  /**
-   * Run a full garbage collection on this thread after every this many files moved out of
-   * processing/ (0, the default: never). JavaScriptCore lets garbage grow with the machine's
-   * RAM before it collects, tens of MB on a large machine; the consume command, which owns its
-   * process, sets 2000 to keep its footprint small at a few percent of its time. An
-   * application that embeds consume keeps its own collector's policy. (The I/O thread, spool's
-   * own, always collects every 2000 files.)
-   */
-  readonly collectEvery?: number
 }
-
-/**
- * Files moved out on this thread since the last forced collection (ConsumeOptions.collectEvery):
- * counted across runs, since watch mode runs consume once per drain and the heap is the thread's.
- */
-let movedSinceCollect = 0
 
 /** What a run did. */
 export interface ConsumeSummary {
@@ -643,14 +629,7 @@ class Engine<T extends Message> {
     for (const item of items) this.#inHand.delete(item)
     fault("after-move")
     this.summary.batches++
-    const every = this.#o.collectEvery ?? 0
-    if (every > 0) {
-      movedSinceCollect += items.length
-      if (movedSinceCollect >= every) {
-        movedSinceCollect = 0
-        Bun.gc(true)
-      }
-    }
+    workDone(items.length)
     this.#o.onBatch?.(this.summary)
   }
 

@@ -3,6 +3,8 @@
 // consume imports the validator (@ark/schema, about 0.1 s) when it judges its first message,
 // and meanwhile the I/O thread moves and reads the first batches; it never imports arktype
 // (about 0.4 s and over 40 MB). "@spool/core" re-exports all of this.
+
+export { collectGarbageEvery } from "./collect.ts"
 export type { CommandSpec } from "./command.ts"
 export { helpText, parseBytes, parseDuration, parseInteger, runCommand } from "./command.ts"
 export type { ConsumeOptions, ConsumeSummary } from "./consumer.ts"

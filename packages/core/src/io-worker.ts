@@ -1,5 +1,6 @@
 // The consume engine's I/O worker (see io-thread.ts): moves files between queue directories
 // and reads them, one request at a time, in the order the main thread sent them.
+import { collectGarbageEvery, workDone } from "./collect.ts"
 import { SpoolError } from "./errors.ts"
 import { fsyncDir, type OpenDir, openDir, readMessageFile, renameNoReplaceAt } from "./files.ts"
 import {
@@ -21,13 +22,6 @@ let dirs: Record<IoDir, OpenDir>
 let scratch: Buffer
 /** Read-ahead storage, reused while no reply holds it (a reply transfers it away). */
 let store: Uint8Array<ArrayBuffer> = new Uint8Array(0)
-/**
- * Files moved out since this thread's last full collection. JavaScriptCore lets a heap's
- * garbage grow with the machine's RAM before it collects; this thread's live data is tiny, so
- * collecting every 2000 files keeps its memory small for 2 to 3 ms each time.
- */
-let sinceCollect = 0
-const collectEvery = 2000
 
 self.onmessage = (event: MessageEvent<IoRequest>) => {
   const request = event.data
@@ -36,6 +30,9 @@ self.onmessage = (event: MessageEvent<IoRequest>) => {
     let value: unknown
     if (request.op === "init") {
       config = request.config
+      // This thread is spool's own, and its live data tiny: collecting every 2000 files keeps
+      // its memory small for 2 to 3 ms each time.
+      collectGarbageEvery(2000)
       const at = (d: IoDir): OpenDir => ({ path: config.dirs[d], fd: openDir(config.dirs[d]) })
       dirs = { inbox: at("inbox"), processing: at("processing"), done: at("done"), error: at("error") }
       scratch = Buffer.allocUnsafe(Math.min(config.maxBytes, 64 * 1024 * 1024) + 1)
@@ -46,11 +43,7 @@ self.onmessage = (event: MessageEvent<IoRequest>) => {
     } else {
       const moves = splitMoves(request.moves)
       value = moveOut(moves)
-      sinceCollect += moves.length
-      if (sinceCollect >= collectEvery) {
-        sinceCollect = 0
-        Bun.gc(true)
-      }
+      workDone(moves.length)
     }
     const transfer = value !== undefined && request.op === "in" ? [(value as ClaimInReply).data] : []
     postMessage({ id: request.id, ok: true, value } satisfies IoResponse, transfer)

@@ -1,5 +1,6 @@
 import { join } from "node:path"
 import { fault } from "./_fault.ts"
+import { reportRow, workDone } from "./collect.ts"
 import { writeFileAtomic } from "./files.ts"
 import type { Ledger, OrderProblem } from "./ledger.ts"
 import type { LedgerPort } from "./ledger-port.ts"
@@ -46,7 +47,10 @@ function writeLocalReports(queue: Queue, ledger: Ledger): void {
     writeFileAtomic(
       join(queue.root, reportFiles.duplicates),
       (function* () {
-        for (const id of ledger.duplicateIds()) yield `${id}\n`
+        for (const id of ledger.duplicateIds()) {
+          workDone(reportRow)
+          yield `${id}\n`
+        }
       })(),
     )
     writeFileAtomic(
@@ -57,8 +61,10 @@ function writeLocalReports(queue: Queue, ledger: Ledger): void {
       join(queue.root, reportFiles.conflicts),
       (function* () {
         yield "msg_id,file,processed_file,content_hash,processed_content_hash\n"
-        for (const c of ledger.conflicts())
+        for (const c of ledger.conflicts()) {
+          workDone(reportRow)
           yield csvRow([c.msg_id, c.file, c.processed_file, c.content_hash, c.processed_content_hash])
+        }
       })(),
     )
   })
@@ -71,7 +77,10 @@ function writeLocalReports(queue: Queue, ledger: Ledger): void {
 async function writeSharedReports(queue: Queue, ledger: PostgresLedger): Promise<void> {
   await ledger.withReportLock(async () => {
     const ids: string[] = []
-    for await (const id of ledger.duplicateIds()) ids.push(`${id}\n`)
+    for await (const id of ledger.duplicateIds()) {
+      workDone(reportRow)
+      ids.push(`${id}\n`)
+    }
     const conflicts: string[] = ["msg_id,file,processed_file,content_hash,processed_content_hash\n"]
     for await (const c of ledger.conflicts())
       conflicts.push(csvRow([c.msg_id, c.file, c.processed_file, c.content_hash, c.processed_content_hash]))
@@ -93,7 +102,10 @@ function* errorRows(queue: Queue, reasonOf: (file: string) => string | undefined
   // Every entry counts, including the links, FIFOs and directories consume put there.
   for (const e of scanDir(queue.error)) names.push(e.name)
   names.sort()
-  for (const name of names) yield csvRow([name, reasonOf(name) ?? "unknown"])
+  for (const name of names) {
+    workDone(reportRow)
+    yield csvRow([name, reasonOf(name) ?? "unknown"])
+  }
 }
 
 /** The text of order-result.txt: `OK`, or a header and one CSV row per problem. */
