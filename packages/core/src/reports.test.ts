@@ -2,6 +2,7 @@ import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import os from "node:os"
 import { join } from "node:path"
+import { collectGarbageEvery } from "./collect.ts"
 import { Ledger, type Outcome } from "./ledger.ts"
 import { createQueue } from "./queue.ts"
 import { csvField, csvRow, formatOrderResult, writeReports } from "./reports.ts"
@@ -123,5 +124,28 @@ describe("writeReports", () => {
     } finally {
       ledger.close()
     }
+  })
+
+  it("counts each row it writes toward collectGarbageEvery, as a tenth of a file", async () => {
+    const dir = fs.mkdtempSync(join(os.tmpdir(), "spool-reports-"))
+    await using _ = { [Symbol.asyncDispose]: async () => fs.rmSync(dir, { recursive: true, force: true }) }
+    const q = createQueue(join(dir, "q"))
+    const ledger = Ledger.open(q.ledger, { durable: false })
+    for (const n of ["a.json", "b.json", "c.json"]) fs.writeFileSync(join(q.error, n), "")
+    const gc = Bun.gc
+    let full = 0
+    Bun.gc = (force?: boolean) => {
+      if (force) full++
+      return gc(force)
+    }
+    collectGarbageEvery(0.1)
+    try {
+      writeReports(q, ledger)
+    } finally {
+      collectGarbageEvery(0)
+      Bun.gc = gc
+      ledger.close()
+    }
+    expect(full).toBe(3) // the three rows of error.csv; dup.txt and conflicts.csv are empty
   })
 })
