@@ -26,6 +26,7 @@ let store: Uint8Array<ArrayBuffer> = new Uint8Array(0)
 self.onmessage = (event: MessageEvent<IoRequest>) => {
   const request = event.data
   let status: Uint8Array | undefined
+  let moved = 0
   try {
     let value: unknown
     if (request.op === "init") {
@@ -43,10 +44,12 @@ self.onmessage = (event: MessageEvent<IoRequest>) => {
     } else {
       const moves = splitMoves(request.moves)
       value = moveOut(moves)
-      workDone(moves.length)
+      moved = moves.length
     }
     const transfer = value !== undefined && request.op === "in" ? [(value as ClaimInReply).data] : []
     postMessage({ id: request.id, ok: true, value } satisfies IoResponse, transfer)
+    // After the reply, so the main thread does not wait for a collection.
+    workDone(moved)
   } catch (error) {
     postMessage({
       id: request.id,
