@@ -54,8 +54,15 @@ function runSync(cmd: string[]) {
   return r.stdout.toString() + r.stderr.toString()
 }
 
-// Makes every consumer of this process look like a silent consumer on another host.
-const silenceSql = `UPDATE consumers SET host = 'elsewhere.example', heartbeat_at = '2000-01-01T00:00:00.000Z' WHERE pid = ${process.pid}`
+/**
+ * Makes every consumer of process `pid` look like a silent consumer on another host, through
+ * the ledger's own client (sqlite3 or psql) as another process would.
+ */
+function silence(pid: number, ledgerPath: string, url: string | undefined): void {
+  const sql = `UPDATE consumers SET host = 'elsewhere.example', heartbeat_at = '2000-01-01T00:00:00.000Z' WHERE pid = ${pid}`
+  if (url === undefined) runSync(["sqlite3", ledgerPath, sql])
+  else runSync(["psql", "-q", "-v", "ON_ERROR_STOP=1", url, "-c", sql])
+}
 
 const backends: { name: string; skip: string | undefined }[] = [
   { name: "sqlite", skip: undefined },
@@ -104,8 +111,7 @@ for (const backend of backends) {
           pipeline,
           log: log as never,
           type: stallOnce(() => {
-            if (url === undefined) runSync(["sqlite3", queue.ledger, silenceSql])
-            else runSync(["psql", "-q", "-v", "ON_ERROR_STOP=1", url, "-c", silenceSql])
+            silence(process.pid, queue.ledger, url)
             bOutput = runSync([
               "bun",
               consumeBin,
@@ -158,9 +164,7 @@ for (const backend of backends) {
         const ledgerArgs = url ? ["--ledger", url] : []
         const a = await stoppedAfterCommit(q.root, pipeline, ledgerArgs)
         try {
-          const silence = `UPDATE consumers SET host = 'elsewhere.example', heartbeat_at = '2000-01-01T00:00:00.000Z' WHERE pid = ${a.pid}`
-          if (url === undefined) runSync(["sqlite3", join(q.root, "ledger.db"), silence])
-          else runSync(["psql", "-q", "-v", "ON_ERROR_STOP=1", url, "-c", silence])
+          silence(a.pid, join(q.root, "ledger.db"), url)
           const bOutput = runSync(["bun", consumeBin, "--root", q.root, "--log-format", "json", ...ledgerArgs])
           expect(bOutput).toContain('"step":"committed, not yet moved"')
         } finally {
