@@ -216,6 +216,71 @@ describe("recovery of a dead consumer's claims", () => {
   })
 })
 
+describe("recovery of an owner that commits after the claims were listed", () => {
+  it("moves the files it committed, in the state the takeover finds, and never processes them again", async () => {
+    const t = tempQueue({ "a.json": msg("id-a"), "b.json": "{ not json" })
+    // The owner is dead by the time it is judged; between the listing and that judgement it
+    // commits (a consumer that was stopped, resumed, committed, and failed before its move).
+    const ghost = sleeper()
+    ghost.kill("SIGKILL")
+    await ghost.exited
+    const owner = ownerOf(ghost.pid)
+    const claims = leaveClaims(t, owner, { claimed: ["a.json", "b.json"] })
+    const [a, b] = claims as [(typeof claims)[0], (typeof claims)[0]]
+    const text = fs.readFileSync(join(t.q.processing, "a.json"), "utf8")
+    const hash = new Bun.CryptoHasher("sha256").update(text).digest("hex")
+    const committedLate: Outcome[] = [
+      {
+        kind: "accepted",
+        name: "a.json",
+        claimId: a.claimId,
+        msgId: "id-a",
+        orderNo: "A",
+        seq: 1,
+        amount: "1.5",
+        hash,
+        contentHash: hash,
+        message: msg("id-a"),
+      },
+      {
+        kind: "rejected",
+        name: "b.json",
+        claimId: b.claimId,
+        destName: "b.json",
+        reason: "parse",
+        detail: "bad",
+        hash: null,
+      },
+    ]
+    let listings = 0
+    const ledger = new Proxy(t.ledger, {
+      get(target, key) {
+        if (key === "listClaims")
+          return () => {
+            const listed = target.listClaims()
+            if (listings++ === 0) target.commit(owner.ownerId, committedLate, NOW)
+            return listed
+          }
+        const value = Reflect.get(target, key)
+        return typeof value === "function" ? value.bind(target) : value
+      },
+    })
+
+    const summary = await consume({ queue: t.q, ledger })
+    expect(summary.recovered).toBe(2)
+    expect(summary.processed + summary.duplicates + summary.rejected).toBe(0)
+    expect(ls(t.q.done)).toEqual(["a.json"])
+    expect(ls(t.q.error)).toEqual(["b.json"])
+    expect(ls(t.q.processing)).toEqual([])
+    expect(rows(t.ledger, "SELECT msg_id, claim_id FROM processed")).toEqual([{ msg_id: "id-a", claim_id: a.claimId }])
+    expect(rows(t.ledger, "SELECT * FROM duplicates")).toEqual([])
+    expect(rows(t.ledger, "SELECT file, reason, claim_id FROM failures")).toEqual([
+      { file: "b.json", reason: "parse", claim_id: b.claimId },
+    ])
+    expect(rows(t.ledger, "SELECT * FROM claims")).toEqual([])
+  })
+})
+
 describe("the poison counter", () => {
   it("sends a file claimed maxAttempts times to error/ as poison, unread, and not its batch-mates", async () => {
     const t = tempQueue({ "p.json": msg("id-p"), "q.json": msg("id-q", 2) })

@@ -5,6 +5,8 @@ import horizon0002 from "../sql/postgres/0002-horizon.sql" with { type: "text" }
 import { SpoolError } from "./errors.ts"
 import {
   type AcceptedOutcome,
+  type AdoptedRow,
+  adopted,
   type Claim,
   type ClaimRow,
   type CompactSummary,
@@ -394,23 +396,11 @@ export class PostgresLedger {
         WHERE c.root_id = ${this.rootId} AND c.name = t.name AND c.claim_id = t.claim_id
           AND c.owner_id IS NOT DISTINCT FROM t.owner_id
         RETURNING c.claim_id, c.attempts, c.state, c.dest, c.dest_name, c.payload_hash`,
-    )) as Pick<RawClaimRow, "claim_id" | "attempts" | "state" | "dest" | "dest_name" | "payload_hash">[]
+    )) as (AdoptedRow & Pick<RawClaimRow, "claim_id">)[]
     const current = new Map(taken.map((r) => [r.claim_id, r]))
-    return rows.flatMap((r) => {
+    return rows.flatMap((r): ClaimRow[] => {
       const t = current.get(r.claimId)
-      return t === undefined
-        ? []
-        : [
-            {
-              ...r,
-              ownerId,
-              attempts: t.attempts,
-              state: t.state,
-              dest: t.dest,
-              destName: t.dest_name,
-              payloadHash: t.payload_hash,
-            },
-          ]
+      return t === undefined ? [] : [{ ...r, ownerId, ...adopted(t) }]
     })
   }
 

@@ -370,16 +370,18 @@ export class Ledger {
   /**
    * Takes over the claims of dead owners, in one transaction. A row is taken only if it still
    * names the owner it was listed with, so when two consumers recover at once each claim goes
-   * to exactly one of them. Returns the rows taken, now owned by `ownerId`, in claim order.
-   * Their state is as listed: a dead process's transaction ended with it (unlike on a
-   * PostgreSQL server, which can commit a killed client's last transaction afterwards).
+   * to exactly one of them. Returns the rows taken, now owned by `ownerId`, in claim order,
+   * each in the state the takeover found, not the one listed: an owner judged dead after the
+   * listing may have committed in between (a consumer that was only stopped, resumed, committed
+   * and then died), and its committed files must be moved, never processed again.
    */
   adoptClaims(rows: readonly ClaimRow[], ownerId: string): ClaimRow[] {
     if (rows.length === 0) return []
     return this.transaction(() =>
-      rows
-        .filter((row) => this.#s.adoptClaim.run(ownerId, 0, row.name, row.claimId, row.ownerId).changes === 1)
-        .map((row) => ({ ...row, ownerId })),
+      rows.flatMap((row): ClaimRow[] => {
+        const t = this.#s.adoptClaim.get(ownerId, 0, row.name, row.claimId, row.ownerId) as AdoptedRow | null
+        return t === null ? [] : [{ ...row, ownerId, ...adopted(t) }]
+      }),
     )
   }
 
@@ -524,7 +526,8 @@ function prepare(db: Database) {
        FROM claims c LEFT JOIN consumers o ON o.owner_id = c.owner_id ORDER BY c.rowid`,
     ),
     adoptClaim: q(
-      "UPDATE claims SET owner_id = ?, attempts = attempts + ? WHERE name = ? AND claim_id = ? AND owner_id IS ?",
+      `UPDATE claims SET owner_id = ?, attempts = attempts + ? WHERE name = ? AND claim_id = ? AND owner_id IS ?
+       RETURNING attempts, state, dest, dest_name, payload_hash`,
     ),
     dropClaim: q("DELETE FROM claims WHERE name = ? AND claim_id = ?"),
     renameFailure: q("UPDATE failures SET file = ? WHERE claim_id = ?"),
@@ -558,6 +561,14 @@ export interface RawClaimRow {
   boot_id: string | null
   start_ticks: string | null
   heartbeat_at: string | null
+}
+
+/** The columns a takeover returns: the claim's state as the adopting transaction found it. */
+export type AdoptedRow = Pick<RawClaimRow, "attempts" | "state" | "dest" | "dest_name" | "payload_hash">
+
+/** A taken-over claim's current columns, as the engine sees them. */
+export function adopted(r: AdoptedRow): Pick<ClaimRow, "attempts" | "state" | "dest" | "destName" | "payloadHash"> {
+  return { attempts: r.attempts, state: r.state, dest: r.dest, destName: r.dest_name, payloadHash: r.payload_hash }
 }
 
 /** A selected consumers row. */
