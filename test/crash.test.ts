@@ -221,6 +221,54 @@ describe("consume killed at each named step of the protocol (SPOOL_FAULT)", () =
   }, 30_000)
 })
 
+describe("kills during recovery that do not fall on a file in hand", () => {
+  it("count no attempt, so a healthy file retried after kills before it was judged is never poison", async () => {
+    await using t = await tempDir()
+    const root = join(t.path, "q")
+    for (const d of ["inbox", "processing", "done", "error", "tmp"]) fs.mkdirSync(join(root, d), { recursive: true })
+    for (let i = 1; i <= 3; i++)
+      fs.writeFileSync(
+        join(root, "inbox", `m-${i}.json`),
+        JSON.stringify({ msg_id: `id-${i}`, order_no: "A", seq: i, amount: i }),
+      )
+    // A run dies with the batch in hand: each file claimed once, none judged.
+    expect((await startConsume(root, [], { SPOOL_FAULT: "after-claim" }).finished).signalCode).toBe("SIGKILL")
+    expect(claimRows(root).map((c) => [c.state, c.attempts])).toEqual(Array(3).fill(["claimed", 1]))
+    // Two restarts at the default settings, each killed as soon as its recovery has counted an
+    // attempt that it has not committed yet. Nothing but judging and committing may lie between
+    // that count and the file's commit; a restart that gets there first simply finishes.
+    for (let kill = 0; kill < 2; kill++) {
+      const c = startConsume(root)
+      let hasExited = false
+      void c.finished.then(() => {
+        hasExited = true
+      })
+      const db = new Database(join(root, "ledger.db"), { readonly: true })
+      try {
+        while (!hasExited) {
+          const counted = db.query("SELECT 1 FROM claims WHERE state = 'claimed' AND attempts > ?").get(1 + kill)
+          if (counted !== null) {
+            c.proc.kill("SIGKILL")
+            break
+          }
+          await Bun.sleep(5)
+        }
+      } finally {
+        db.close()
+      }
+      const r = await c.finished
+      if (r.signalCode !== "SIGKILL") {
+        expect(r.exitCode).toBe(0)
+        break
+      }
+    }
+    await consumeToEnd(root)
+    expect(list(join(root, "done"))).toEqual(["m-1.json", "m-2.json", "m-3.json"])
+    expect(list(join(root, "error"))).toEqual([])
+    expect(snapshot(root).failures).toEqual([])
+  }, 60_000)
+})
+
 describe("a message that crashes the consumer every time (SPOOL_CRASH_ON)", () => {
   /** 40 valid messages, the poison one among them; batches of 10 so it has batch-mates. */
   function poisonQueue(root: string) {

@@ -297,7 +297,7 @@ describe("the poison counter", () => {
     ])
   })
 
-  it("retries a file below the limit, counting the attempt in the ledger before reading it", async () => {
+  it("retries a file below the limit, counting the attempt in the ledger before judging it", async () => {
     const t = tempQueue({ "p.json": msg("id-p") })
     leaveClaims(t, ownerOf(process.pid, { ownerId: "dead", startTicks: "1" }), { claimed: ["p.json"] })
     t.ledger.db.run("UPDATE claims SET attempts = 2 WHERE name = 'p.json'")

@@ -689,10 +689,20 @@ class Engine<T extends Message> {
 
   /** Reads (unless the I/O thread did) and judges one claimed file. */
   #decide(item: Item): Outcome {
+    return this.#judge(item, this.#read(item))
+  }
+
+  /** The claimed file's bytes: as the I/O thread read them, or read now. */
+  #read(item: Item): FileRead {
     const read =
       item.read ??
       readMessageFile(this.#openDirs.processing, item.name, item.isRegular === true, this.#maxBytes, this.#buffer)
     item.read = undefined
+    return read
+  }
+
+  /** Judges one claimed file by what was read of it: accepted, rejected with a reason, or vanished. */
+  #judge(item: Item, read: FileRead): Outcome {
     if (!read.ok)
       return read.reason === "vanished"
         ? { kind: "vanished", name: item.name, claimId: item.claimId }
@@ -866,13 +876,17 @@ class Engine<T extends Message> {
     const poisonAt = Math.max(this.#maxAttempts, 2)
     for (const item of items) this.#inHand.add(item)
     this.#noteClaimed(items)
+    // An attempt counts a death with the file in hand: judged or committed. Importing the
+    // validator (tens of ms, more under load) and reading the file cannot be the file's fault,
+    // so both come before the count; a kill during either costs the file nothing.
+    await this.#validator()
     for (const item of items) {
       if (item.attempts >= poisonAt)
         item.outcome = this.#reject(item, "poison", `crashed the consumer on each of ${item.attempts} attempts`, null)
       else {
+        const read = this.#read(item)
         await this.#ledger.startAttempt(item, me)
-        await this.#validator()
-        item.outcome = this.#decide(item)
+        item.outcome = this.#judge(item, read)
       }
       const outcome = item.outcome
       item.verdict = (
