@@ -4,6 +4,7 @@
 import { Database } from "bun:sqlite"
 import fs from "node:fs"
 import { join } from "node:path"
+import { SQL } from "bun"
 import { repoRoot, type snapshot } from "./support.ts"
 
 export const consumeBin = join(repoRoot, "packages/consumer/bin/consume.ts")
@@ -184,24 +185,13 @@ export interface KillObservation {
   readonly inbox: number
 }
 
-export function observe(root: string, delayMs: number): KillObservation {
+export async function observe(root: string, delayMs: number, ledgerUrl?: string): Promise<KillObservation> {
   const processing = new Set(fs.readdirSync(join(root, "processing")))
   let claimed = 0
   let committedNotMoved = 0
-  if (fs.existsSync(join(root, "ledger.db"))) {
-    const db = new Database(join(root, "ledger.db"))
-    try {
-      db.exec("PRAGMA busy_timeout = 10000")
-      const rows = db.query("SELECT name, state FROM claims").all() as { name: string; state: string }[]
-      for (const r of rows) {
-        if (r.state === "claimed") claimed++
-        else if (processing.has(r.name)) committedNotMoved++
-      }
-    } catch {
-      // The kill can fall before the ledger's schema exists.
-    } finally {
-      db.close()
-    }
+  for (const r of await claimStates(root, ledgerUrl)) {
+    if (r.state === "claimed") claimed++
+    else if (processing.has(r.name)) committedNotMoved++
   }
   return {
     delayMs,
@@ -209,6 +199,30 @@ export function observe(root: string, delayMs: number): KillObservation {
     claimed,
     committedNotMoved,
     inbox: fs.readdirSync(join(root, "inbox")).length,
+  }
+}
+
+/** The claim rows of a root's ledger (none if it has no ledger yet). */
+async function claimStates(root: string, ledgerUrl?: string): Promise<{ name: string; state: string }[]> {
+  if (ledgerUrl !== undefined) {
+    const sql = new SQL({ url: ledgerUrl, max: 1 })
+    try {
+      return (await sql`SELECT name, state FROM claims`).map((r: { name: string; state: string }) => ({ ...r }))
+    } catch {
+      return [] // the kill can fall before the ledger's schema exists
+    } finally {
+      await sql.close()
+    }
+  }
+  if (!fs.existsSync(join(root, "ledger.db"))) return []
+  const db = new Database(join(root, "ledger.db"))
+  try {
+    db.exec("PRAGMA busy_timeout = 10000")
+    return db.query("SELECT name, state FROM claims").all() as { name: string; state: string }[]
+  } catch {
+    return [] // the kill can fall before the ledger's schema exists
+  } finally {
+    db.close()
   }
 }
 
@@ -245,8 +259,11 @@ export async function consumeWithRandomKills(
     readonly budgetMs: number
     readonly activeMs: number
     readonly consumers?: number
+    /** The root's PostgreSQL ledger; passed to every run as --ledger. */
+    readonly ledgerUrl?: string
   },
 ): Promise<KillRun> {
+  const args = [...(options.args ?? []), ...(options.ledgerUrl === undefined ? [] : ["--ledger", options.ledgerUrl])]
   const kills: KillObservation[] = []
   const stderr: string[] = []
   const started = performance.now()
@@ -258,7 +275,7 @@ export async function consumeWithRandomKills(
     const round = Array.from({ length: options.consumers ?? 1 }, () => {
       const fromSpawn = options.random() < 0.2
       const delayMs = Math.round(options.random() * (fromSpawn ? startupMs * 1.5 : options.activeMs))
-      const c = startConsume(root, options.args)
+      const c = startConsume(root, args)
       let hasExited = false
       void c.finished.then(() => {
         hasExited = true
@@ -291,7 +308,8 @@ export async function consumeWithRandomKills(
         }
         if (!p.hasExited()) p.c.proc.kill("SIGKILL")
         const r = await p.c.finished
-        if (r.signalCode === "SIGKILL") kills.push(observe(root, Math.round(performance.now() - spawnedAt)))
+        if (r.signalCode === "SIGKILL")
+          kills.push(await observe(root, Math.round(performance.now() - spawnedAt), options.ledgerUrl))
         else if (r.exitCode !== 0 || /database is locked/i.test(r.stderr))
           throw new Error(`consume exited ${r.exitCode} between kills:\n${r.stderr}`)
         else stderr.push(r.stderr)
@@ -302,7 +320,7 @@ export async function consumeWithRandomKills(
     if (fs.readdirSync(join(root, "inbox")).length === 0) break
   }
   starts++
-  stderr.push((await consumeToEnd(root, options.args)).stderr)
+  stderr.push((await consumeToEnd(root, args)).stderr)
   return { kills, starts, stderr }
 }
 
