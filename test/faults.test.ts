@@ -1,13 +1,15 @@
-// Operational faults: a read-only ledger, a ledger locked past the busy timeout, a full disk.
-// Each run must fail loudly (exit 3, a message that says what to do) and lose nothing: every
-// message is still in inbox/ or already committed and moved, and processing/ is empty.
+// Operational faults: a read-only ledger, a ledger locked past the busy timeout, a full disk,
+// a queue directory the consumer may not write to. Each run must fail loudly (exit 3, a message
+// that says what to do) and lose nothing: every message is in inbox/, done/ or error/, or waits
+// in processing/ with its claim for the next start to finish, which then ends as a clean run.
 import { Database } from "bun:sqlite"
 import { afterAll, beforeAll, describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import os from "node:os"
 import { join } from "node:path"
+import { diffSnapshots } from "./_chaos.ts"
 import { consumeBounded, ledgerRows, queueListing } from "./_hostile.ts"
-import { run, tempDir, tempQueue } from "./support.ts"
+import { run, snapshot, tempDir, tempQueue } from "./support.ts"
 
 const slow = 60_000
 const msg = (i: number, pad = "") =>
@@ -26,6 +28,44 @@ function expectNothingLost(root: string, n: number): void {
   expect([...l.inbox, ...l.done].sort()).toEqual(Array.from({ length: n }, (_, i) => `m${i}.json`).sort())
   const processed = ledgerRows(root).processed
   expect([...processed.values()].map((r) => r.file).sort()).toEqual(l.done)
+}
+
+/**
+ * The promise after exit 3: every message is in inbox/, done/ or error/, or waits in
+ * processing/ with its claim row, a committed one with its outcome recorded; the message
+ * says how many wait. Read once the cause is gone (a WAL reader needs room for its -shm).
+ */
+function expectLeftForRecovery(root: string, stderr: string): void {
+  const waiting = queueListing(root).processing
+  if (waiting.length > 0) expect(stderr).toContain(`nothing is lost: ${waiting.length} file`)
+  const db = new Database(join(root, "ledger.db"), { readonly: true })
+  try {
+    const claims = new Map(
+      (
+        db.query("SELECT name, state, claim_id FROM claims").all() as {
+          name: string
+          state: string
+          claim_id: string
+        }[]
+      ).map((c) => [c.name, c]),
+    )
+    const recorded = new Set(
+      (
+        db
+          .query(
+            "SELECT claim_id FROM processed UNION ALL SELECT claim_id FROM duplicates UNION ALL SELECT claim_id FROM failures",
+          )
+          .all() as { claim_id: string }[]
+      ).map((r) => r.claim_id),
+    )
+    for (const name of waiting) {
+      const c = claims.get(name)
+      expect([name, c !== undefined]).toEqual([name, true])
+      if (c?.state === "committed") expect([name, recorded.has(c.claim_id)]).toEqual([name, true])
+    }
+  } finally {
+    db.close()
+  }
 }
 
 /** Runs `cmd` and says whether it worked (for probing what this machine allows). */
@@ -208,6 +248,43 @@ describe("a ledger locked for longer than the busy timeout", () => {
   )
 })
 
+describe.skipIf(!canChattr)("a done/ directory this consumer may not write to", () => {
+  it(
+    "exits 3 naming the permission problem, leaves the committed files to recovery, and ends as a clean run once fixed",
+    async () => {
+      await using ref = await tempQueue()
+      await using q = await tempQueue()
+      for (const root of [ref.root, q.root]) {
+        fill(root, 60)
+        fs.writeFileSync(join(root, "inbox", "bad.json"), "{ not json")
+      }
+      const args = ["--batch-size", "10"]
+      expect((await consumeBounded(ref.root, args)).exitCode).toBe(0)
+      // Immutable: even root cannot add a name to it, as a user without write access cannot.
+      expect(works(["chattr", "+i", join(q.root, "done")])).toBe(true)
+      let r: Awaited<ReturnType<typeof consumeBounded>>
+      try {
+        r = await consumeBounded(q.root, args)
+      } finally {
+        works(["chattr", "-i", join(q.root, "done")])
+      }
+      expect(r.stderr).toContain("permission denied (EPERM)")
+      expect(r.stderr).toContain(`may not change ${join(q.root, "processing")} and ${join(q.root, "done")}`)
+      expect(r.stderr).not.toContain("errno")
+      expect(r.stderr).not.toContain("unexpected failure")
+      expect(r.exitCode).toBe(3)
+      expect(queueListing(q.root).processing.length).toBeGreaterThan(0)
+      expectLeftForRecovery(q.root, r.stderr)
+
+      const again = await consumeBounded(q.root, args)
+      expect(again.stderr).toContain("committed, not yet moved")
+      expect(again.exitCode).toBe(0)
+      expect(diffSnapshots(snapshot(ref.root), snapshot(q.root))).toEqual([])
+    },
+    slow,
+  )
+})
+
 // A small tmpfs as the queue root: real ENOSPC, on this machine, for root only. The probe mounts
 // and unmounts at once; the real mount lives only while the describe block runs.
 const mountTmpfs = (at: string) => works(["mount", "-t", "tmpfs", "-o", "size=4m,mode=0755", "tmpfs", at])
@@ -279,6 +356,45 @@ describe.skipIf(!canMount)("a full disk", () => {
       expect(queueListing(root).done).toHaveLength(n)
       expect(ledgerRows(root).processed.size).toBe(n)
       expect(fs.readFileSync(join(root, "dup.txt"), "utf8")).toBe("")
+    },
+    slow,
+  )
+
+  it(
+    "at any amount of free space, exits 3 leaving each message in inbox/, done/, error/ or to recovery, and ends as a clean run once freed",
+    async () => {
+      const n = 600
+      const args = ["--batch-size", "10"]
+      await using ref = await tempQueue()
+      fill(ref.root, n)
+      fs.writeFileSync(join(ref.root, "inbox", "bad.json"), "{ not json")
+      expect((await consumeBounded(ref.root, args)).exitCode).toBe(0)
+      const expected = snapshot(ref.root)
+      // Room for the whole run once freed: 600 files and the write-ahead log of 60 batches.
+      expect(works(["mount", "-o", "remount,size=64m", mountPoint])).toBe(true)
+      try {
+        for (const free of [16, 64, 200, 400, 800, 1500].map((k) => k * 1024)) {
+          freshQueue()
+          expect((await consumeBounded(root)).exitCode).toBe(0)
+          fill(root, n)
+          fs.writeFileSync(join(root, "inbox", "bad.json"), "{ not json")
+          fillDisk(free)
+          const r = await consumeBounded(root, args)
+          fs.rmSync(filler)
+          expect([free, r.stderr]).not.toEqual([free, expect.stringContaining("unexpected failure")])
+          if (r.exitCode !== 0) {
+            expect([free, r.exitCode]).toEqual([free, 3])
+            expect(r.stderr).toMatch(/full|free space|df/)
+            expectLeftForRecovery(root, r.stderr)
+            const again = await consumeBounded(root, args)
+            expect([free, again.exitCode, again.stderr]).toEqual([free, 0, again.stderr])
+          }
+          expect([free, diffSnapshots(expected, snapshot(root))]).toEqual([free, []])
+        }
+      } finally {
+        freshQueue()
+        works(["mount", "-o", "remount,size=4m", mountPoint])
+      }
     },
     slow,
   )

@@ -58,7 +58,7 @@ export function renameNoReplace(from: string | Buffer, to: string): MoveResult {
     if (errno === EEXIST) return "exists"
     if (errno === ENOENT) return fs.existsSync(dirname(to)) ? "missing" : fail(from, to, "ENOENT")
     // EINVAL/ENOSYS: the filesystem (NFS, some FUSE) cannot do it; fall back for good.
-    if (errno !== 22 && errno !== 38 && errno !== 95) fail(from, to, `errno ${errno}`)
+    if (errno !== 22 && errno !== 38 && errno !== 95) fail(from, to, errnoNames[errno] ?? `errno ${errno}`)
     isRenameat2Usable = false
   }
   return linkThenUnlink(from, to)
@@ -120,7 +120,7 @@ function linkThenUnlink(from: string | Buffer, to: string): MoveResult {
     const code = errnoOf(error)
     // ENOENT from link(2) is either side: only a vanished source is "missing", as with renameat2.
     if (code === "ENOENT") return fs.existsSync(dirname(to)) ? "missing" : fail(from, to, "ENOENT")
-    if (code !== "EEXIST") throw error
+    if (code !== "EEXIST") fail(from, to, code ?? String(error))
     // A crash between link and unlink leaves both names on one inode: finish the move.
     if (!isSameInode(st, to)) return "exists"
   }
@@ -137,8 +137,41 @@ function isSameInode(st: fs.Stats, path: string): boolean {
   }
 }
 
-function fail(from: string | Buffer, to: string, why: string): never {
-  throw new SpoolError("io", `cannot move ${from} to ${to}: ${why}`)
+function fail(from: string | Buffer, to: string, code: string): never {
+  throw new SpoolError("io", `cannot move ${from} to ${to}: ${explainMoveError(code, String(from), to)}`)
+}
+
+/** errno numbers renameat2 can answer with, by name. */
+const errnoNames: Readonly<Record<number, string>> = {
+  1: "EPERM",
+  2: "ENOENT",
+  5: "EIO",
+  13: "EACCES",
+  18: "EXDEV",
+  28: "ENOSPC",
+  30: "EROFS",
+  122: "EDQUOT",
+}
+
+/** What a failed move's errno means for the operator, and what to do about it. */
+export function explainMoveError(code: string, from: string, to: string): string {
+  const dirs = dirname(from) === dirname(to) ? dirname(to) : `${dirname(from)} and ${dirname(to)}`
+  switch (code) {
+    case "EACCES":
+    case "EPERM":
+      return `permission denied (${code}): this user (uid ${process.getuid?.() ?? "?"}) may not change ${dirs}; give it write access to every queue directory (an immutable attribute, see lsattr, forbids it too), then run again`
+    case "EROFS":
+      return `the filesystem is read-only (EROFS); remount it read-write, then run again`
+    case "ENOSPC":
+    case "EDQUOT":
+      return `the disk is full (${code}): a directory could not grow; free space on it (df), then run again`
+    case "ENOENT":
+      return `${dirname(to)} does not exist (ENOENT); recreate the queue directory, then run again`
+    case "EXDEV":
+      return "the two directories are on different filesystems (EXDEV); keep the whole queue root on one filesystem"
+    default:
+      return `${code}; check the system log for disk errors, then run again`
+  }
 }
 
 /** True when both paths name the same inode (a half-finished link+unlink move). */
