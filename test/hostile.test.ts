@@ -1,11 +1,82 @@
 // Whatever lands in inbox/, the real consume process ends each input in exactly one of done/
 // or error/ with the right reason, never hangs, and touches nothing outside the queue root.
+// Each corpus runs on both ledgers, and ends with the same files, reasons and details on both.
 import { afterAll, beforeAll, describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
 import { decodeMessage, Message } from "@spool/core"
-import { consumeBounded, ledgerRows, parseCsv, queueListing, readErrorCsv } from "./_hostile.ts"
+import {
+  availableLedgers,
+  type BoundedRun,
+  consumeBounded,
+  endState,
+  type LedgerKind,
+  type LedgerRows,
+  ledgerRows,
+  parseCsv,
+  queueListing,
+  readErrorCsv,
+  type TestLedger,
+  testLedger,
+} from "./_hostile.ts"
 import { repoRoot, run, type TempQueue, tempQueue } from "./support.ts"
+
+const ledgers = await availableLedgers()
+
+/** What one scenario left on one ledger. */
+interface LedgerRun<T> {
+  readonly q: TempQueue
+  readonly result: T
+  readonly rows: LedgerRows
+  readonly end: Awaited<ReturnType<typeof endState>>
+}
+
+type ConsumeOn = (args?: readonly string[], options?: { timeoutMs?: number }) => Promise<BoundedRun>
+
+/**
+ * Plays `scenario` (fill a fresh queue, consume it with `consume`, bound to the ledger) once
+ * per ledger before the enclosing describe's tests, and removes queues and databases after.
+ */
+function onEachLedger<T>(scenario: (q: TempQueue, consume: ConsumeOn) => Promise<T>): Map<LedgerKind, LedgerRun<T>> {
+  const runs = new Map<LedgerKind, LedgerRun<T>>()
+  const held: AsyncDisposable[] = []
+  beforeAll(async () => {
+    await Promise.all(
+      ledgers.map(async (kind) => {
+        const ledger: TestLedger = await testLedger(kind)
+        const q = await tempQueue()
+        held.push(q, ledger)
+        const result = await scenario(q, (args = [], options = {}) =>
+          consumeBounded(q.root, [...ledger.args, ...args], options),
+        )
+        runs.set(kind, { q, result, rows: await ledger.rows(q.root), end: await endState(q.root, ledger) })
+      }),
+    )
+  }, slow)
+  afterAll(async () => {
+    for (const h of held) await h[Symbol.asyncDispose]()
+  })
+  return runs
+}
+
+/** The run of `kind`, which beforeAll has made. */
+const on = <T>(runs: Map<LedgerKind, LedgerRun<T>>, kind: LedgerKind): LedgerRun<T> => {
+  const r = runs.get(kind)
+  if (r === undefined) throw new Error(`no run on the ${kind} ledger`)
+  return r
+}
+
+/** The test that the scenario ended alike on both ledgers (skipped when PostgreSQL is not there). */
+function itEndsAlikeOnBothLedgers<T>(runs: Map<LedgerKind, LedgerRun<T>>): void {
+  it.skipIf(ledgers.length < 2)(
+    "ends with the same files, reports, reasons and details on the SQLite and PostgreSQL ledgers",
+    () => {
+      const sqlite = on(runs, "SQLite").end
+      expect(sqlite.error).not.toEqual({})
+      expect(on(runs, "PostgreSQL").end).toEqual(sqlite)
+    },
+  )
+}
 
 const ok = (id: string, extra = "") => `{"msg_id":"${id}","order_no":"o-${id}","seq":1,"amount":1.5${extra}}`
 const deep = (open: string, close: string, n = 100_000) => open.repeat(n) + close.repeat(n)
@@ -60,6 +131,29 @@ const contentCases: readonly (readonly [string, string | Uint8Array, Expect, str
   ["order-no-object.json", '{"msg_id":"order-no-object","order_no":{},"seq":1,"amount":1}', "invalid-field"],
   ["msg-id-newline.json", '{"msg_id":"a\\nb","order_no":"o","seq":1,"amount":1}', "invalid-field"],
   ["msg-id-lone-surrogate.json", '{"msg_id":"a\\ud800","order_no":"o","seq":1,"amount":1}', "invalid-field"],
+  [
+    "order-no-lone-surrogate.json",
+    '{"msg_id":"order-no-lone","order_no":"\\udc00","seq":1,"amount":1}',
+    "invalid-field",
+  ],
+  ["msg-id-reversed-pair.json", '{"msg_id":"\\udc00\\ud800","order_no":"o","seq":1,"amount":1}', "invalid-field"],
+  // A surrogate pair written as two escapes is one well-formed character: a valid id.
+  ["🧨.json", '{"msg_id":"\\ud83e\\udde8","order_no":"o","seq":1,"amount":1}', "done", "1"],
+  ["msg-id-nul-escape.json", '{"msg_id":"a\\u0000b","order_no":"o","seq":1,"amount":1}', "invalid-field"],
+  ["order-no-nul-escape.json", '{"msg_id":"order-no-nul","order_no":"\\u0000","seq":1,"amount":1}', "invalid-field"],
+  ["seq-nul-string.json", '{"msg_id":"seq-nul-string","order_no":"o","seq":"\\u0000","amount":1}', "invalid-field"],
+  // U+0000 and lone surrogates in fields spool does not interpret are the application's data.
+  ["extra-nul-surrogate.json", ok("extra-nul-surrogate", ',"note":"\\u0000\\ud800","\\u0000":1'), "done", "1.5"],
+  // Raw NUL bytes are valid UTF-8 but never valid JSON, and the parser's message quotes them.
+  ["nul-byte-after.json", `${ok("nul-byte-after")}\0`, "parse"],
+  ["nul-byte-only.json", "\0", "parse"],
+  ["nul-byte-in-string.json", '{"msg_id":"a\0b","order_no":"o","seq":1,"amount":1}', "parse"],
+  // A surrogate encoded in UTF-8 bytes (CESU-8) is not UTF-8.
+  [
+    "surrogate-bytes.json",
+    Buffer.concat([Buffer.from('{"msg_id":"'), Buffer.of(0xed, 0xa0, 0x80), Buffer.from('"}')]),
+    "parse",
+  ],
   ["seq-fraction.json", '{"msg_id":"seq-fraction","order_no":"o","seq":1.5,"amount":1}', "invalid-field"],
   [
     "seq-hidden-fraction.json",
@@ -131,59 +225,75 @@ const contentCases: readonly (readonly [string, string | Uint8Array, Expect, str
 const idOf = (name: string) => name.replace(/\.json$/, "")
 
 describe("consume on a table of hostile contents", () => {
-  let q: TempQueue
-  let result: Awaited<ReturnType<typeof consumeBounded>>
-  beforeAll(async () => {
-    q = await tempQueue()
+  const runs = onEachLedger(async (q, consume) => {
     for (const [name, content] of contentCases) q.put(name, content)
-    result = await consumeBounded(q.root)
-  }, slow)
-  afterAll(() => q[Symbol.asyncDispose]())
+    return consume()
+  })
 
-  it("finishes with exit 0 and a summary, without being killed", () => {
+  it.each(ledgers)("finishes with exit 0 and a summary, without being killed, on the %s ledger", (kind) => {
+    const { result } = on(runs, kind)
     expect(result.signal).toBeNull()
     expect(result.stderr).toContain("spool: done")
     expect(result.exitCode).toBe(0)
   })
 
-  it("ends every input in exactly one of done/ or error/, leaving inbox/ and processing/ empty", () => {
-    const l = queueListing(q.root)
-    expect(l.inbox).toEqual([])
-    expect(l.processing).toEqual([])
-    expect([...l.done, ...l.error].sort()).toEqual(contentCases.map(([n]) => n).sort())
-  })
-
-  it.each(contentCases.map(([name, , expected, amount]) => [name, expected, amount] as const))(
-    "%s ends as %s",
-    (name, expected, amount) => {
-      const l = queueListing(q.root)
-      const rows = ledgerRows(q.root)
-      const csv = readErrorCsv(q.root)
-      if (expected === "done") {
-        expect(l.done).toContain(name)
-        expect(csv.has(name)).toBe(false)
-        const row = rows.processed.get(idOf(name))
-        expect(row?.file).toBe(name)
-        expect(row?.amount).toBe(amount as string)
-      } else {
-        expect(l.error).toContain(name)
-        expect(csv.get(name)).toBe(expected)
-        expect(rows.failures.get(name)?.reason).toBe(expected)
-      }
+  it.each(ledgers)(
+    "ends every input in exactly one of done/ or error/, leaving inbox/ and processing/ empty, on the %s ledger",
+    (kind) => {
+      const l = queueListing(on(runs, kind).q.root)
+      expect(l.inbox).toEqual([])
+      expect(l.processing).toEqual([])
+      expect([...l.done, ...l.error].sort()).toEqual(contentCases.map(([n]) => n).sort())
     },
   )
 
-  it("stores seq exactly as the whole number written", () => {
-    const rows = ledgerRows(q.root)
+  it.each(
+    ledgers.flatMap((kind) =>
+      contentCases.map(([name, , expected, amount]) => [name, expected, kind, amount] as const),
+    ),
+  )("%s ends as %s on the %s ledger", (name, expected, kind, amount) => {
+    const { q, rows } = on(runs, kind)
+    const l = queueListing(q.root)
+    const csv = readErrorCsv(q.root)
+    if (expected === "done") {
+      expect(l.done).toContain(name)
+      expect(csv.has(name)).toBe(false)
+      const row = rows.processed.get(idOf(name))
+      expect(row?.file).toBe(name)
+      expect(row?.amount).toBe(amount as string)
+    } else {
+      expect(l.error).toContain(name)
+      expect(csv.get(name)).toBe(expected)
+      expect(rows.failures.get(name)?.reason).toBe(expected)
+    }
+  })
+
+  it.each(ledgers)("stores seq exactly as the whole number written, on the %s ledger", (kind) => {
+    const { rows } = on(runs, kind)
     expect(rows.processed.get("seq-3-point-0")?.seq).toBe(3)
     expect(rows.processed.get("seq-max-safe")?.seq).toBe(Number.MAX_SAFE_INTEGER)
     expect(rows.processed.has("first")).toBe(false)
   })
 
-  it("lists in error.csv exactly the files in error/, and leaves no claim behind", () => {
-    expect([...readErrorCsv(q.root).keys()].sort()).toEqual(queueListing(q.root).error)
-    expect(ledgerRows(q.root).claims).toBe(0)
+  it.each(ledgers)("stores U+0000 and lone surrogates of a detail as visible escapes, on the %s ledger", (kind) => {
+    const { rows } = on(runs, kind)
+    expect(rows.failures.get("nul-byte-after.json")?.detail).toBe("JSON Parse error: Unrecognized token '\\u0000'")
+    expect(rows.failures.get("msg-id-lone-surrogate.json")?.detail).toBe(
+      'msg_id must be well-formed Unicode without control characters (was "a\\ud800")',
+    )
+    for (const f of rows.failures.values()) expect(f.detail.isWellFormed() && !f.detail.includes("\0")).toBe(true)
   })
+
+  it.each(ledgers)(
+    "lists in error.csv exactly the files in error/, and leaves no claim behind, on the %s ledger",
+    (kind) => {
+      const { q, rows } = on(runs, kind)
+      expect([...readErrorCsv(q.root).keys()].sort()).toEqual(queueListing(q.root).error)
+      expect(rows.claims).toBe(0)
+    },
+  )
+
+  itEndsAlikeOnBothLedgers(runs)
 })
 
 describe("decodeMessage in-process", () => {
@@ -217,22 +327,21 @@ describe("decodeMessage in-process", () => {
 })
 
 describe("consume on things that are not regular files", () => {
-  it(
-    "moves a FIFO, a directory, a socket, symlinks and a 2 GiB file to error/ without opening or reading them",
-    async () => {
-      await using q = await tempQueue({ seed: { "valid.json": ok("valid") } })
+  describe("a FIFO, a directory, a socket, symlinks and a 2 GiB file", () => {
+    const old = new Date(Date.now() - 3 * 86_400_000)
+    const runs = onEachLedger(async (q, consume) => {
+      q.put("valid.json", ok("valid"))
       const inbox = join(q.root, "inbox")
       // The link target lives outside the queue root; it must stay exactly as it was.
       const outside = join(q.path, "outside-secret.json")
       fs.writeFileSync(outside, ok("outside"))
-      const old = new Date(Date.now() - 3 * 86_400_000)
       fs.utimesSync(outside, old, old)
       const outsideBefore = fs.statSync(outside)
       fs.symlinkSync(outside, join(inbox, "link-out.json"))
       fs.symlinkSync(join(q.path, "no-such-file"), join(inbox, "dangling.json"))
       fs.symlinkSync(q.path, join(inbox, "link-dir.json"))
       const mkfifo = Bun.spawnSync(["mkfifo", join(inbox, "fifo.json")])
-      expect(mkfifo.exitCode).toBe(0)
+      if (mkfifo.exitCode !== 0) throw new Error("mkfifo failed")
       fs.mkdirSync(join(inbox, "dir.json"))
       fs.writeFileSync(join(inbox, "dir.json", "inner.json"), ok("inner"))
       // A sparse 2 GiB file: reading it would take seconds and 2 GiB; its atime shows any read.
@@ -241,12 +350,16 @@ describe("consume on things that are not regular files", () => {
       fs.truncateSync(big, 2 * 1024 ** 3)
       fs.utimesSync(big, old, new Date())
       const socket = Bun.listen({ unix: join(inbox, "socket.json"), socket: { data() {} } })
-      let run: Awaited<ReturnType<typeof consumeBounded>>
       try {
-        run = await consumeBounded(q.root, [], { timeoutMs: 30_000 })
+        return { run: await consume([], { timeoutMs: 30_000 }), outside, outsideBefore }
       } finally {
         socket.stop(true)
       }
+    })
+
+    it.each(ledgers)("moves them to error/ without opening or reading them, on the %s ledger", (kind) => {
+      const { q, result } = on(runs, kind)
+      const { run, outside, outsideBefore } = result
       expect(run.signal).toBeNull()
       expect(run.exitCode).toBe(0)
 
@@ -280,9 +393,10 @@ describe("consume on things that are not regular files", () => {
       expect(outsideAfter.mtimeMs).toBe(outsideBefore.mtimeMs)
       expect(outsideAfter.atimeMs).toBe(outsideBefore.atimeMs)
       expect(fs.readdirSync(q.path).sort()).toEqual(["outside-secret.json", "q"])
-    },
-    slow,
-  )
+    })
+
+    itEndsAlikeOnBothLedgers(runs)
+  })
 
   it(
     "honours --max-bytes: a file of exactly the limit is read, one byte more is too-large",
@@ -363,42 +477,53 @@ describe("consume on hostile file names", () => {
     names[l.name] = l.content
   }
 
-  it(
-    "keeps every name intact and error.csv valid RFC 4180 CSV matching error/",
-    async () => {
-      await using q = await tempQueue({ seed: names })
-      const run = await consumeBounded(q.root)
-      expect(run.exitCode).toBe(0)
-      const l = queueListing(q.root)
-      expect(l.inbox).toEqual([])
-      expect(l.processing).toEqual([])
-      expect([...l.done, ...l.error].sort()).toEqual(Object.keys(names).sort())
-      const isValid = (n: string) => (names[n] as string).startsWith("{")
-      expect(l.done).toEqual(Object.keys(names).filter(isValid).sort())
-      const csv = readErrorCsv(q.root)
-      expect([...csv.keys()].sort()).toEqual(l.error)
-      for (const reason of csv.values()) expect(reason).toBe("parse")
-      // Nothing was interpreted by a shell.
-      expect(fs.existsSync(join(q.root, "..", "pwned"))).toBe(false)
-      expect(fs.existsSync("pwned")).toBe(false)
-    },
-    slow,
-  )
+  describe("every kind of name in one run", () => {
+    const runs = onEachLedger(async (q, consume) => {
+      for (const [name, content] of Object.entries(names)) q.put(name, content)
+      return consume()
+    })
 
-  it(
-    "gives a long name that clashes in error/ an alternative that fits in 255 bytes",
-    async () => {
-      await using q = await tempQueue()
-      const ascii = long("y", false).name
-      const multi = long("é", false).name
-      expect(Buffer.byteLength(ascii)).toBeLessThanOrEqual(255)
-      expect(Buffer.byteLength(multi)).toBeGreaterThan(250)
+    it.each(ledgers)(
+      "keeps every name intact and error.csv valid RFC 4180 CSV matching error/, on the %s ledger",
+      (kind) => {
+        const { q, result } = on(runs, kind)
+        expect(result.exitCode).toBe(0)
+        const l = queueListing(q.root)
+        expect(l.inbox).toEqual([])
+        expect(l.processing).toEqual([])
+        expect([...l.done, ...l.error].sort()).toEqual(Object.keys(names).sort())
+        const isValid = (n: string) => (names[n] as string).startsWith("{")
+        expect(l.done).toEqual(Object.keys(names).filter(isValid).sort())
+        const csv = readErrorCsv(q.root)
+        expect([...csv.keys()].sort()).toEqual(l.error)
+        for (const reason of csv.values()) expect(reason).toBe("parse")
+        // Nothing was interpreted by a shell.
+        expect(fs.existsSync(join(q.root, "..", "pwned"))).toBe(false)
+        expect(fs.existsSync("pwned")).toBe(false)
+      },
+    )
+
+    itEndsAlikeOnBothLedgers(runs)
+  })
+
+  describe("a long name that clashes in error/", () => {
+    const ascii = long("y", false).name
+    const multi = long("é", false).name
+    const runs = onEachLedger(async (q, consume) => {
+      const results: BoundedRun[] = []
       for (const round of [1, 2]) {
         q.put(ascii, `bad ${round}`)
         q.put(multi, `bad ${round}`)
-        const run = await consumeBounded(q.root)
-        expect(run.exitCode).toBe(0)
+        results.push(await consume())
       }
+      return results
+    })
+
+    it.each(ledgers)("gets an alternative that fits in 255 bytes, on the %s ledger", (kind) => {
+      const { q, result, rows } = on(runs, kind)
+      expect(Buffer.byteLength(ascii)).toBeLessThanOrEqual(255)
+      expect(Buffer.byteLength(multi)).toBeGreaterThan(250)
+      expect(result.map((r) => r.exitCode)).toEqual([0, 0])
       const l = queueListing(q.root)
       expect(l.inbox).toEqual([])
       expect(l.error).toHaveLength(4)
@@ -414,38 +539,49 @@ describe("consume on hostile file names", () => {
       const csv = readErrorCsv(q.root)
       expect([...csv.keys()].sort()).toEqual(l.error)
       for (const reason of csv.values()) expect(reason).toBe("parse")
-    },
-    slow,
-  )
+      // The ledger follows the rename made at move time.
+      expect([...rows.failures.keys()].sort()).toEqual(l.error)
+    })
 
-  it(
-    "renames a name that is not valid UTF-8 to its %XX spelling and consumes it like any file",
-    async () => {
-      await using q = await tempQueue({ seed: { "plain.json": ok("plain") } })
+    itEndsAlikeOnBothLedgers(runs)
+  })
+
+  describe("names that are not valid UTF-8", () => {
+    const runs = onEachLedger(async (q, consume) => {
+      q.put("plain.json", ok("plain"))
       const inbox = Buffer.from(`${join(q.root, "inbox")}/`)
+      const put = (bytes: Buffer, content: string) => fs.writeFileSync(Buffer.concat([inbox, bytes]), content)
       // bad-\xff.json (valid message), caf\xe9.json (Latin-1 é, not a message), and a hidden one.
-      fs.writeFileSync(
-        Buffer.concat([inbox, Buffer.from("bad-"), Buffer.of(0xff), Buffer.from(".json")]),
-        ok("nonutf8"),
-      )
-      fs.writeFileSync(Buffer.concat([inbox, Buffer.from("caf"), Buffer.of(0xe9), Buffer.from(".json")]), "not json")
-      fs.writeFileSync(Buffer.concat([inbox, Buffer.from(".h"), Buffer.of(0xfe), Buffer.from(".json")]), "hidden")
-      const run = await consumeBounded(q.root, [], { timeoutMs: 30_000 })
-      expect(run.signal).toBeNull()
-      expect(run.exitCode).toBe(0)
-      expect(run.stderr).toContain("renamed")
+      put(Buffer.concat([Buffer.from("bad-"), Buffer.of(0xff), Buffer.from(".json")]), ok("nonutf8"))
+      put(Buffer.concat([Buffer.from("caf"), Buffer.of(0xe9), Buffer.from(".json")]), "not json")
+      put(Buffer.concat([Buffer.from(".h"), Buffer.of(0xfe), Buffer.from(".json")]), "hidden")
+      // A surrogate encoded in UTF-8 bytes, which must not reach the ledger as a lone surrogate,
+      // and a real U+FFFD, which is a valid name like any other.
+      put(Buffer.concat([Buffer.from("sur"), Buffer.of(0xed, 0xa0, 0x80), Buffer.from(".json")]), ok("surrogate"))
+      put(Buffer.from("rep\uFFFD.json"), ok("replacement"))
+      return consume([], { timeoutMs: 30_000 })
+    })
+
+    it.each(ledgers)("are renamed to their %%XX spelling and consumed like any file, on the %s ledger", (kind) => {
+      const { q, result, rows } = on(runs, kind)
+      expect(result.signal).toBeNull()
+      expect(result.exitCode).toBe(0)
+      expect(result.stderr).toContain("renamed")
       const l = queueListing(q.root)
       expect(l.processing).toEqual([])
-      expect(l.done).toEqual(["bad-%FF.json", "plain.json"])
+      expect(l.done).toEqual(["bad-%FF.json", "plain.json", "rep\uFFFD.json", "sur%ED%A0%80.json"])
       expect(l.error).toEqual(["caf%E9.json"])
       expect(Object.fromEntries(readErrorCsv(q.root))).toEqual({ "caf%E9.json": "parse" })
-      expect(ledgerRows(q.root).processed.get("nonutf8")?.file).toBe("bad-%FF.json")
+      expect(rows.processed.get("nonutf8")?.file).toBe("bad-%FF.json")
+      expect(rows.processed.get("surrogate")?.file).toBe("sur%ED%A0%80.json")
+      expect(rows.processed.get("replacement")?.file).toBe("rep\uFFFD.json")
       // The hidden one is ignored like any hidden name: still there, under its raw bytes.
       const raw = fs.readdirSync(join(q.root, "inbox"), { encoding: "buffer" })
       expect(raw).toEqual([Buffer.concat([Buffer.from(".h"), Buffer.of(0xfe), Buffer.from(".json")])])
-    },
-    slow,
-  )
+    })
+
+    itEndsAlikeOnBothLedgers(runs)
+  })
 })
 
 describe("a producer still writing", () => {

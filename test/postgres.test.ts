@@ -183,6 +183,64 @@ pg("the PostgreSQL ledger (--ledger / SPOOL_LEDGER_URL)", () => {
     ])
   })
 
+  it("sends files whose text carries U+0000 or lone surrogates to error/ in one run, and commits their batch-mates", async () => {
+    await using db = await tempDatabase()
+    const msg = (id: string, extra = "") => `{"msg_id":"${id}","order_no":"o","seq":1,"amount":1${extra}}`
+    const bad: Record<string, [string | Uint8Array, string, string]> = {
+      // [content, reason, detail as stored: the character written as a visible escape]
+      "nul-after.json": [`${msg("nul-after")}\u0000`, "parse", "JSON Parse error: Unrecognized token '\\u0000'"],
+      "nul-only.json": [Buffer.of(0), "parse", "JSON Parse error: Unrecognized token '\\u0000'"],
+      "nul-in-string.json": [msg("x\u0000y"), "parse", "JSON Parse error: Unterminated string"],
+      "nul-escape-id.json": [
+        msg("a\\u0000b"),
+        "invalid-field",
+        'msg_id must be well-formed Unicode without control characters (was "a\\u0000b")',
+      ],
+      "nul-escape-order.json": [
+        '{"msg_id":"nul-escape-order","order_no":"\\u0000","seq":1,"amount":1}',
+        "invalid-field",
+        'order_no must be well-formed Unicode without control characters (was "\\u0000")',
+      ],
+      "surrogate-id.json": [
+        msg("\\ud800"),
+        "invalid-field",
+        'msg_id must be well-formed Unicode without control characters (was "\\ud800")',
+      ],
+      "surrogate-bytes.json": [
+        Buffer.concat([Buffer.from('{"msg_id":"'), Buffer.of(0xed, 0xa0, 0x80), Buffer.from('"}')]),
+        "parse",
+        "not valid UTF-8",
+      ],
+    }
+    const good: Record<string, string> = {
+      "healthy-1.json": msg("healthy-1"),
+      "healthy-2.json": msg("healthy-2", ',"note":"\\u0000\\ud800","\\u0000":1'),
+    }
+    await using q = await tempQueue()
+    for (const [name, [content]] of Object.entries(bad)) q.put(name, content)
+    for (const [name, content] of Object.entries(good)) q.put(name, content)
+    const r = await spool("consume", ["--root", q.root, "--ledger", db.url])
+    expect(r.stdout).toBe("")
+    expect(r.stderr).toContain("processed=2")
+    expect(r.exitCode).toBe(0)
+    expect(list(join(q.root, "processing"))).toEqual([])
+    expect(list(join(q.root, "done"))).toEqual(Object.keys(good).sort())
+    expect(list(join(q.root, "error"))).toEqual(Object.keys(bad).sort())
+    const sql = new SQL({ url: db.url, max: 1 })
+    try {
+      const failures = await sql`SELECT file, reason, detail FROM failures ORDER BY file COLLATE "C"`
+      expect(failures.map((f: object) => ({ ...f }))).toEqual(
+        Object.entries(bad)
+          .sort(([a], [b]) => (a < b ? -1 : 1))
+          .map(([file, [, reason, detail]]) => ({ file, reason, detail })),
+      )
+      const processed = await sql`SELECT msg_id FROM processed ORDER BY msg_id`
+      expect(processed.map((p: { msg_id: string }) => p.msg_id)).toEqual(["healthy-1", "healthy-2"])
+    } finally {
+      await sql.close()
+    }
+  })
+
   it("runs order-check.sql unchanged in psql and finds the same problems as on SQLite", async () => {
     const psql = Bun.which("psql")
     if (!psql) {

@@ -148,6 +148,42 @@ pg("PostgresLedger", () => {
     expect(await l.failureReason("b.json")).toBe("handler")
   })
 
+  it("stores a detail carrying U+0000 or a lone surrogate as escapes, and commits the rest of the batch", async () => {
+    await using db = await tempDatabase()
+    const l = await PostgresLedger.open(db.url, "root-a")
+    open.push(l)
+    const o = currentOwner()
+    await l.registerConsumer(o, now())
+    const [a, b, c] = await l.claim(o.ownerId, ["a.json", "b.json", "c.json"], now())
+    if (!a || !b || !c) throw new Error("not claimed")
+    const verdicts = await l.commit(
+      o.ownerId,
+      [
+        {
+          kind: "rejected",
+          name: "a.json",
+          claimId: a.claimId,
+          destName: "a.json",
+          reason: "parse",
+          detail: "token '\0' and \ud800",
+          hash: null,
+        },
+        accepted("b.json", b.claimId, "m-b"),
+        accepted("c.json", c.claimId, "m-c"),
+      ],
+      now(),
+      (out) => {
+        if (out.msgId === "m-b") throw new Error("refused \udfff\0")
+      },
+    )
+    expect(verdicts).toEqual(["rejected", "handler-rejected", "processed"])
+    expect(await l.sql`SELECT file, reason, detail FROM failures ORDER BY file`).toEqual([
+      { file: "a.json", reason: "parse", detail: "token '\\u0000' and \\ud800" },
+      { file: "b.json", reason: "handler", detail: "refused \\udfff\\u0000" },
+    ])
+    expect(await l.sql`SELECT msg_id FROM processed`).toEqual([{ msg_id: "m-c" }])
+  })
+
   it("forgets at the next claim only the committed claims it is given, of this owner", async () => {
     await using db = await tempDatabase()
     const l = await PostgresLedger.open(db.url, "root-a")

@@ -20,6 +20,7 @@ import {
   type Verdict,
 } from "./ledger.ts"
 import type { Owner } from "./owner.ts"
+import { toStorableText } from "./storable-text.ts"
 
 /** Schema migrations, one per version, in step with the SQLite ones (same numbers, same tables). */
 const migrations: readonly string[] = [init0001, horizon0002]
@@ -346,6 +347,9 @@ export class PostgresLedger {
             verdicts.set(r.claim_id, r.is_conflict ? "conflict" : "duplicate")
         }
       }
+      // A detail is free text (a parser's message, an effect's error): made storable, or one
+      // U+0000 in it would abort the whole batch's commit.
+      for (const f of failures) f.detail = toStorableText(f.detail)
       if (failures.length > 0)
         await tx`
           INSERT INTO failures (root_id, file, original, reason, detail, payload_hash, claim_id, failed_at)

@@ -54,8 +54,8 @@ function accepted(name: string, claimId: string, msgId: string, content = `c-${m
   }
 }
 
-function rejected(name: string, claimId: string, reason = "parse"): Outcome {
-  return { kind: "rejected", name, claimId, destName: name, reason, detail: `why ${name}`, hash: null }
+function rejected(name: string, claimId: string, reason = "parse", detail = `why ${name}`): Outcome {
+  return { kind: "rejected", name, claimId, destName: name, reason, detail, hash: null }
 }
 
 describe("Ledger.transaction", () => {
@@ -348,6 +348,31 @@ describe("Ledger.commit", () => {
       ["2.json", "error"],
       ["3.json", "done"],
     ])
+  })
+
+  it("stores a detail carrying U+0000 or a lone surrogate as escapes, as the PostgreSQL ledger does", async () => {
+    await using t = await tempLedger()
+    const l = t.open()
+    const [a, b, c] = l.claim("o", ["a.json", "b.json", "c.json"], NOW)
+    if (!a || !b || !c) throw new Error("not claimed")
+    const verdicts = l.commit(
+      "o",
+      [
+        rejected("a.json", a.claimId, "parse", "token '\0' and \ud800"),
+        accepted("b.json", b.claimId, "m-b"),
+        accepted("c.json", c.claimId, "m-c"),
+      ],
+      NOW,
+      (o) => {
+        if (o.msgId === "m-b") throw new Error("refused \udfff\0")
+      },
+    )
+    expect(verdicts).toEqual(["rejected", "handler-rejected", "processed"])
+    expect(l.db.query("SELECT file, reason, detail FROM failures ORDER BY file").all()).toEqual([
+      { file: "a.json", reason: "parse", detail: "token '\\u0000' and \\ud800" },
+      { file: "b.json", reason: "handler", detail: "refused \\udfff\\u0000" },
+    ])
+    expect(l.db.query("SELECT msg_id FROM processed").all()).toEqual([{ msg_id: "m-c" }])
   })
 
   it("lists distinct duplicate msg_ids in ascending order", async () => {

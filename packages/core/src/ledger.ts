@@ -6,6 +6,7 @@ import horizon0002 from "../sql/sqlite/0002-horizon.sql" with { type: "text" }
 import indexes0003 from "../sql/sqlite/0003-fewer-indexes.sql" with { type: "text" }
 import { SpoolError } from "./errors.ts"
 import type { Owner } from "./owner.ts"
+import { toStorableText } from "./storable-text.ts"
 
 /** Schema migrations, applied in order; the index + 1 is the schema version. */
 const migrations: readonly string[] = [init0001, horizon0002, indexes0003]
@@ -270,7 +271,7 @@ export class Ledger {
           return s.releaseClaim.run(o.name, o.claimId, ownerId).changes === 1 ? "vanished" : "lost"
         if (o.kind === "rejected") {
           if (s.commitClaim.run("error", o.destName, o.hash, o.name, o.claimId, ownerId).changes === 0) return "lost"
-          s.insertFailure.run(o.destName, o.name, o.reason, o.detail, o.hash, o.claimId, now)
+          this.#recordFailure(o.destName, o.name, o.reason, o.detail, o.hash, o.claimId, now)
           return "rejected"
         }
         if (s.commitClaimDone.run(o.name, o.claimId, ownerId).changes === 0) return "lost"
@@ -278,7 +279,7 @@ export class Ledger {
           const h = s.horizonOf.get(o.orderNo) as { max_seq: number } | null
           if (h !== null && o.seq <= h.max_seq) {
             const detail = `msg_id unknown, but seq ${o.seq} <= ${h.max_seq}, the highest seq of order ${o.orderNo} pruned by compact: older than the deduplication horizon`
-            s.insertFailure.run(o.name, o.name, "beyond-horizon", detail, o.hash, o.claimId, now)
+            this.#recordFailure(o.name, o.name, "beyond-horizon", detail, o.hash, o.claimId, now)
             s.commitClaim.run("error", o.name, o.hash, o.name, o.claimId, ownerId)
             return "beyond-horizon"
           }
@@ -296,7 +297,7 @@ export class Ledger {
               this.db.exec("ROLLBACK TO spool_effect")
               this.db.exec("RELEASE spool_effect")
               const detail = error instanceof Error ? error.message : String(error)
-              s.insertFailure.run(o.name, o.name, "handler", detail, o.hash, o.claimId, now)
+              this.#recordFailure(o.name, o.name, "handler", detail, o.hash, o.claimId, now)
               s.commitClaim.run("error", o.name, o.hash, o.name, o.claimId, ownerId)
               return "handler-rejected"
             }
@@ -311,6 +312,19 @@ export class Ledger {
       })
       return verdicts
     })
+  }
+
+  /** A failures row. Its detail is free text (a parser's message, a handler's error): made storable. */
+  #recordFailure(
+    file: string,
+    original: string,
+    reason: string,
+    detail: string,
+    hash: string | null,
+    claimId: string,
+    now: string,
+  ): void {
+    this.#s.insertFailure.run(file, original, reason, toStorableText(detail), hash, claimId, now)
   }
 
   /**

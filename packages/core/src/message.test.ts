@@ -2,6 +2,7 @@ import { describe, expect, it } from "bun:test"
 import { ArkErrors } from "@ark/schema"
 import { canonicalJson, decodeMessage, type MessageType, rawNumberField, validateMessage } from "./message.ts"
 import { Message } from "./message-type.ts"
+import { isStorableText } from "./storable-text.ts"
 
 const enc = (s: string) => new TextEncoder().encode(s)
 const valid = { msg_id: "m1", order_no: "o1", seq: 1, amount: 1.5 }
@@ -144,5 +145,45 @@ describe("a validator from another copy of arktype", () => {
     const disguised = { ...valid, " arkKind": "errors" }
     for (const v of [foreign, validateMessage])
       expect(decodeMessage(enc(JSON.stringify(disguised)), v)).toMatchObject({ ok: true, message: disguised })
+  })
+})
+
+describe("an application type that lets any string be an id", () => {
+  // Its own rules say nothing about ids beyond their type: the ledger's key rule still holds.
+  const loose: MessageType<object> = (data) => data as object
+
+  it.each([
+    [
+      "msg_id",
+      "U+0000",
+      { ...valid, msg_id: "a\0b" },
+      'msg_id must be well-formed Unicode without U+0000, or no ledger can store it as a key (was "a\\u0000b")',
+    ],
+    [
+      "msg_id",
+      "a lone surrogate",
+      { ...valid, msg_id: "\ud800" },
+      'msg_id must be well-formed Unicode without U+0000, or no ledger can store it as a key (was "\\ud800")',
+    ],
+    [
+      "order_no",
+      "U+0000",
+      { ...valid, order_no: "\0" },
+      'order_no must be well-formed Unicode without U+0000, or no ledger can store it as a key (was "\\u0000")',
+    ],
+    [
+      "order_no",
+      "a lone surrogate",
+      { ...valid, order_no: "o\udfff" },
+      'order_no must be well-formed Unicode without U+0000, or no ledger can store it as a key (was "o\\udfff")',
+    ],
+  ])("rejects %s carrying %s as invalid-field, with a storable detail", (_, __, value, detail) => {
+    expect(decodeMessage(enc(JSON.stringify(value)), loose)).toEqual({ ok: false, reason: "invalid-field", detail })
+    expect(isStorableText(detail)).toBe(true)
+  })
+
+  it("accepts ids with other control characters or surrogate pairs, as its rules say", () => {
+    for (const msg_id of ["a\nb", "🧨", "\u0001"])
+      expect(decodeMessage(enc(JSON.stringify({ ...valid, msg_id })), loose)).toMatchObject({ ok: true })
   })
 })

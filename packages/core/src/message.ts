@@ -1,4 +1,5 @@
 import { ArkErrors, hasArkKind, type RootSchema, rootSchema } from "@ark/schema"
+import { isStorableText } from "./storable-text.ts"
 
 // The rules of a spool message, written once as an @ark/schema node: the schema layer
 // arktype is built on (same project, same version as the arktype dependency), which compiles
@@ -12,7 +13,8 @@ import { ArkErrors, hasArkKind, type RootSchema, rootSchema } from "@ark/schema"
 // about 0.1 us, while a predicate builds a traversal context for every message (1.3 us).
 
 // Ids are a TEXT primary key stored as UTF-8 and lines of dup.txt: a lone surrogate would be
-// stored as U+FFFD (two different ids would collide) and a line break would split a line.
+// stored as U+FFFD (two different ids would collide), U+0000 is refused by PostgreSQL, and a
+// line break would split a line.
 const id = {
   domain: "string",
   minLength: 1,
@@ -136,6 +138,10 @@ export function decodeMessage<T extends object>(bytes: Uint8Array, schema: Messa
     }
     return { ok: false, reason: "invalid-field", detail: out.summary.replaceAll("\n", "; ") }
   }
+  // An application's own type may let any string be an id. Written as escapes an id could equal
+  // another one, and stored as is it aborts a PostgreSQL commit: whatever the type, it is invalid.
+  const keyProblem = unstorableKey(out as Partial<Message>)
+  if (keyProblem !== undefined) return { ok: false, reason: "invalid-field", detail: keyProblem }
   // JSON.parse rounds: `2.0000000000000001` would pass as the integer 2. Judge the digits.
   const raw = rawNumberFields(text, numberFields)
   const seqText = typeof record.seq === "number" ? raw.seq : undefined
@@ -145,6 +151,17 @@ export function decodeMessage<T extends object>(bytes: Uint8Array, schema: Messa
 }
 
 const numberFields = ["seq", "amount"] as const
+
+/** Why a validated message's msg_id or order_no cannot be a ledger key, or undefined when both can. */
+function unstorableKey(m: Partial<Message>): string | undefined {
+  if (typeof m.msg_id === "string" && !isStorableText(m.msg_id)) return unstorable("msg_id", m.msg_id)
+  if (typeof m.order_no === "string" && !isStorableText(m.order_no)) return unstorable("order_no", m.order_no)
+  return undefined
+}
+
+// JSON.stringify writes U+0000 and lone surrogates as escapes, so the detail itself is storable.
+const unstorable = (field: string, value: string): string =>
+  `${field} must be well-formed Unicode without U+0000, or no ledger can store it as a key (was ${JSON.stringify(value)})`
 
 /** True when a JSON number's exact decimal value is whole: `3`, `3.0`, `3e2`, `300e-2`. */
 function isWholeNumberText(s: string): boolean {
