@@ -6,7 +6,6 @@ import {
   createLog,
   defaults,
   ExitCode,
-  exitCodeFor,
   isColorWanted,
   isMessageName,
   type LogFormat,
@@ -201,8 +200,6 @@ export async function main(argv: readonly string[]): Promise<number> {
       if (v["stats-json"])
         fs.writeFileSync(v["stats-json"], JSON.stringify({ ...summary, seconds: Number(seconds), batchMs }))
       return ExitCode.ok
-    } catch (error) {
-      throw withLeftovers(error, queue)
     } finally {
       progress.finish()
       process.off("SIGINT", onSignal)
@@ -210,26 +207,6 @@ export async function main(argv: readonly string[]): Promise<number> {
       await ledger.close()
     }
   })
-}
-
-/**
- * A failure that ends the run (exit 3) with what it left behind: a run hands back what it can
- * (committed files on to done/ or error/, the rest to inbox/), and what it could not (done/
- * not writable, the ledger unreachable before a commit was known to be durable) stays in
- * processing/ with its claim, for the next start's recovery to finish first.
- */
-function withLeftovers(error: unknown, queue: Queue): unknown {
-  if (!(error instanceof SpoolError) || exitCodeFor(error) !== ExitCode.failure) return error
-  let left = 0
-  try {
-    for (const _ of scanDir(queue.processing, 1024)) left++
-  } catch {}
-  if (left === 0) return error
-  return new SpoolError(
-    error.code,
-    `${error.message}\nnothing is lost: ${left} file${left === 1 ? "" : "s"} wait in ${queue.processing}/ with their claims; once the cause is fixed, the next consume on this root finishes them first: a committed one is moved to the destination its commit recorded (never processed again), the others are processed again`,
-    { cause: error },
-  )
 }
 
 /** Files a one-shot run will take: messages in inbox/ plus leftovers in processing/ for recovery. */

@@ -238,8 +238,7 @@ class Engine<T extends Message> {
       }
       await this.#ledger.unregisterConsumer(this.#owner.ownerId)
     } catch (error) {
-      await this.#handBack()
-      throw error
+      throw withLeftovers(error, await this.#handBack(), this.#q.processing)
     } finally {
       clearInterval(beat)
       await this.#beating
@@ -268,11 +267,12 @@ class Engine<T extends Message> {
   }
 
   /**
-   * After a fatal error (disk full, ledger gone read-only) leave nothing in processing/:
-   * committed files go on to done/ or error/, the rest back to inbox/. Best effort: what
-   * cannot be done here, recovery does on the next start.
+   * After a fatal error (disk full, ledger gone read-only) leave as little as possible in
+   * processing/: committed files go on to done/ or error/, the rest back to inbox/. What cannot
+   * be done here waits in processing/ with its claim, and recovery finishes it on the next
+   * start. Returns how many of this run's files wait so.
    */
-  async #handBack(): Promise<void> {
+  async #handBack(): Promise<number> {
     if (this.#io !== undefined) {
       // Let the I/O thread finish what it was asked to do, then learn where those files are.
       await this.#io.idle()
@@ -294,27 +294,44 @@ class Engine<T extends Message> {
       await this.#ledger.flush(this.#owner.ownerId, now())
       isFlushed = true
     } catch {}
-    for (const item of this.#inHand) {
+    let left = 0
+    for (const item of this.#inHand)
       try {
-        const o = item.committed ? item.outcome : undefined
-        const dest = o === undefined ? undefined : destOf(o, item.verdict)
-        if (o !== undefined) {
-          if (isFlushed && dest !== undefined)
-            await this.#moveOut(o.name, dest, o.kind === "rejected" ? o.destName : o.name, o.claimId)
-        } else if (this.#ledger.backend === "postgres") {
-          // A commit that failed over the network may still have committed: only recovery,
-          // which reads the claim's state, can tell. The file waits in processing/ for it.
-        } else if (
-          item.inProcessing === true &&
-          renameNoReplace(join(this.#q.processing, item.name), join(this.#q.inbox, item.name)) === "moved"
-        )
-          await this.#ledger.release(this.#owner.ownerId, [item])
-      } catch {}
-    }
+        if (!(await this.#handBackOne(item, isFlushed))) left++
+      } catch {
+        left++
+      }
     this.#inHand.clear()
     try {
       this.#sync("inbox", "processing", "done", "error")
     } catch {}
+    return left
+  }
+
+  /** Hands one file back; false if it stays in processing/ for recovery. */
+  async #handBackOne(item: Item, isFlushed: boolean): Promise<boolean> {
+    const o = item.committed ? item.outcome : undefined
+    if (o !== undefined) {
+      const dest = destOf(o, item.verdict)
+      // No destination: a claim lost or a file vanished, not this consumer's to move.
+      if (dest === undefined) return true
+      return isFlushed && (await this.#moveOut(o.name, dest, o.kind === "rejected" ? o.destName : o.name, o.claimId))
+    }
+    if (item.inProcessing !== true) return item.inProcessing === false
+    // A commit that failed over the network may still have committed: only recovery, which
+    // reads the claim's state, can tell.
+    if (this.#ledger.backend === "postgres") return false
+    // The claim first, and only while it is still this consumer's: a claim taken over while
+    // this one was stalled is its adopter's file now. A release the failing ledger refuses
+    // (locked, disk full) still sends the file back: its claim row then names a file in inbox/,
+    // which recovery simply forgets, and the file is claimed afresh, its attempts at 1 (kept
+    // in processing/, every restart that fails the same way would count one against it).
+    let released: number | undefined
+    try {
+      released = await this.#ledger.release(this.#owner.ownerId, [item])
+    } catch {}
+    if (released === 0) return true
+    return renameNoReplace(join(this.#q.processing, item.name), join(this.#q.inbox, item.name)) === "moved"
   }
 
   /** One pass over inbox/: claims and finishes batches; true if it claimed anything. */
@@ -905,6 +922,19 @@ class Engine<T extends Message> {
     if (liveness !== "unknown") return liveness === "alive"
     return Date.now() - Date.parse(row.owner.heartbeatAt) < (this.#o.leaseMs ?? defaults.leaseMs)
   }
+}
+
+/**
+ * A failure that ends the run, with how many of its files wait in processing/ for the next
+ * start's recovery, and what that recovery will do with them.
+ */
+function withLeftovers(error: unknown, left: number, processing: string): unknown {
+  if (left === 0 || !(error instanceof SpoolError)) return error
+  return new SpoolError(
+    error.code,
+    `${error.message}\nnothing is lost: ${left} file${left === 1 ? "" : "s"} of this run wait in ${processing}/ with their claims; once the cause is fixed, the next consume on this root finishes them first (a consumer on another host once this one's lease has run out): a committed one is moved to the destination its commit recorded, never processed again, and the others are processed again`,
+    { cause: error },
+  )
 }
 
 /**

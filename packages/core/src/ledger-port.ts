@@ -34,7 +34,8 @@ export interface LedgerPort {
   forgetConsumers(ownerIds: readonly string[]): Awaitable<void>
   /** Claims the free ones of `names`; the same transaction forgets `forget` (committed claims whose files have durably left processing/). */
   claim(ownerId: string, names: readonly string[], now: string, forget?: readonly Claim[]): Awaitable<Claim[]>
-  release(ownerId: string, claims: readonly Claim[]): Awaitable<void>
+  /** Gives up claims `ownerId` still holds; returns how many it held. */
+  release(ownerId: string, claims: readonly Claim[]): Awaitable<number>
   /** Commits a batch's outcomes, fenced: an outcome whose claim `ownerId` no longer holds records nothing (`lost`). */
   commit(
     ownerId: string,

@@ -172,12 +172,13 @@ export class PostgresLedger {
     })
   }
 
-  async release(ownerId: string, claims: readonly Claim[]): Promise<void> {
-    if (claims.length === 0) return
+  async release(ownerId: string, claims: readonly Claim[]): Promise<number> {
+    if (claims.length === 0) return 0
     const rows = claims.map((c) => ({ name: c.name, claim_id: c.claimId }))
-    await this.sql`
+    const released = await this.sql`
       DELETE FROM claims c USING jsonb_to_recordset(${rows}::jsonb) AS t(name text, claim_id text)
       WHERE c.root_id = ${this.rootId} AND c.name = t.name AND c.claim_id = t.claim_id AND c.owner_id = ${ownerId}`
+    return released.count
   }
 
   /**

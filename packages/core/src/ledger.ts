@@ -248,11 +248,13 @@ export class Ledger {
     return claimed
   }
 
-  /** Gives up claims whose files vanished before they could be moved. */
-  release(ownerId: string, claims: readonly Claim[]): void {
-    if (claims.length === 0) return
-    this.transaction(() => {
-      for (const c of claims) this.#s.releaseClaim.run(c.name, c.claimId, ownerId)
+  /** Gives up claims `ownerId` still holds (its files vanished, or go back to inbox/); returns how many. */
+  release(ownerId: string, claims: readonly Claim[]): number {
+    if (claims.length === 0) return 0
+    return this.transaction(() => {
+      let n = 0
+      for (const c of claims) n += this.#s.releaseClaim.run(c.name, c.claimId, ownerId).changes
+      return n
     })
   }
 
