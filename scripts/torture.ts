@@ -9,9 +9,11 @@ import { join } from "node:path"
 import { parseArgs } from "node:util"
 import { pgUnavailable, tempDatabase } from "../packages/core/src/_pg-testing.ts"
 import {
+  consumeUntilDone,
   consumeWithRandomKills,
   diffIgnoringWinners,
   diffSnapshots,
+  expectedAfterKills,
   generateMessages,
   makeQueueFrom,
   rng,
@@ -117,6 +119,11 @@ async function ledgerFor(backend: Backend): Promise<{ url: string | undefined } 
   return { url: undefined, async [Symbol.asyncDispose]() {} }
 }
 
+/** Where a diverging iteration's PostgreSQL ledgers are kept, for a look with psql. */
+function ledgersKept(reference: { url: string | undefined }, killed: { url: string | undefined }): string {
+  return killed.url === undefined ? "" : `; ledgers kept: reference ${reference.url}, killed ${killed.url}`
+}
+
 async function torture(o: ReturnType<typeof parse>): Promise<number> {
   const args = [
     "--batch-size",
@@ -141,16 +148,14 @@ async function torture(o: ReturnType<typeof parse>): Promise<number> {
     const seed = o.seed + i
     const label = `${backend} iteration ${i + 1}/${o.iterations} seed=${seed}`
     const dir = fs.mkdtempSync(join(os.tmpdir(), "spool-torture-"))
-    await using refLedger = await ledgerFor(backend)
-    await using killedLedger = await ledgerFor(backend)
+    const refLedger = await ledgerFor(backend)
+    const killedLedger = await ledgerFor(backend)
+    const withLedger = (url: string | undefined) => [...args, ...(url === undefined ? [] : ["--ledger", url])]
     const started = performance.now()
     const mix = generateMessages(join(dir, "src"), o.messages, seed)
     makeQueueFrom(join(dir, "src"), join(dir, "reference"))
     makeQueueFrom(join(dir, "src"), join(dir, "killed"))
-    const reference = await timeConsume(join(dir, "reference"), [
-      ...args,
-      ...(refLedger.url === undefined ? [] : ["--ledger", refLedger.url]),
-    ])
+    const reference = await timeConsume(join(dir, "reference"), withLedger(refLedger.url))
     const activeMs = o.activeMs ?? Math.max(20, Math.round(reference.activeMs / (o.consumers > 1 ? 2.5 : 8)))
     let run: Awaited<ReturnType<typeof consumeWithRandomKills>>
     try {
@@ -168,11 +173,22 @@ async function torture(o: ReturnType<typeof parse>): Promise<number> {
       diverged++
       const text = error instanceof Error ? error.message : String(error)
       console.log(`${label}: FAILED\n  ${text.split("\n").slice(-6).join("\n  ")}`)
-      console.log(`  queues kept in ${dir} (reference/ and killed/)`)
+      console.log(`  queues kept in ${dir} (reference/ and killed/)${ledgersKept(refLedger, killedLedger)}`)
       continue
     }
-    const expected = await endState(join(dir, "reference"), refLedger.url)
     const actual = await endState(join(dir, "killed"), killedLedger.url)
+    const { expected, poisonedByKills } = await expectedAfterKills({
+      reference: await endState(join(dir, "reference"), refLedger.url),
+      actual,
+      kills: run.kills,
+      ...(o.maxAttempts !== undefined && { maxAttempts: o.maxAttempts }),
+      rerun: async (env) => {
+        await using crashLedger = await ledgerFor(backend)
+        makeQueueFrom(join(dir, "src"), join(dir, "crash-on"))
+        await consumeUntilDone(join(dir, "crash-on"), withLedger(crashLedger.url), env)
+        return await endState(join(dir, "crash-on"), crashLedger.url)
+      },
+    })
     const diff = o.consumers > 1 ? diffIgnoringWinners(expected, actual) : diffSnapshots(expected, actual)
     const k = summarizeKills(run.kills)
     for (const key of ["kills", "inFlight", "committedNotMoved", "idle"] as const) totals[key] += k[key]
@@ -182,14 +198,20 @@ async function torture(o: ReturnType<typeof parse>): Promise<number> {
       `${label} (${mix.valid} valid, ${mix.sameDuplicate + mix.reformattedDuplicate} duplicates, ` +
         `${mix.conflict} conflicts, ${mix.badJson + mix.missingField + mix.invalidField} bad): ${run.starts} runs, ${k.kills} kills ` +
         `(${k.inFlight} with a batch in hand, ${k.committedNotMoved} between commit and move, ${k.idle} with nothing in flight), ` +
-        `kill window ${activeMs} ms, ${seconds} s: ${diff.length === 0 ? "equivalent" : "DIVERGED"}`,
+        `kill window ${activeMs} ms, ${seconds} s: ${diff.length === 0 ? "equivalent" : "DIVERGED"}` +
+        (poisonedByKills.length > 0
+          ? ` (${poisonedByKills.join(", ")} was in hand at enough kills to be poison by design, as in a run it crashes)`
+          : ""),
     )
     if (diff.length > 0) {
       diverged++
       for (const line of diff) console.log(`  ${line}`)
-      console.log(`  queues kept in ${dir} (reference/ and killed/)`)
-      // The PostgreSQL databases go with the iteration; its rows are in the diff above.
-    } else if (!o.keep) fs.rmSync(dir, { recursive: true, force: true })
+      console.log(`  queues kept in ${dir} (reference/ and killed/)${ledgersKept(refLedger, killedLedger)}`)
+      continue
+    }
+    if (!o.keep) fs.rmSync(dir, { recursive: true, force: true })
+    await refLedger[Symbol.asyncDispose]()
+    await killedLedger[Symbol.asyncDispose]()
   }
   console.log(
     `torture: ${all.length - diverged}/${all.length} iterations equivalent; ${totals.starts} runs, ${totals.kills} kills ` +

@@ -176,38 +176,68 @@ export async function timeConsume(root: string, args: readonly string[] = []) {
 export interface KillObservation {
   /** Time from spawn to kill. */
   readonly delayMs: number
-  /** Files in processing/ (claimed, renamed, not yet moved out). */
+  /** Files in processing/ (claimed, renamed, not yet moved out), whoever holds them. */
   readonly inProcessing: number
-  /** Claim rows not yet committed: the batch was in hand. */
+  /** Claim rows of the killed process not yet committed: it had a batch in hand. */
   readonly claimed: number
-  /** Claim rows committed whose file was still in processing/: the kill fell between commit and move. */
+  /** Claim rows of the killed process committed whose file was still in processing/: the kill fell between commit and move. */
   readonly committedNotMoved: number
+  /**
+   * Files the killed process was retrying alone (an attempt counted, not yet committed), with
+   * the attempts: a death with the file in hand, which is what the poison counter counts.
+   */
+  readonly inHandAlone: readonly { readonly name: string; readonly attempts: number }[]
   readonly inbox: number
 }
 
-export async function observe(root: string, delayMs: number, ledgerUrl?: string): Promise<KillObservation> {
+/** What a kill of process `pid` left: its own claims in the ledger, and the queue directories. */
+export async function observe(
+  root: string,
+  delayMs: number,
+  pid: number,
+  ledgerUrl?: string,
+): Promise<KillObservation> {
   const processing = new Set(fs.readdirSync(join(root, "processing")))
   let claimed = 0
   let committedNotMoved = 0
+  const inHandAlone: { name: string; attempts: number }[] = []
   for (const r of await claimStates(root, ledgerUrl)) {
-    if (r.state === "claimed") claimed++
-    else if (processing.has(r.name)) committedNotMoved++
+    if (r.pid !== pid) continue
+    if (r.state === "claimed") {
+      claimed++
+      if (r.attempts >= 2) inHandAlone.push({ name: r.name, attempts: r.attempts })
+    } else if (processing.has(r.name)) committedNotMoved++
   }
   return {
     delayMs,
     inProcessing: processing.size,
     claimed,
     committedNotMoved,
+    inHandAlone,
     inbox: fs.readdirSync(join(root, "inbox")).length,
   }
 }
 
-/** The claim rows of a root's ledger (none if it has no ledger yet). */
-async function claimStates(root: string, ledgerUrl?: string): Promise<{ name: string; state: string }[]> {
+interface ClaimState {
+  readonly name: string
+  readonly state: string
+  readonly attempts: number
+  /** The owner's pid, from its consumers row. */
+  readonly pid: number | null
+}
+
+const claimStatesSql =
+  "SELECT c.name, c.state, c.attempts, o.pid FROM claims c LEFT JOIN consumers o ON o.owner_id = c.owner_id"
+
+/** The claim rows of a root's ledger with their owners' pids (none if it has no ledger yet). */
+async function claimStates(root: string, ledgerUrl?: string): Promise<ClaimState[]> {
   if (ledgerUrl !== undefined) {
     const sql = new SQL({ url: ledgerUrl, max: 1 })
     try {
-      return (await sql`SELECT name, state FROM claims`).map((r: { name: string; state: string }) => ({ ...r }))
+      return (await sql.unsafe(claimStatesSql)).map((r: ClaimState) => ({
+        ...r,
+        pid: r.pid === null ? null : Number(r.pid),
+      }))
     } catch {
       return [] // the kill can fall before the ledger's schema exists
     } finally {
@@ -218,12 +248,66 @@ async function claimStates(root: string, ledgerUrl?: string): Promise<{ name: st
   const db = new Database(join(root, "ledger.db"))
   try {
     db.exec("PRAGMA busy_timeout = 10000")
-    return db.query("SELECT name, state FROM claims").all() as { name: string; state: string }[]
+    return db.query(claimStatesSql).all() as ClaimState[]
   } catch {
     return [] // the kill can fall before the ledger's schema exists
   } finally {
     db.close()
   }
+}
+
+/**
+ * The files random kills made poison by design: each was in hand, retried alone, at enough
+ * kills to reach the poison threshold (`--max-attempts`, at least 2; the first claim is the
+ * batch's). A count is credited once: a claim adopted with the attempts of an earlier death
+ * and killed before its own count is not a second death in hand.
+ */
+export function poisonedByKills(kills: readonly KillObservation[], maxAttempts = 3): string[] {
+  const credited = new Map<string, number>()
+  const highest = new Map<string, number>()
+  for (const k of kills)
+    for (const { name, attempts } of k.inHandAlone) {
+      if (attempts <= (highest.get(name) ?? 1)) continue
+      highest.set(name, attempts)
+      credited.set(name, (credited.get(name) ?? 0) + 1)
+    }
+  const deaths = Math.max(maxAttempts, 2) - 1
+  return [...credited].filter(([, n]) => n >= deaths).map(([name]) => name)
+}
+
+/**
+ * The end state a run under random kills must reach. That is the uninterrupted `reference`'s,
+ * unless the kills made a file poison by design (see poisonedByKills): then it is the state of
+ * an uninterrupted run in which that file crashes the consumer whenever it is judged
+ * (SPOOL_CRASH_ON), which is what poison stands for; `rerun` makes that run on a fresh copy of
+ * the queue. A poison file the kills do not account for is left for the comparison to report.
+ */
+export async function expectedAfterKills(o: {
+  readonly reference: Snapshot
+  readonly actual: Snapshot
+  readonly kills: readonly KillObservation[]
+  readonly maxAttempts?: number
+  readonly rerun: (env: Record<string, string>) => Promise<Snapshot>
+}): Promise<{ expected: Snapshot; poisonedByKills: string[] }> {
+  const poisoned = (o.actual.failures as { original: string; reason: string }[])
+    .filter((f) => f.reason === "poison")
+    .map((f) => f.original)
+  const byKills = poisonedByKills(o.kills, o.maxAttempts)
+  const explained = poisoned.filter((name) => byKills.includes(name))
+  // One file twice in hand at two kills is rare; two such files in one run would need a
+  // reference that crashes on both, which SPOOL_CRASH_ON (one name) cannot make.
+  if (explained.length !== 1 || poisoned.length !== 1) return { expected: o.reference, poisonedByKills: [] }
+  return { expected: await o.rerun({ SPOOL_CRASH_ON: explained[0] as string }), poisonedByKills: explained }
+}
+
+/** Runs consume on `root` again and again until a run exits 0 (each other run must end by SIGKILL). */
+export async function consumeUntilDone(root: string, args: readonly string[], env: Record<string, string>) {
+  for (let i = 0; i < 20; i++) {
+    const r = await startConsume(root, args, env).finished
+    if (r.exitCode === 0) return
+    if (r.signalCode !== "SIGKILL") throw new Error(`consume exited ${r.exitCode}:\n${r.stderr}`)
+  }
+  throw new Error(`consume --root ${root} never finished under ${JSON.stringify(env)}`)
 }
 
 /** What a random-kill run did. */
@@ -261,6 +345,8 @@ export async function consumeWithRandomKills(
     readonly consumers?: number
     /** The root's PostgreSQL ledger; passed to every run as --ledger. */
     readonly ledgerUrl?: string
+    /** Environment for every run (a test hook such as SPOOL_CRASH_ON). */
+    readonly env?: Record<string, string>
   },
 ): Promise<KillRun> {
   const args = [...(options.args ?? []), ...(options.ledgerUrl === undefined ? [] : ["--ledger", options.ledgerUrl])]
@@ -275,7 +361,7 @@ export async function consumeWithRandomKills(
     const round = Array.from({ length: options.consumers ?? 1 }, () => {
       const fromSpawn = options.random() < 0.2
       const delayMs = Math.round(options.random() * (fromSpawn ? startupMs * 1.5 : options.activeMs))
-      const c = startConsume(root, args)
+      const c = startConsume(root, args, options.env)
       let hasExited = false
       void c.finished.then(() => {
         hasExited = true
@@ -309,7 +395,7 @@ export async function consumeWithRandomKills(
         if (!p.hasExited()) p.c.proc.kill("SIGKILL")
         const r = await p.c.finished
         if (r.signalCode === "SIGKILL")
-          kills.push(await observe(root, Math.round(performance.now() - spawnedAt), options.ledgerUrl))
+          kills.push(await observe(root, Math.round(performance.now() - spawnedAt), p.c.proc.pid, options.ledgerUrl))
         else if (r.exitCode !== 0 || /database is locked/i.test(r.stderr))
           throw new Error(`consume exited ${r.exitCode} between kills:\n${r.stderr}`)
         else stderr.push(r.stderr)
@@ -319,8 +405,21 @@ export async function consumeWithRandomKills(
     if (activeAt !== undefined) startupMs = activeAt - spawnedAt
     if (fs.readdirSync(join(root, "inbox")).length === 0) break
   }
-  starts++
-  stderr.push((await consumeToEnd(root, args)).stderr)
+  // The last run goes to its end; only a crash hook in `env` can kill it (a file that crashes
+  // every consumer that reads it), and then the next one goes on until the file is poison.
+  for (let i = 0; ; i++) {
+    starts++
+    const spawnedAt = performance.now()
+    const c = startConsume(root, args, options.env)
+    const r = await c.finished
+    if (r.exitCode === 0) {
+      stderr.push(r.stderr)
+      break
+    }
+    if (r.signalCode !== "SIGKILL" || options.env === undefined || i >= 20)
+      throw new Error(`consume --root ${root} ${args.join(" ")} exited ${r.exitCode ?? r.signalCode}:\n${r.stderr}`)
+    kills.push(await observe(root, Math.round(performance.now() - spawnedAt), c.proc.pid, options.ledgerUrl))
+  }
   return { kills, starts, stderr }
 }
 
@@ -406,10 +505,27 @@ export function diffIgnoringWinners(expected: Snapshot, actual: Snapshot): strin
   const a = withoutWinners(actual)
   return (Object.keys(e) as (keyof typeof e)[])
     .filter((k) => !Bun.deepEquals(e[k], a[k]))
-    .map(
-      (k) =>
-        `${k} differs${k === "done" || k === "error" ? ` (${Object.keys(e[k]).length} files expected, ${Object.keys(a[k]).length} found)` : ""}`,
-    )
+    .map((k) => `${k} differs${sampleDifferences(e[k], a[k])}`)
+}
+
+/** A few of the entries by which two values of an end state differ, for a readable report. */
+function sampleDifferences(expected: unknown, actual: unknown, limit = 3): string {
+  const entries = (v: unknown): string[] =>
+    Array.isArray(v)
+      ? v.map((x) => JSON.stringify(x))
+      : typeof v === "object" && v !== null
+        ? Object.entries(v).map(([k, x]) => `${k}: ${JSON.stringify(x)}`)
+        : [JSON.stringify(v)]
+  const e = entries(expected)
+  const a = entries(actual)
+  const missing = e.filter((x) => !a.includes(x))
+  const unexpected = a.filter((x) => !e.includes(x))
+  const show = (xs: string[]) =>
+    xs.slice(0, limit).join("; ") + (xs.length > limit ? `; ... ${xs.length - limit} more` : "")
+  return [
+    missing.length > 0 ? `; missing: ${show(missing)}` : "",
+    unexpected.length > 0 ? `; unexpected: ${show(unexpected)}` : "",
+  ].join("")
 }
 
 /** Sums kill observations into the protocol windows they interrupted. */

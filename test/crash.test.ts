@@ -1,21 +1,11 @@
-// Crash equivalence: however consume is killed, the queue ends exactly as after one
-// uninterrupted run. Every run here is the real process (Bun.spawn), killed with SIGKILL.
+// Crash equivalence at each named step: however consume is killed, the queue ends exactly as
+// after one uninterrupted run. Every run here is the real process (Bun.spawn), killed with
+// SIGKILL. Kills at random points are kill-storm.test.ts's.
 import { Database } from "bun:sqlite"
 import { afterAll, beforeAll, describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import {
-  consumeToEnd,
-  consumeWithRandomKills,
-  diffSnapshots,
-  generateMessages,
-  makeQueueFrom,
-  rng,
-  type Snapshot,
-  startConsume,
-  summarizeKills,
-  timeConsume,
-} from "./_chaos.ts"
+import { consumeToEnd, diffSnapshots, generateMessages, makeQueueFrom, type Snapshot, startConsume } from "./_chaos.ts"
 import { list, repoRoot, snapshot, type TempDir, tempDir } from "./support.ts"
 
 const claimRows = (root: string) => {
@@ -30,51 +20,6 @@ const claimRows = (root: string) => {
     db.close()
   }
 }
-
-describe("consume killed with SIGKILL at random points", () => {
-  it("ends with the same files, ledger rows and reports as one uninterrupted run", async () => {
-    await using t = await tempDir()
-    const seed = 20261129
-    generateMessages(join(t.path, "src"), 2000, seed)
-    makeQueueFrom(join(t.path, "src"), join(t.path, "ref"))
-    makeQueueFrom(join(t.path, "src"), join(t.path, "crash"))
-    // The default --max-attempts: an attempt counts only while a file is judged and committed
-    // alone, so a random kill makes a healthy file poison only by landing twice in that window.
-    const args = ["--batch-size", "25"]
-    const reference = await timeConsume(join(t.path, "ref"), args)
-    const run = await consumeWithRandomKills(join(t.path, "crash"), {
-      random: rng(seed),
-      args,
-      maxKills: 25,
-      budgetMs: 25_000,
-      // Each kill lands on average 1/16 of an uninterrupted run's work after the restart.
-      activeMs: Math.max(20, reference.activeMs / 8),
-    })
-    const found = summarizeKills(run.kills)
-    expect(diffSnapshots(snapshot(join(t.path, "ref")), snapshot(join(t.path, "crash")))).toEqual([])
-    // The kills did land: most while a batch was in hand (timed from the first change the run made).
-    expect(found.kills).toBeGreaterThanOrEqual(5)
-    expect(found.inFlight + found.committedNotMoved).toBeGreaterThanOrEqual(1)
-  }, 120_000)
-
-  it("ends equivalent with the default settings after several kills", async () => {
-    await using t = await tempDir()
-    const seed = 7
-    generateMessages(join(t.path, "src"), 400, seed)
-    makeQueueFrom(join(t.path, "src"), join(t.path, "ref"))
-    makeQueueFrom(join(t.path, "src"), join(t.path, "crash"))
-    const reference = await timeConsume(join(t.path, "ref"), ["--batch-size", "25"])
-    const run = await consumeWithRandomKills(join(t.path, "crash"), {
-      random: rng(seed),
-      args: ["--batch-size", "25"],
-      maxKills: 6,
-      budgetMs: 10_000,
-      activeMs: Math.max(20, reference.activeMs / 4),
-    })
-    expect(diffSnapshots(snapshot(join(t.path, "ref")), snapshot(join(t.path, "crash")))).toEqual([])
-    expect(run.kills.length).toBeGreaterThanOrEqual(1)
-  }, 60_000)
-})
 
 const consumerRows = (root: string) => {
   const db = new Database(join(root, "ledger.db"), { readonly: true })

@@ -372,6 +372,7 @@ describe.skipIf(!canMount)("a full disk", () => {
       const expected = snapshot(ref.root)
       // Room for the whole run once freed: 600 files and the write-ahead log of 60 batches.
       expect(works(["mount", "-o", "remount,size=64m", mountPoint])).toBe(true)
+      const failedAt: number[] = []
       try {
         for (const free of [16, 64, 200, 400, 800, 1500].map((k) => k * 1024)) {
           freshQueue()
@@ -383,6 +384,7 @@ describe.skipIf(!canMount)("a full disk", () => {
           fs.rmSync(filler)
           expect([free, r.stderr]).not.toEqual([free, expect.stringContaining("unexpected failure")])
           if (r.exitCode !== 0) {
+            failedAt.push(free)
             expect([free, r.exitCode]).toEqual([free, 3])
             expect(r.stderr).toMatch(/full|free space|df/)
             expectLeftForRecovery(root, r.stderr)
@@ -395,6 +397,8 @@ describe.skipIf(!canMount)("a full disk", () => {
         freshQueue()
         works(["mount", "-o", "remount,size=4m", mountPoint])
       }
+      // The disk did fill up mid-run, at the smallest amounts at least.
+      expect(failedAt).toContain(16 * 1024)
     },
     slow,
   )

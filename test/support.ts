@@ -125,8 +125,8 @@ export function snapshot(root: string) {
 }
 
 /**
- * `snapshot` for either backend: the ledger rows from PostgreSQL when `ledgerUrl` is given
- * (this root's rows only), with the same columns and types as the SQLite snapshot.
+ * `snapshot` for either backend: the ledger rows from PostgreSQL when `ledgerUrl` is given (a
+ * database that holds this one root), with the same columns and types as the SQLite snapshot.
  */
 export async function endState(root: string, ledgerUrl?: string): Promise<ReturnType<typeof snapshot>> {
   if (ledgerUrl === undefined) return snapshot(root)
