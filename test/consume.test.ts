@@ -65,7 +65,7 @@ describe("bun run consume on the sample", () => {
     const r = await spool("consume", ["--root", q.root])
     expectOk(
       r,
-      'files=20 processed=15 duplicates=3 conflicts=0 rejected=2 reasons="missing-field 1, parse 1" recovered=0',
+      "files=20 processed=15 duplicates=3 conflicts=0 rejected=2 reasons='missing-field 1, parse 1' recovered=0",
     )
     expect(list(join(q.root, "inbox"))).toEqual([])
     expect(list(join(q.root, "processing"))).toEqual([])
@@ -141,7 +141,7 @@ describe("bun run consume on hand-made messages", () => {
     const r = await spool("consume", ["--root", q.root])
     expectOk(
       r,
-      'files=5 processed=1 duplicates=0 conflicts=0 rejected=4 reasons="invalid-field 3, parse 1" recovered=0',
+      "files=5 processed=1 duplicates=0 conflicts=0 rejected=4 reasons='invalid-field 3, parse 1' recovered=0",
     )
     expect(list(join(q.root, "done"))).toEqual(["ok.json"])
     // A float would round this to 12345678901234568; the ledger keeps what was written.
@@ -190,7 +190,7 @@ describe("bun run consume on hand-made messages", () => {
     fs.writeFileSync(join(q.root, "error", "bad.json"), "older bytes")
     fs.writeFileSync(join(q.root, "error", "bad~1.json"), "older still")
     const r = await spool("consume", ["--root", q.root])
-    expectOk(r, 'files=1 processed=0 duplicates=0 conflicts=0 rejected=1 reasons="parse 1" recovered=0')
+    expectOk(r, "files=1 processed=0 duplicates=0 conflicts=0 rejected=1 reasons='parse 1' recovered=0")
     expect(list(join(q.root, "error"))).toEqual(["bad.json", "bad~1.json", "bad~2.json"])
     expect(fs.readFileSync(join(q.root, "error", "bad.json"), "utf8")).toBe("older bytes")
     expect(fs.readFileSync(join(q.root, "error", "bad~1.json"), "utf8")).toBe("older still")

@@ -519,7 +519,7 @@ describe("bun run enqueue", () => {
       const a = join(q.path, "from file.json")
       fs.writeFileSync(a, `\uFEFF${ok("enq-a")}`)
       const one = await enqueue(["--root", q.root, a], undefined, "script")
-      expect(one.stdout).toBe("from file.json\n")
+      expect(one.stdout).toBe("'from file.json'\n") // quoted for a shell, as every name in text output
       expect(one.exitCode).toBe(0)
       const two = await enqueue(["--root", q.root, "--name", "piped.json", "-"], ok("enq-b"))
       expect(two.stdout).toBe("piped.json\n")

@@ -18,6 +18,7 @@ import type { LedgerPort } from "./ledger-port.ts"
 import type { PostgresEffect } from "./ledger-postgres.ts"
 import { type Log, silentLog } from "./log.ts"
 import type { Message, MessageType, RejectReason } from "./message.ts"
+import { quoteName } from "./names.ts"
 import { currentOwner, type Owner, ownerLiveness } from "./owner.ts"
 import { alternateName, isMessageName, moveFinished, type Queue, scanDir } from "./queue.ts"
 
@@ -759,7 +760,7 @@ class Engine<T extends Message> {
     if (await this.#ledger.holdsClaim(name, claimId, this.#owner.ownerId))
       throw new SpoolError(
         "io",
-        `${join(this.#q.processing, name)} vanished before it could be moved to ${this.#q[dest]}/ (its claim is still this consumer's: something outside spool removed it)`,
+        `${quoteName(join(this.#q.processing, name))} vanished before it could be moved to ${this.#q[dest]}/ (its claim is still this consumer's: something outside spool removed it)`,
       )
     this.#log.warn("moved-by-other", {
       file: name,
