@@ -100,6 +100,73 @@ describe("createQueue", () => {
   })
 })
 
+describe("a queue directory that is a symbolic link", () => {
+  const linkable = [...queueDirs, "tmp"] as const
+
+  it.each(linkable)(
+    "refuses %s/ linked to a directory outside the root, naming the link, its target and the fix",
+    async (d) => {
+      await using t = await tempDir()
+      const q = createQueue(join(t.path, "q"))
+      const outside = join(t.path, "outside")
+      fs.mkdirSync(outside)
+      fs.writeFileSync(join(outside, "sentinel.json"), "{}")
+      fs.rmSync(q[d], { recursive: true })
+      fs.symlinkSync(outside, q[d])
+      for (const open of [openQueue, createQueue]) {
+        const e = thrown(() => open(q.root))
+        expect(e.code).toBe("not-a-queue")
+        expect(e.message).toStartWith(`${q.root} is not a queue: ${q[d]} is a symbolic link to ${outside}`)
+        expect(e.message).toContain(`rm ${q[d]} && mkdir ${q[d]}`)
+        expect(e.message).toContain("make the root itself the link")
+      }
+      expect(fs.readdirSync(outside)).toEqual(["sentinel.json"])
+    },
+  )
+
+  it("refuses a link whose target is missing or a file, before saying anything is missing", async () => {
+    await using t = await tempDir()
+    const q = queuePaths(join(t.path, "q"))
+    fs.mkdirSync(q.root)
+    fs.symlinkSync(join(t.path, "nowhere"), q.error)
+    fs.writeFileSync(join(t.path, "file"), "")
+    fs.symlinkSync(join(t.path, "file"), q.done)
+    expect(thrown(() => openQueue(q.root)).message).toContain(`${q.done} is a symbolic link to ${join(t.path, "file")}`)
+    fs.rmSync(q.done)
+    expect(thrown(() => openQueue(q.root)).message).toContain(
+      `${q.error} is a symbolic link to ${join(t.path, "nowhere")}`,
+    )
+  })
+
+  it("creates nothing when setup meets a linked directory among missing ones", async () => {
+    await using t = await tempDir()
+    const root = join(t.path, "q")
+    fs.mkdirSync(join(t.path, "outside"))
+    fs.mkdirSync(root)
+    fs.symlinkSync(join(t.path, "outside"), join(root, "error"))
+    expect(thrown(() => createQueue(root)).code).toBe("not-a-queue")
+    expect(fs.readdirSync(root)).toEqual(["error"])
+    expect(fs.readdirSync(join(t.path, "outside"))).toEqual([])
+  })
+
+  it("quotes a link and a target whose names need it", async () => {
+    await using t = await tempDir()
+    const q = createQueue(join(t.path, "q"))
+    fs.rmSync(q.inbox, { recursive: true })
+    fs.symlinkSync("../out\nside", q.inbox)
+    expect(thrown(() => openQueue(q.root)).message).toContain(`${q.inbox} is a symbolic link to '../out'$'\\n''side'`)
+  })
+
+  it("accepts a root that is itself a symbolic link, and keeps the path as given", async () => {
+    await using t = await tempDir()
+    const real = createQueue(join(t.path, "real"))
+    fs.symlinkSync(real.root, join(t.path, "link"))
+    const q = openQueue(join(t.path, "link"))
+    expect(q).toEqual(queuePaths(join(t.path, "link")))
+    expect(createQueue(join(t.path, "link"))).toEqual(q)
+  })
+})
+
 describe("createQueue in the way of a file", () => {
   it("says a root that is a file is not a queue", async () => {
     await using d = await tempDir()

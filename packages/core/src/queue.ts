@@ -3,6 +3,7 @@ import fs from "node:fs"
 import { join, resolve } from "node:path"
 import { errnoOf, SpoolError } from "./errors.ts"
 import { type OpenDir, renameNoReplaceAt } from "./files.ts"
+import { quoteName } from "./names.ts"
 
 /** The four directories every queue root holds, on one filesystem. */
 export const queueDirs = ["inbox", "processing", "done", "error"] as const
@@ -40,11 +41,13 @@ export function queuePaths(root: string): Queue {
 }
 
 /**
- * Checks that `root` is a queue: the four directories exist and share one filesystem (a
- * rename across filesystems is a copy, not atomic). Throws a SpoolError that says what to do.
+ * Checks that `root` is a queue: the four directories exist, none of them (nor tmp/) is a
+ * symbolic link, and they share one filesystem (a rename across filesystems is a copy, not
+ * atomic). Throws a SpoolError that says what to do.
  */
 export function openQueue(root: string): Queue {
   const q = queuePaths(root)
+  refuseLinkedDirs(q)
   const devices = new Map<string, number>()
   for (const d of queueDirs) {
     let st: fs.Stats
@@ -72,9 +75,44 @@ export function openQueue(root: string): Queue {
   return q
 }
 
-/** Creates a queue root (idempotent) and checks it. */
+/**
+ * Refuses a root whose queue directories or tmp/ include a symbolic link. spool moves files
+ * only between the directories of its root; through a link, `error/` or `done/` would receive
+ * files outside it and `inbox/` would drain a directory elsewhere, and the one-filesystem
+ * check would hold for the link's target, not for the root. The root itself may be a link:
+ * that path is the operator's explicit choice, and everything under it stays together.
+ */
+function refuseLinkedDirs(q: Queue): void {
+  for (const d of [...queueDirs, "tmp"] as const) {
+    let st: fs.Stats | undefined
+    try {
+      st = fs.lstatSync(q[d], { throwIfNoEntry: false })
+    } catch (error) {
+      // The root (or a parent) is a regular file: the caller's checks say so in their words.
+      if (errnoOf(error) === "ENOTDIR") return
+      throw new SpoolError("io", `cannot read ${q[d]}: ${String(error)}`, { cause: error })
+    }
+    if (!st?.isSymbolicLink()) continue
+    let target: string | undefined
+    try {
+      target = fs.readlinkSync(q[d])
+    } catch {}
+    const dir = quoteName(q[d])
+    const to = target === undefined ? "its target" : quoteName(target)
+    throw new SpoolError(
+      "not-a-queue",
+      `${quoteName(q.root)} is not a queue: ${dir} is a symbolic link to ${to}, and spool never follows a ` +
+        "link inside a queue root (its renames would move files out of the root); nothing was changed. " +
+        `Replace the link with a real directory on the root's filesystem: rm ${dir} && mkdir ${dir}, then ` +
+        `move in what ${to} holds. To keep the whole queue elsewhere, make the root itself the link.`,
+    )
+  }
+}
+
+/** Creates a queue root (idempotent) and checks it; refuses, creating nothing, a root with a linked directory. */
 export function createQueue(root: string): Queue {
   const q = queuePaths(root)
+  refuseLinkedDirs(q)
   for (const d of [...queueDirs, "tmp"] as const) {
     try {
       fs.mkdirSync(q[d], { recursive: true, mode: 0o755 })
