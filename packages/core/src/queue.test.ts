@@ -8,6 +8,7 @@ import {
   countFiles,
   createQueue,
   isMessageName,
+  judgeEntry,
   openQueue,
   queueDirs,
   queuePaths,
@@ -198,6 +199,33 @@ describe("isMessageName", () => {
     ["a.txt", false],
   ] as const)("%s -> %p", (name, expected) => {
     expect(isMessageName(name)).toBe(expected)
+  })
+})
+
+describe("judgeEntry", () => {
+  const hour = 3_600_000
+  it.each([
+    ["an old message", "a.json", -hour, 600_000, "take"],
+    ["any message without --min-age", "a.json", 0, 0, "take"],
+    ["a message written just now", "a.json", 0, 600_000, "too-young"],
+    ["a message whose mtime is in the future, by its ctime", "a.json", 365 * 24 * hour, 600_000, "too-young"],
+    ["a hidden name", ".a.json", -hour, 0, "not-a-message"],
+    ["a name not ending in .json", "a.json.part", -hour, 0, "not-a-message"],
+    ["a name that is not a message at all", "notes.txt", -hour, 0, "not-a-message"],
+  ] as const)("%s: %s", async (_label, name, mtimeOffset, minAgeMs, expected) => {
+    await using d = await tempDir()
+    fs.writeFileSync(join(d.path, name), "{}")
+    const t = new Date(Date.now() + mtimeOffset)
+    fs.utimesSync(join(d.path, name), t, t)
+    expect(judgeEntry(d.path, name, minAgeMs, Date.now())).toBe(expected)
+  })
+
+  it("takes a directory named *.json (it goes to error/ unopened) and leaves an undecodable name", async () => {
+    await using d = await tempDir()
+    fs.mkdirSync(join(d.path, "d.json"))
+    fs.writeFileSync(Buffer.concat([Buffer.from(`${d.path}/a`), Buffer.of(0xff), Buffer.from(".json")]), "")
+    const names = fs.readdirSync(d.path).sort()
+    expect(names.map((n) => judgeEntry(d.path, n, 0, Date.now()))).toEqual(["undecodable", "take"])
   })
 })
 

@@ -140,6 +140,48 @@ export function isMessageName(name: string): boolean {
 }
 
 /**
+ * What the consumer does with an entry of inbox/, or of processing/ when no claim explains it:
+ * `take` it (a regular file is read; anything else named *.json, a directory, FIFO or link, is
+ * sent to error/ unopened, by its kind), leave it as `not-a-message` (hidden, not *.json),
+ * leave it as `undecodable` (a name that is not valid UTF-8, which readdir gives with U+FFFD
+ * and which opens nothing under that spelling), or leave it as `too-young` for a later run.
+ */
+export type EntryFate = "take" | "not-a-message" | "undecodable" | "too-young"
+
+/** The consumer's one rule for an entry `name` found in `dir` at `now` (see EntryFate). */
+export function judgeEntry(dir: string, name: string, minAgeMs: number, now: number): EntryFate {
+  if (!isMessageName(name)) return "not-a-message"
+  if (name.includes("\uFFFD") && !opensUnder(join(dir, name))) return "undecodable"
+  if (minAgeMs > 0 && !isOldEnough(join(dir, name), minAgeMs, now)) return "too-young"
+  return "take"
+}
+
+/** Whether `path` names an entry; its U+FFFD spelling may pass 255 bytes (ENAMETOOLONG). */
+function opensUnder(path: string): boolean {
+  try {
+    return fs.lstatSync(path, { throwIfNoEntry: false }) !== undefined
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Whether a file was last written at least minAgeMs before `now`, by its mtime. A future
+ * mtime (a producer whose clock runs ahead, or a copy that kept one: rsync -t, cp -p, unzip)
+ * would hold the file back until this clock caught up, possibly for years; such a file is
+ * judged by its ctime instead, which no producer can set (utimes does not) and which every
+ * write and every rename move to this kernel's now.
+ */
+function isOldEnough(path: string, minAgeMs: number, now: number): boolean {
+  try {
+    const s = fs.lstatSync(path)
+    return (s.mtimeMs <= now ? s.mtimeMs : s.ctimeMs) <= now - minAgeMs
+  } catch {
+    return false
+  }
+}
+
+/**
  * Streams a directory's entries without ever holding the whole listing: memory stays flat
  * at any queue size.
  */
