@@ -18,9 +18,9 @@ import type { LedgerPort } from "./ledger-port.ts"
 import type { PostgresEffect } from "./ledger-postgres.ts"
 import { type Log, silentLog } from "./log.ts"
 import type { Message, MessageType, RejectReason } from "./message.ts"
-import { quoteName } from "./names.ts"
+import { alternateName, escapeUndecodable, fitsNameMax, quoteName } from "./names.ts"
 import { currentOwner, type Owner, ownerLiveness } from "./owner.ts"
-import { alternateName, isMessageName, judgeEntry, moveFinished, type Queue, scanDir } from "./queue.ts"
+import { isMessageName, judgeEntry, moveFinished, type Queue, scanDir } from "./queue.ts"
 
 /** Settings of a consume run; every one has a default a demanding operator can live with. */
 export interface ConsumeOptions<T extends Message = Message> {
@@ -502,9 +502,9 @@ class Engine<T extends Message> {
       const name = escapeUndecodable(raw)
       if (name === undefined || !isMessageName(name)) continue
       const from = Buffer.concat([Buffer.from(`${this.#q.inbox}/`), raw])
-      for (let k = 0; ; k++) {
+      // A name too long in its %XX spelling starts at name~1.json, shortened to fit.
+      for (let k = fitsNameMax(name) ? 0 : 1; ; k++) {
         const to = k === 0 ? name : alternateName(name, k)
-        if (Buffer.byteLength(to) > 255) continue
         let r: ReturnType<typeof renameNoReplace>
         try {
           r = renameNoReplace(from, join(this.#q.inbox, to))
@@ -922,33 +922,6 @@ function exists(path: string): boolean {
  * consumer recovers at every drain, and says so once, not every few seconds.
  */
 const toldLeft = new Set<string>()
-
-const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
-
-/** The name with each byte that is not part of valid UTF-8 written as %XX; undefined if all valid. */
-function escapeUndecodable(raw: Uint8Array): string | undefined {
-  try {
-    strictUtf8.decode(raw)
-    return undefined
-  } catch {}
-  let out = ""
-  for (let i = 0; i < raw.length; ) {
-    let decoded: string | undefined
-    let n = 1
-    for (; n <= 4 && i + n <= raw.length; n++) {
-      try {
-        decoded = strictUtf8.decode(raw.subarray(i, i + n))
-        break
-      } catch {}
-    }
-    if (decoded === undefined) {
-      out += `%${(raw[i] as number).toString(16).toUpperCase().padStart(2, "0")}`
-      n = 1
-    } else out += decoded
-    i += n
-  }
-  return out
-}
 
 const now = (): string => new Date().toISOString()
 

@@ -1,4 +1,4 @@
-// File names as text: how spool prints them, and how it spells a name that is not UTF-8.
+// File names as text: how spool prints them, spells one that is not UTF-8, and shortens one.
 
 // Characters that no shell treats specially anywhere in a word (GNU quotearg's list).
 const plain = /^[A-Za-z0-9%+,\-./:@\]_]$/
@@ -63,4 +63,62 @@ function escapeChar(c: string): string {
   const named = cEscapes[code]
   if (named !== undefined) return `\\${named}`
   return [...Buffer.from(c)].map((b) => `\\${b.toString(8).padStart(3, "0")}`).join("")
+}
+
+/** The longest file name Linux filesystems take, in bytes. */
+const NAME_MAX = 255
+
+/** True when `name` fits the filesystem's name limit (255 bytes of UTF-8). */
+export function fitsNameMax(name: string): boolean {
+  return Buffer.byteLength(name) <= NAME_MAX
+}
+
+/**
+ * The k-th alternative for a name that is taken at a destination: `a.json` -> `a~1.json`.
+ * The stem is shortened so the result still fits the 255-byte name limit, by whole
+ * characters and whole `%XX` escapes: a cut never splits a UTF-8 sequence or an escape.
+ */
+export function alternateName(name: string, k: number): string {
+  const dot = name.endsWith(".json") ? name.length - 5 : name.length
+  const tail = `~${k}${name.slice(dot)}`
+  const budget = NAME_MAX - Buffer.byteLength(tail)
+  let stem = name.slice(0, dot)
+  let bytes = Buffer.byteLength(stem)
+  while (bytes > budget && stem.length > 0) {
+    const last = /%[0-9A-F]{2}$/.test(stem) ? stem.slice(-3) : ([...stem.slice(-2)].at(-1) as string)
+    stem = stem.slice(0, -last.length)
+    bytes -= Buffer.byteLength(last)
+  }
+  return stem + tail
+}
+
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
+
+/**
+ * The name with each byte that is not part of valid UTF-8 written as %XX (`a\xff.json` ->
+ * `a%FF.json`); undefined when the whole name is valid UTF-8. The result may pass 255 bytes
+ * (each bad byte takes three): alternateName shortens it without splitting an escape.
+ */
+export function escapeUndecodable(raw: Uint8Array): string | undefined {
+  try {
+    strictUtf8.decode(raw)
+    return undefined
+  } catch {}
+  let out = ""
+  for (let i = 0; i < raw.length; ) {
+    let decoded: string | undefined
+    let n = 1
+    for (; n <= 4 && i + n <= raw.length; n++) {
+      try {
+        decoded = strictUtf8.decode(raw.subarray(i, i + n))
+        break
+      } catch {}
+    }
+    if (decoded === undefined) {
+      out += `%${(raw[i] as number).toString(16).toUpperCase().padStart(2, "0")}`
+      n = 1
+    } else out += decoded
+    i += n
+  }
+  return out
 }

@@ -4,7 +4,6 @@ import os from "node:os"
 import { join, resolve } from "node:path"
 import { SpoolError } from "./errors.ts"
 import {
-  alternateName,
   countFiles,
   createQueue,
   isMessageName,
@@ -226,45 +225,6 @@ describe("judgeEntry", () => {
     fs.writeFileSync(Buffer.concat([Buffer.from(`${d.path}/a`), Buffer.of(0xff), Buffer.from(".json")]), "")
     const names = fs.readdirSync(d.path).sort()
     expect(names.map((n) => judgeEntry(d.path, n, 0, Date.now()))).toEqual(["undecodable", "take"])
-  })
-})
-
-describe("alternateName", () => {
-  it.each([
-    ["a.json", 1, "a~1.json"],
-    ["a.json", 12, "a~12.json"],
-    ["a.b.json", 2, "a.b~2.json"],
-    ["noext", 3, "noext~3"],
-    ["a.json.tmp", 1, "a.json.tmp~1"],
-  ] as const)("%s #%d -> %s", (name, k, expected) => {
-    expect(alternateName(name, k)).toBe(expected)
-  })
-
-  it("keeps a 255-byte name within 255 bytes and keeps its .json ending", () => {
-    const name = `${"n".repeat(250)}.json`
-    expect(Buffer.byteLength(name)).toBe(255)
-    for (const k of [1, 9, 10, 12345]) {
-      const alt = alternateName(name, k)
-      expect(Buffer.byteLength(alt)).toBeLessThanOrEqual(255)
-      expect(alt.endsWith(`~${k}.json`)).toBe(true)
-      expect(alt).not.toBe(name)
-    }
-  })
-
-  it("shortens a multi-byte stem by whole characters, never splitting one", () => {
-    const name = `${"é".repeat(125)}.json` // 250 + 5 bytes; 124 é + "~1.json" is exactly 255
-    const alt = alternateName(name, 1)
-    expect(Buffer.byteLength(alt)).toBeLessThanOrEqual(255)
-    expect(alt).toBe(`${"é".repeat(124)}~1.json`)
-    expect(Buffer.from(alt).toString("utf8")).toBe(alt)
-  })
-
-  it("gives a name the filesystem accepts for a name at the limit", async () => {
-    await using d = await tempDir()
-    const name = `${"x".repeat(250)}.json`
-    fs.writeFileSync(join(d.path, name), "a")
-    fs.writeFileSync(join(d.path, alternateName(name, 1)), "b")
-    expect(fs.readdirSync(d.path)).toHaveLength(2)
   })
 })
 

@@ -3,7 +3,7 @@ import fs from "node:fs"
 import { join, resolve } from "node:path"
 import { errnoOf, SpoolError } from "./errors.ts"
 import { type OpenDir, renameNoReplaceAt } from "./files.ts"
-import { quoteName } from "./names.ts"
+import { alternateName, quoteName } from "./names.ts"
 
 /** The four directories every queue root holds, on one filesystem. */
 export const queueDirs = ["inbox", "processing", "done", "error"] as const
@@ -323,20 +323,6 @@ export function isUnknownType(e: fs.Dirent): boolean {
     !e.isBlockDevice() &&
     !e.isCharacterDevice()
   )
-}
-
-const NAME_MAX = 255
-
-/**
- * The k-th alternative for a name that is taken at a destination: `a.json` -> `a~1.json`.
- * The stem is shortened so the result still fits the 255-byte name limit.
- */
-export function alternateName(name: string, k: number): string {
-  const dot = name.endsWith(".json") ? name.length - 5 : name.length
-  let stem = name.slice(0, dot)
-  const tail = `~${k}${name.slice(dot)}`
-  while (Buffer.byteLength(stem + tail) > NAME_MAX && stem.length > 0) stem = [...stem].slice(0, -1).join("")
-  return stem + tail
 }
 
 /**
