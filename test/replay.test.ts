@@ -5,6 +5,7 @@ import { Database } from "bun:sqlite"
 import { afterAll, beforeAll, describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
+import { parseCsv } from "./_hostile.ts"
 import { list, repoRoot, run, snapshot, spool, type TempDir, tempDir, tempQueue } from "./support.ts"
 
 const replaySh = join(repoRoot, "packages/ops/dist/replay.sh")
@@ -237,6 +238,31 @@ describe.each(runners)("%s", (name, replay) => {
     if (before) expect(fullSnapshot(q.root)).toEqual(before)
     else expect(list(join(q.root, "error"))).toEqual([BROKEN, NOORDER])
     expect(list(outside.path).map((n) => [n, fs.lstatSync(join(outside.path, n)).mtimeMs])).toEqual(outsideBefore)
+  })
+
+  it("takes names starting with = + - @ from error.csv, whose cells are exact, and replays each", async () => {
+    await using q = await drained()
+    const formulas = ["+SUM(1).json", "-2+3.json", "=cmd|' -C calc'!A0.json", "@x.json"]
+    for (const n of formulas) fs.writeFileSync(join(q.root, "inbox", n), "{not json")
+    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+    const csv = fs.readFileSync(join(q.root, "error.csv"), "utf8")
+    expect(csv).toBe(
+      "file,reason\n+SUM(1).json,parse\n-2+3.json,parse\n=cmd|' -C calc'!A0.json,parse\n@x.json,parse\n" +
+        `${BROKEN},parse\n${NOORDER},missing-field\n`,
+    )
+    const [header, ...rows] = parseCsv(csv)
+    expect(header).toEqual(["file", "reason"])
+    const names = rows.map((r) => r[0] as string).filter((n) => !n.startsWith("evt-"))
+    expect(names).toEqual(formulas)
+    for (const n of names) {
+      const r = await replay(["--root", q.root, "--", n])
+      expect(r.exitCode).toBe(0)
+      expect(fs.readFileSync(join(q.root, "inbox", n), "utf8")).toBe("{not json")
+    }
+    expect(list(join(q.root, "error"))).toEqual([BROKEN, NOORDER])
+    expect(fs.readFileSync(join(q.root, "error.csv"), "utf8")).toBe(
+      `file,reason\n${BROKEN},parse\n${NOORDER},missing-field\n`,
+    )
   })
 
   it("refuses a second replay of the same file and changes nothing", async () => {
