@@ -31,7 +31,7 @@ describe("conflicting duplicates", () => {
     })
     const r = await spool("consume", ["--root", q.root])
     expect(r.stdout).toBe("")
-    expect(r.stderr).toMatch(/warn: conflict file="b, changed.json" msg_id=m-1/)
+    expect(r.stderr).toMatch(/warn: conflict file='b, changed.json' msg_id=m-1/)
     expect(r.exitCode).toBe(0)
     const s = snapshot(q.root)
     expect(s.processed).toEqual([expect.objectContaining({ msg_id: "m-1", amount: "10.5", file: "a.json" })])

@@ -65,7 +65,7 @@ describe("bun run consume on the sample", () => {
     const r = await spool("consume", ["--root", q.root])
     expectOk(
       r,
-      'files=20 processed=15 duplicates=3 conflicts=0 rejected=2 reasons="missing-field 1, parse 1" recovered=0',
+      "files=20 processed=15 duplicates=3 conflicts=0 rejected=2 reasons='missing-field 1, parse 1' recovered=0",
     )
     expect(list(join(q.root, "inbox"))).toEqual([])
     expect(list(join(q.root, "processing"))).toEqual([])
@@ -141,7 +141,7 @@ describe("bun run consume on hand-made messages", () => {
     const r = await spool("consume", ["--root", q.root])
     expectOk(
       r,
-      'files=5 processed=1 duplicates=0 conflicts=0 rejected=4 reasons="invalid-field 3, parse 1" recovered=0',
+      "files=5 processed=1 duplicates=0 conflicts=0 rejected=4 reasons='invalid-field 3, parse 1' recovered=0",
     )
     expect(list(join(q.root, "done"))).toEqual(["ok.json"])
     // A float would round this to 12345678901234568; the ledger keeps what was written.
@@ -190,7 +190,7 @@ describe("bun run consume on hand-made messages", () => {
     fs.writeFileSync(join(q.root, "error", "bad.json"), "older bytes")
     fs.writeFileSync(join(q.root, "error", "bad~1.json"), "older still")
     const r = await spool("consume", ["--root", q.root])
-    expectOk(r, 'files=1 processed=0 duplicates=0 conflicts=0 rejected=1 reasons="parse 1" recovered=0')
+    expectOk(r, "files=1 processed=0 duplicates=0 conflicts=0 rejected=1 reasons='parse 1' recovered=0")
     expect(list(join(q.root, "error"))).toEqual(["bad.json", "bad~1.json", "bad~2.json"])
     expect(fs.readFileSync(join(q.root, "error", "bad.json"), "utf8")).toBe("older bytes")
     expect(fs.readFileSync(join(q.root, "error", "bad~1.json"), "utf8")).toBe("older still")
@@ -201,6 +201,60 @@ describe("bun run consume on hand-made messages", () => {
     expect(fs.readFileSync(join(q.root, "error.csv"), "utf8")).toBe(
       "file,reason\nbad.json,unknown\nbad~1.json,unknown\nbad~2.json,parse\n",
     )
+  })
+})
+
+describe("bun run consume on orphans in processing/ (no claim row)", () => {
+  /**
+   * What each hostile entry is: hidden, not *.json, a directory named *.json, one written just
+   * now, an old message. `place` puts them into a queue directory, all backdated but fresh.json.
+   */
+  function place(dir: string): void {
+    const hourAgo = new Date(Date.now() - 3_600_000)
+    for (const [name, content] of [
+      [".hidden.json", msg("m-hidden", "H", 1)],
+      ["x.json.part", msg("m-part", "P", 1)],
+      ["notes.txt", "operator notes"],
+      ["old.json", msg("m-old", "O", 1)],
+      ["fresh.json", msg("m-fresh", "F", 1)],
+    ] as const) {
+      fs.writeFileSync(join(dir, name), typeof content === "string" ? content : JSON.stringify(content))
+      if (name !== "fresh.json") fs.utimesSync(join(dir, name), hourAgo, hourAgo)
+    }
+    fs.mkdirSync(join(dir, "d.json"))
+    fs.writeFileSync(join(dir, "d.json", "inner.json"), JSON.stringify(msg("m-inner", "I", 1)))
+    fs.utimesSync(join(dir, "d.json"), hourAgo, hourAgo)
+  }
+
+  it("leaves each entry where the inbox/ rules would, and says so once", async () => {
+    await using viaInbox = await tempQueue()
+    await using orphans = await tempQueue()
+    place(join(viaInbox.root, "inbox"))
+    place(join(orphans.root, "processing"))
+    const a = await spool("consume", ["--root", viaInbox.root, "--min-age", "10m"])
+    const b = await spool("consume", ["--root", orphans.root, "--min-age", "10m"])
+    expect(a.exitCode).toBe(0)
+    expect(b.exitCode).toBe(0)
+    const left = [".hidden.json", "fresh.json", "notes.txt", "x.json.part"]
+    expect(list(join(viaInbox.root, "inbox"))).toEqual(left)
+    expect(list(join(orphans.root, "processing"))).toEqual(left)
+    for (const q of [viaInbox, orphans]) {
+      expect(list(join(q.root, "done"))).toEqual(["old.json"])
+      expect(list(join(q.root, "error"))).toEqual(["d.json"])
+      expect(list(join(q.root, "error", "d.json"))).toEqual(["inner.json"])
+      expect(fs.readFileSync(join(q.root, "error.csv"), "utf8")).toBe("file,reason\nd.json,not-regular\n")
+    }
+    expect(b.stderr).toContain("spool: warn: recovered file=old.json step=")
+    expect(b.stderr).toContain("spool: warn: recovered file=d.json step=")
+    expect(b.stderr.match(/spool: warn: left-in-processing count=3 /g)).toHaveLength(1)
+    expect(b.stderr).toMatch(/spool: done files=2 .*recovered=2 deferred=1 seconds=/)
+    // Once old enough, the young orphan is taken, as a young inbox/ file is.
+    const hourAgo = new Date(Date.now() - 3_600_000)
+    fs.utimesSync(join(orphans.root, "processing", "fresh.json"), hourAgo, hourAgo)
+    const c = await spool("consume", ["--root", orphans.root, "--min-age", "10m"])
+    expect(c.exitCode).toBe(0)
+    expect(list(join(orphans.root, "processing"))).toEqual([".hidden.json", "notes.txt", "x.json.part"])
+    expect(list(join(orphans.root, "done"))).toEqual(["fresh.json", "old.json"])
   })
 })
 

@@ -584,6 +584,84 @@ describe("consume on hostile file names", () => {
   })
 })
 
+describe("consume on long names that are not valid UTF-8", () => {
+  // Each name is a list of units: valid text, or one bad byte (0xff) that becomes %FF.
+  type Unit = string | 0xff
+  const bytesOf = (units: readonly Unit[]) =>
+    Buffer.concat(units.map((u) => (u === 0xff ? Buffer.of(0xff) : Buffer.from(u))))
+  const spellingOf = (units: readonly Unit[]) => units.map((u) => (u === 0xff ? "%FF" : u)).join("")
+  /** `size` raw bytes: units from `pattern` repeated, cut to fit, then `.json`. */
+  const named = (size: number, pattern: readonly Unit[], last: Unit[] = []): Unit[] => {
+    const units: Unit[] = []
+    const room = size - 5 - bytesOf(last).length
+    for (let i = 0; bytesOf(units).length < room; i++) {
+      const u = pattern[i % pattern.length] as Unit
+      units.push(bytesOf([...units, u]).length <= room ? u : "x")
+    }
+    return [...units, ...last, ".json"]
+  }
+  const inputs: Unit[][] = []
+  for (let size = 250; size <= 255; size++) {
+    inputs.push(named(size, [0xff]))
+    inputs.push(named(size, ["日", 0xff]))
+    inputs.push(named(size, ["a"], [0xff]))
+  }
+  // Two names that differ only past the point where both must be cut.
+  inputs.push(named(255, [0xff, "é"], ["1"]), named(255, [0xff, "é"], ["2"]))
+
+  it(
+    "gives each a distinct name of at most 255 bytes, cut at a whole character or escape, ending in .json",
+    async () => {
+      await using q = await tempQueue()
+      const inbox = Buffer.from(`${join(q.root, "inbox")}/`)
+      for (const [i, units] of inputs.entries()) {
+        const raw = bytesOf(units)
+        expect(raw.length).toBeGreaterThanOrEqual(250)
+        expect(raw.length).toBeLessThanOrEqual(255)
+        fs.writeFileSync(Buffer.concat([inbox, raw]), i % 2 === 0 ? ok(`long-${i}`) : `not json ${i}`)
+      }
+      const run = await consumeBounded(q.root, [], { timeoutMs: 30_000 })
+      expect(run.signal).toBeNull()
+      expect(run.stderr).not.toContain("spool: warn: undecodable-name")
+      expect(run.stderr).not.toContain("unexpected failure")
+      expect(run.exitCode).toBe(0)
+      expect(fs.readdirSync(join(q.root, "inbox"))).toEqual([])
+      expect(fs.readdirSync(join(q.root, "processing"))).toEqual([])
+      const ended = [
+        ...fs.readdirSync(join(q.root, "done")).map((n) => ["done", n] as const),
+        ...fs.readdirSync(join(q.root, "error")).map((n) => ["error", n] as const),
+      ]
+      expect(ended).toHaveLength(inputs.length)
+      const seen = new Set<number>()
+      for (const [dir, name] of ended) {
+        const content = fs.readFileSync(join(q.root, dir, name), "utf8")
+        const i = Number(/(?:long-|not json )(\d+)/.exec(content)?.[1])
+        const units = inputs[i] as Unit[]
+        seen.add(i)
+        expect(dir).toBe(i % 2 === 0 ? "done" : "error")
+        expect(name).not.toContain("\uFFFD")
+        expect(Buffer.byteLength(name)).toBeLessThanOrEqual(255)
+        expect(name.endsWith(".json")).toBe(true)
+        const spelling = spellingOf(units)
+        if (Buffer.byteLength(spelling) <= 255) {
+          expect(name).toBe(spelling)
+          continue
+        }
+        const stem = /^(.*)~\d+\.json$/.exec(name)?.[1] as string
+        expect(stem).toBeDefined()
+        // The stem is the spelling cut after a whole unit, as long as it can be.
+        const cuts = units.slice(0, -1).map((_, n) => spellingOf(units.slice(0, n + 1)))
+        expect(cuts).toContain(stem)
+        const next = cuts[cuts.indexOf(stem) + 1] as string
+        expect(Buffer.byteLength(name) - Buffer.byteLength(stem) + Buffer.byteLength(next)).toBeGreaterThan(255)
+      }
+      expect(seen.size).toBe(inputs.length)
+      expect(new Set(ended.map(([, n]) => n)).size).toBe(inputs.length)
+    },
+    slow,
+  )
+})
+
 describe("a producer still writing", () => {
   it(
     "leaves files younger than --min-age in inbox/ and takes the older ones",
@@ -655,7 +733,7 @@ describe("bun run enqueue", () => {
       const a = join(q.path, "from file.json")
       fs.writeFileSync(a, `\uFEFF${ok("enq-a")}`)
       const one = await enqueue(["--root", q.root, a], undefined, "script")
-      expect(one.stdout).toBe("from file.json\n")
+      expect(one.stdout).toBe("'from file.json'\n") // quoted for a shell, as every name in text output
       expect(one.exitCode).toBe(0)
       const two = await enqueue(["--root", q.root, "--name", "piped.json", "-"], ok("enq-b"))
       expect(two.stdout).toBe("piped.json\n")

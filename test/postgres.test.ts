@@ -120,7 +120,7 @@ pg("the PostgreSQL ledger (--ledger / SPOOL_LEDGER_URL)", () => {
     await consume()
     const again = await replay("--all", "--max-replays", "1")
     expect(again.stdout).toBe("evt-noorder-0002.json\n")
-    expect(again.stderr).toContain('refused "evt-broken-0001.json": it was already replayed 1 time')
+    expect(again.stderr).toContain("refused evt-broken-0001.json: it was already replayed 1 time")
     expect(again.exitCode).toBe(1)
     expect(list(join(q.root, "error"))).toEqual(["evt-broken-0001.json"])
     expect(list(join(q.root, "inbox"))).toEqual(["evt-noorder-0002.json"])

@@ -27,7 +27,7 @@ describe("quick start", () => {
     const consume = await run(["bun", "run", "consume", "--root", root])
     expect(consume.stdout).toBe("")
     expect(consume.stderr).toMatch(
-      /spool: done files=20 processed=15 duplicates=3 conflicts=0 rejected=2 reasons="missing-field 1, parse 1" recovered=0 seconds=[\d.]+\n$/,
+      /spool: done files=20 processed=15 duplicates=3 conflicts=0 rejected=2 reasons='missing-field 1, parse 1' recovered=0 seconds=[\d.]+\n$/,
     )
     expect(consume.exitCode).toBe(0)
 

@@ -5,6 +5,7 @@ import { Database } from "bun:sqlite"
 import { afterAll, beforeAll, describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
+import { parseCsv } from "./_hostile.ts"
 import { list, repoRoot, run, snapshot, spool, type TempDir, tempDir, tempQueue } from "./support.ts"
 
 const replaySh = join(repoRoot, "packages/ops/dist/replay.sh")
@@ -239,6 +240,31 @@ describe.each(runners)("%s", (name, replay) => {
     expect(list(outside.path).map((n) => [n, fs.lstatSync(join(outside.path, n)).mtimeMs])).toEqual(outsideBefore)
   })
 
+  it("takes names starting with = + - @ from error.csv, whose cells are exact, and replays each", async () => {
+    await using q = await drained()
+    const formulas = ["+SUM(1).json", "-2+3.json", "=cmd|' -C calc'!A0.json", "@x.json"]
+    for (const n of formulas) fs.writeFileSync(join(q.root, "inbox", n), "{not json")
+    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+    const csv = fs.readFileSync(join(q.root, "error.csv"), "utf8")
+    expect(csv).toBe(
+      "file,reason\n+SUM(1).json,parse\n-2+3.json,parse\n=cmd|' -C calc'!A0.json,parse\n@x.json,parse\n" +
+        `${BROKEN},parse\n${NOORDER},missing-field\n`,
+    )
+    const [header, ...rows] = parseCsv(csv)
+    expect(header).toEqual(["file", "reason"])
+    const names = rows.map((r) => r[0] as string).filter((n) => !n.startsWith("evt-"))
+    expect(names).toEqual(formulas)
+    for (const n of names) {
+      const r = await replay(["--root", q.root, "--", n])
+      expect(r.exitCode).toBe(0)
+      expect(fs.readFileSync(join(q.root, "inbox", n), "utf8")).toBe("{not json")
+    }
+    expect(list(join(q.root, "error"))).toEqual([BROKEN, NOORDER])
+    expect(fs.readFileSync(join(q.root, "error.csv"), "utf8")).toBe(
+      `file,reason\n${BROKEN},parse\n${NOORDER},missing-field\n`,
+    )
+  })
+
   it("refuses a second replay of the same file and changes nothing", async () => {
     await using q = await drained()
     expect((await replay(["--root", q.root, BROKEN])).exitCode).toBe(0)
@@ -268,6 +294,14 @@ const HOSTILE = {
   star: "evt-*4.json",
 }
 const OTHER = "zz-other.json"
+/** The HOSTILE names as text output prints them (quoted for a shell, as GNU ls --quoting-style=shell-escape). */
+const shown: Record<string, string> = {
+  [HOSTILE.space]: "'evt x 1.json'",
+  [HOSTILE.comma]: "evt,2.json",
+  [HOSTILE.brackets]: "'evt-[3].json'",
+  [HOSTILE.star]: "'evt-*4.json'",
+}
+const show = (name: string) => shown[name] ?? name
 
 /** A drained copy of the sample queue whose error/ also holds the HOSTILE files and OTHER (all parse failures). */
 async function drainedHostile(): Promise<TempDir & { root: string }> {
@@ -334,7 +368,7 @@ describe.each(runners)("%s, bulk", (name, replay) => {
     fs.writeFileSync(join(q.root, "inbox", BROKEN), '{"new":"producer data"}')
     const r = await replay(["--root", q.root, "--all"])
     expect(r.stdout).toBe(`${NOORDER}\n`)
-    expect(r.stderr).toContain(`refused "${BROKEN}": inbox/ already holds a file of that name`)
+    expect(r.stderr).toContain(`refused ${BROKEN}: inbox/ already holds a file of that name`)
     expect(r.stderr).toContain("moved 1 of 2 selected files back to inbox/, refused 1")
     expect(r.exitCode).toBe(1)
     expect(fs.readFileSync(join(q.root, "inbox", BROKEN), "utf8")).toBe('{"new":"producer data"}')
@@ -360,7 +394,7 @@ describe.each(runners)("%s, bulk", (name, replay) => {
     logReplays(q.root, NOORDER, 3)
     const refused = await replay(["--root", q.root, "--all"])
     expect(refused.stdout).toBe(`${BROKEN}\n`)
-    expect(refused.stderr).toContain(`refused "${NOORDER}": it was already replayed 3 times (--max-replays 3)`)
+    expect(refused.stderr).toContain(`refused ${NOORDER}: it was already replayed 3 times (--max-replays 3)`)
     expect(refused.exitCode).toBe(1)
     expect(list(join(q.root, "error"))).toEqual([NOORDER])
     const raised = await replay(["--root", q.root, "--max-replays", "4", NOORDER])
@@ -385,7 +419,7 @@ describe.each(runners)("%s, bulk", (name, replay) => {
     await using q = await drainedHostile()
     const r = await replay(["--root", q.root, "--match", "evt*"])
     const expected = [...Object.values(HOSTILE), BROKEN, NOORDER].sort()
-    expect(r.stdout).toBe(expected.map((n) => `${n}\n`).join(""))
+    expect(r.stdout).toBe(expected.map((n) => `${show(n)}\n`).join(""))
     expect(r.exitCode).toBe(0)
     expect(list(join(q.root, "inbox"))).toEqual(expected)
     expect(list(join(q.root, "error"))).toEqual([OTHER])
@@ -395,10 +429,26 @@ describe.each(runners)("%s, bulk", (name, replay) => {
     expect(list(join(q.root, "error"))).toEqual([...expected, OTHER].sort())
   })
 
+  it("prints a name holding a newline or a backslash quoted for a shell, so each file stays one line", async () => {
+    await using q = await drained()
+    const backslash = "evt-back\\slash.json"
+    const newline = "evt-x.json\nevt-forged.json"
+    for (const n of [backslash, newline]) fs.writeFileSync(join(q.root, "inbox", n), "{not json")
+    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+    const r = await replay(["--root", q.root, "--all"])
+    expect(r.stdout).toBe(`'evt-back\\slash.json'\n${BROKEN}\n${NOORDER}\n'evt-x.json'$'\\n''evt-forged.json'\n`)
+    expect(r.stderr).toContain(
+      "replay: moved 'error/evt-x.json'$'\\n''evt-forged.json' back to 'inbox/evt-x.json'$'\\n''evt-forged.json' (failed with parse",
+    )
+    for (const line of r.stderr.trimEnd().split("\n")) expect(line).toStartWith("replay: ")
+    expect(r.exitCode).toBe(0)
+    expect(list(join(q.root, "inbox"))).toEqual([backslash, BROKEN, NOORDER, newline])
+  })
+
   it("takes an escaped * and [ ] literally, and several globs as their union", async () => {
     await using q = await drainedHostile()
     const r = await replay(["--root", q.root, "--match", "evt-\\*4.json", "--match", "evt-\\[3\\].json"])
-    expect(r.stdout).toBe(`${HOSTILE.star}\n${HOSTILE.brackets}\n`)
+    expect(r.stdout).toBe(`${show(HOSTILE.star)}\n${show(HOSTILE.brackets)}\n`)
     expect(r.exitCode).toBe(0)
     expect(list(join(q.root, "inbox"))).toEqual([HOSTILE.brackets, HOSTILE.star].sort())
   })
@@ -411,9 +461,9 @@ describe.each(runners)("%s, bulk", (name, replay) => {
     const csvTime = fs.statSync(join(q.root, "error.csv")).mtimeMs
     const r = await replay(["--root", q.root, "--dry-run", "--all"])
     const movable = [HOSTILE.space, HOSTILE.brackets, HOSTILE.star, BROKEN, NOORDER].sort()
-    expect(r.stdout).toBe(movable.map((n) => `${n}\n`).join(""))
-    expect(r.stderr).toContain(`refused "${HOSTILE.comma}": inbox/ already holds`)
-    expect(r.stderr).toContain(`refused "${OTHER}": it was already replayed 3 times`)
+    expect(r.stdout).toBe(movable.map((n) => `${show(n)}\n`).join(""))
+    expect(r.stderr).toContain(`refused ${HOSTILE.comma}: inbox/ already holds`)
+    expect(r.stderr).toContain(`refused ${OTHER}: it was already replayed 3 times`)
     expect(r.stderr).toContain("dry run: 5 of 7 selected files would move back to inbox/, 2 would be refused")
     expect(r.exitCode).toBe(1)
     expect(fullSnapshot(q.root)).toEqual(before)
@@ -430,7 +480,7 @@ describe.each(runners)("%s, bulk", (name, replay) => {
     expect(Bun.spawnSync(["mkfifo", join(q.root, "error", "fifo.json")]).exitCode).toBe(0)
     const r = await replay(["--root", q.root, "--all"])
     expect(r.stdout).toBe(`${BROKEN}\n${NOORDER}\n`)
-    for (const n of ["dir.json", "fifo.json", "link.json"]) expect(r.stderr).toContain(`refused "${n}": error/ holds`)
+    for (const n of ["dir.json", "fifo.json", "link.json"]) expect(r.stderr).toContain(`refused ${n}: error/ holds`)
     expect(r.exitCode).toBe(1)
     expect(list(join(q.root, "error"))).toEqual(["dir.json", "fifo.json", "link.json"])
     expect(list(join(q.root, "error", "dir.json"))).toEqual(["inner.json"])
@@ -443,7 +493,7 @@ describe.each(runners)("%s, bulk", (name, replay) => {
     const before = fullSnapshot(q.root)
     const r = await replay(["--root", q.root, "--match", "nothing-*"])
     expect(r.stdout).toBe("")
-    expect(r.stderr).toBe('replay: --match "nothing-*" selects no file in error/; nothing was changed\n')
+    expect(r.stderr).toBe("replay: --match 'nothing-*' selects no file in error/; nothing was changed\n")
     expect(r.exitCode).toBe(0)
     expect(fullSnapshot(q.root)).toEqual(before)
   })

@@ -87,7 +87,7 @@ describe("consume --watch", () => {
 
     const code = await w.stop("SIGTERM")
     expect(w.stderr()).toContain("spool: stopping signal=SIGTERM")
-    expect(w.stderr()).toMatch(/spool: done files=32 processed=30 duplicates=1 .*stopped="by signal"/)
+    expect(w.stderr()).toMatch(/spool: done files=32 processed=30 duplicates=1 .*stopped='by signal'/)
     expect(code).toBe(0)
     expect(list(join(q.root, "processing"))).toEqual([])
     expect(list(join(q.root, "inbox"))).toEqual([])
@@ -176,7 +176,7 @@ describe("consume --watch", () => {
     const code = await w.stop("SIGTERM")
     expect(w.stderr()).toMatch(/spool: watching .*worker=1/)
     expect(w.stderr()).toMatch(/spool: watching .*worker=2/)
-    expect(w.stderr().match(/spool: done .*stopped="by signal"/g)).toHaveLength(2)
+    expect(w.stderr().match(/spool: done .*stopped='by signal'/g)).toHaveLength(2)
     expect(code).toBe(0)
     expect(list(join(q.root, "processing"))).toEqual([])
     expect(ledgerCount(q.root, "SELECT count(*) AS n FROM processed")).toBe(total)

@@ -8,6 +8,7 @@ import {
   isMessageName,
   openQueue,
   type Queue,
+  quoteName,
   resolveRoot,
   runCommand,
   SpoolError,
@@ -53,17 +54,17 @@ export async function main(argv: readonly string[]): Promise<number> {
       if (!isMessageName(name) || name.includes("/"))
         throw new SpoolError(
           "usage",
-          `${JSON.stringify(name)} is not a message file name: it must end in .json and not start with a dot`,
+          `${quoteName(name)} is not a message file name: it must end in .json and not start with a dot`,
         )
       if (inputs.some((i) => i.name === name))
-        throw new SpoolError("usage", `two inputs would both be named ${JSON.stringify(name)} in inbox/`)
+        throw new SpoolError("usage", `two inputs would both be named ${quoteName(name)} in inbox/`)
       inputs.push({ source, name, data: source === "-" ? await Bun.stdin.bytes() : readInput(source) })
     }
     const taken = inputs.filter((i) => fs.existsSync(`${queue.inbox}/${i.name}`))
     if (taken.length > 0)
       throw new SpoolError(
         "refused",
-        `inbox/ already holds ${taken.map((i) => JSON.stringify(i.name)).join(", ")}; nothing was enqueued (choose another name with --name, or wait for consume)`,
+        `inbox/ already holds ${taken.map((i) => quoteName(i.name)).join(", ")}; nothing was enqueued (choose another name with --name, or wait for consume)`,
       )
     let code: number = ExitCode.ok
     for (const i of inputs) {
@@ -74,13 +75,15 @@ export async function main(argv: readonly string[]): Promise<number> {
         if (errnoOf(error) === "ENOSPC")
           throw new SpoolError(
             "io",
-            `the disk holding ${queue.tmp} is full; ${i.name} and later inputs were not enqueued`,
+            `the disk holding ${queue.tmp} is full; ${quoteName(i.name)} and later inputs were not enqueued`,
           )
         throw error
       }
-      if (isQueued) process.stdout.write(`${i.name}\n`)
+      if (isQueued) process.stdout.write(`${quoteName(i.name)}\n`)
       else {
-        process.stderr.write(`enqueue: inbox/${i.name} appeared meanwhile; ${i.source} was not enqueued\n`)
+        process.stderr.write(
+          `enqueue: ${quoteName(`inbox/${i.name}`)} appeared meanwhile; ${quoteName(i.source)} was not enqueued\n`,
+        )
         code = ExitCode.check
       }
     }

@@ -18,8 +18,9 @@ import type { LedgerPort } from "./ledger-port.ts"
 import type { PostgresEffect } from "./ledger-postgres.ts"
 import { type Log, silentLog } from "./log.ts"
 import type { Message, MessageType, RejectReason } from "./message.ts"
+import { alternateName, escapeUndecodable, fitsNameMax, quoteName } from "./names.ts"
 import { currentOwner, type Owner, ownerLiveness } from "./owner.ts"
-import { alternateName, isMessageName, moveFinished, type Queue, scanDir } from "./queue.ts"
+import { isMessageName, judgeEntry, moveFinished, type Queue, scanDir } from "./queue.ts"
 
 /** Settings of a consume run; every one has a default a demanding operator can live with. */
 export interface ConsumeOptions<T extends Message = Message> {
@@ -72,7 +73,10 @@ export interface ConsumeSummary {
    */
   lost: number
   batches: number
-  /** Files the last pass over inbox/ left there because they were younger than minAgeMs. */
+  /**
+   * Files left for being younger than minAgeMs: by the last pass over inbox/, and by recovery
+   * among the orphans in processing/.
+   */
   deferred: number
 }
 
@@ -185,6 +189,8 @@ class Engine<T extends Message> {
   readonly #moving: Moving[] = []
   /** Whether the current pass has claimed anything. */
   #passClaimed = false
+  /** Orphans recovery left in processing/ for being younger than minAgeMs; they count as deferred. */
+  #youngOrphans = 0
   /**
    * The share of a batch's files the I/O thread reads; this thread reads the rest. Renames
    * cost more or less depending on the filesystem and the directories' sizes, so the share
@@ -343,17 +349,11 @@ class Engine<T extends Message> {
     let hasUndecodable = false
     let deferred = 0
     for (const e of scanDir(this.#q.inbox, 1024)) {
-      if (!isMessageName(e.name)) continue
-      // A name that is not valid UTF-8 arrives with U+FFFD in place of its bad bytes, a name
-      // that opens nothing: it is renamed below, and taken in the next pass.
-      if (e.name.includes("\uFFFD") && !exists(join(this.#q.inbox, e.name))) {
-        hasUndecodable = true
-        continue
-      }
-      if (this.#minAgeMs > 0 && !this.#isOldEnough(e.name, passStart)) {
-        deferred++
-        continue
-      }
+      const fate = judgeEntry(this.#q.inbox, e.name, this.#minAgeMs, passStart)
+      // An undecodable name is renamed to its %XX spelling below, and taken in the next pass.
+      if (fate === "undecodable") hasUndecodable = true
+      else if (fate === "too-young") deferred++
+      if (fate !== "take") continue
       names.push(e.name)
       if (e.isFile()) regular.add(e.name)
       if (names.length < this.#batchSize) continue
@@ -365,7 +365,7 @@ class Engine<T extends Message> {
     if (names.length > 0 && !this.#isStopping) await this.#claimBatch(names, regular)
     await this.#drain()
     if (hasUndecodable && !this.#isStopping && this.#renameUndecodable() > 0) this.#passClaimed = true
-    this.summary.deferred = deferred
+    this.summary.deferred = deferred + this.#youngOrphans
     return this.#passClaimed
   }
 
@@ -519,9 +519,9 @@ class Engine<T extends Message> {
       const name = escapeUndecodable(raw)
       if (name === undefined || !isMessageName(name)) continue
       const from = Buffer.concat([Buffer.from(`${this.#q.inbox}/`), raw])
-      for (let k = 0; ; k++) {
+      // A name too long in its %XX spelling starts at name~1.json, shortened to fit.
+      for (let k = fitsNameMax(name) ? 0 : 1; ; k++) {
         const to = k === 0 ? name : alternateName(name, k)
-        if (Buffer.byteLength(to) > 255) continue
         let r: ReturnType<typeof renameNoReplace>
         try {
           r = renameNoReplace(from, join(this.#q.inbox, to))
@@ -539,22 +539,6 @@ class Engine<T extends Message> {
     }
     if (renamed > 0) this.#sync("inbox")
     return renamed
-  }
-
-  /**
-   * Whether a file was last written at least minAgeMs before `now`, by its mtime. A future
-   * mtime (a producer whose clock runs ahead, or a copy that kept one: rsync -t, cp -p, unzip)
-   * would hold the file back until this clock caught up, possibly for years; such a file is
-   * judged by its ctime instead, which no producer can set (utimes does not) and which every
-   * write and the rename into inbox/ move to this kernel's now.
-   */
-  #isOldEnough(name: string, now: number): boolean {
-    try {
-      const s = fs.lstatSync(join(this.#q.inbox, name))
-      return (s.mtimeMs <= now ? s.mtimeMs : s.ctimeMs) <= now - this.#minAgeMs
-    } catch {
-      return false
-    }
   }
 
   async #claimAndProcess(names: readonly string[], regular: ReadonlySet<string>): Promise<boolean> {
@@ -786,7 +770,7 @@ class Engine<T extends Message> {
     if (await this.#ledger.holdsClaim(name, claimId, this.#owner.ownerId))
       throw new SpoolError(
         "io",
-        `${join(this.#q.processing, name)} vanished before it could be moved to ${this.#q[dest]}/ (its claim is still this consumer's: something outside spool removed it)`,
+        `${quoteName(join(this.#q.processing, name))} vanished before it could be moved to ${this.#q[dest]}/ (its claim is still this consumer's: something outside spool removed it)`,
       )
     this.#log.warn("moved-by-other", {
       file: name,
@@ -811,7 +795,8 @@ class Engine<T extends Message> {
    * moved on, never processed again, so it is never counted as a duplicate. A claimed file
    * still in processing/ is processed again, alone (see #retryAlone). A claimed file never
    * renamed is simply forgotten: it is still in inbox/. Orphans in processing/ (no claim row,
-   * e.g. after a ledger restore) are claimed afresh and processed as a batch.
+   * e.g. after a ledger restore) are claimed afresh and processed as a batch, by the rules of
+   * inbox/ (judgeEntry): what those leave in inbox/, recovery leaves in processing/.
    */
   async #recover(): Promise<void> {
     const me = this.#owner.ownerId
@@ -850,8 +835,15 @@ class Engine<T extends Message> {
     // its claim row committed first, so claimOrphan's insert will conflict and skip it.
     const claimed = new Set((await this.#ledger.listClaims()).map((r) => r.name))
     const orphans: Item[] = []
+    const left: string[] = []
+    const scanStart = Date.now()
     for (const e of scanDir(this.#q.processing)) {
       if (claimed.has(e.name)) continue
+      // An orphan is taken by the inbox/ rules: what they leave in inbox/ stays here.
+      const fate = judgeEntry(this.#q.processing, e.name, this.#minAgeMs, scanStart)
+      if (fate === "too-young") this.#youngOrphans++
+      else if (fate !== "take") left.push(e.name)
+      if (fate !== "take") continue
       const c = await this.#ledger.claimOrphan(e.name, me, now())
       if (!c) continue
       if (!exists(join(this.#q.processing, e.name))) {
@@ -861,8 +853,9 @@ class Engine<T extends Message> {
       }
       this.#log.warn("recovered", { file: e.name, step: "orphan in processing/ with no claim" })
       this.summary.recovered++
-      orphans.push({ ...c, inProcessing: true })
+      orphans.push({ ...c, inProcessing: true, isRegular: e.isFile() })
     }
+    this.#noteLeftInProcessing(left)
     for (let i = 0; i < orphans.length; i += this.#batchSize) {
       const batch = orphans.slice(i, i + this.#batchSize)
       for (const item of batch) this.#inHand.add(item)
@@ -916,6 +909,20 @@ class Engine<T extends Message> {
     await this.#moveAll(items)
   }
 
+  /** Says once per process and name that processing/ holds entries the inbox/ rules do not take. */
+  #noteLeftInProcessing(names: readonly string[]): void {
+    const fresh = names.filter((n) => !toldLeft.has(`${this.#q.processing}\0${n}`))
+    if (fresh.length === 0) return
+    for (const n of fresh) toldLeft.add(`${this.#q.processing}\0${n}`)
+    this.#log.warn("left-in-processing", {
+      count: names.length,
+      file: fresh[0],
+      problem:
+        "processing/ holds entries with no claim whose names are not messages (hidden, not *.json, or not UTF-8); " +
+        "left where they are, as in inbox/: move them out by hand",
+    })
+  }
+
   #isOwnerAlive(row: ClaimRow): boolean {
     if (row.owner === undefined) return false
     const liveness = ownerLiveness(row.owner)
@@ -954,32 +961,11 @@ function exists(path: string): boolean {
   }
 }
 
-const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
-
-/** The name with each byte that is not part of valid UTF-8 written as %XX; undefined if all valid. */
-function escapeUndecodable(raw: Uint8Array): string | undefined {
-  try {
-    strictUtf8.decode(raw)
-    return undefined
-  } catch {}
-  let out = ""
-  for (let i = 0; i < raw.length; ) {
-    let decoded: string | undefined
-    let n = 1
-    for (; n <= 4 && i + n <= raw.length; n++) {
-      try {
-        decoded = strictUtf8.decode(raw.subarray(i, i + n))
-        break
-      } catch {}
-    }
-    if (decoded === undefined) {
-      out += `%${(raw[i] as number).toString(16).toUpperCase().padStart(2, "0")}`
-      n = 1
-    } else out += decoded
-    i += n
-  }
-  return out
-}
+/**
+ * Entries of processing/ already reported as left there, by directory and name: a watching
+ * consumer recovers at every drain, and says so once, not every few seconds.
+ */
+const toldLeft = new Set<string>()
 
 const now = (): string => new Date().toISOString()
 

@@ -2,6 +2,7 @@ import fs from "node:fs"
 import { join } from "node:path"
 import { SpoolError } from "./errors.ts"
 import { fsyncDir, openDir, renameNoReplace } from "./files.ts"
+import { quoteName } from "./names.ts"
 import { isMessageName, type Queue, queueDirs, scanDir } from "./queue.ts"
 
 /** What putting files into a queue did. */
@@ -20,7 +21,7 @@ export function enqueueBytes(queue: Queue, name: string, data: Uint8Array | stri
   if (!isMessageName(name) || name.includes("/"))
     throw new SpoolError(
       "usage",
-      `${JSON.stringify(name)} is not a message file name: it must end in .json, not start with a dot, and contain no /`,
+      `${quoteName(name)} is not a message file name: it must end in .json, not start with a dot, and contain no /`,
     )
   // Not derived from `name`: a 255-byte name plus a prefix would be too long for the filesystem.
   const tmp = join(queue.tmp, `${process.pid}.${crypto.randomUUID()}.tmp`)

@@ -2,6 +2,7 @@ import { dlopen, FFIType, type Pointer, ptr, read } from "bun:ffi"
 import fs from "node:fs"
 import { basename, dirname, join } from "node:path"
 import { errnoOf, SpoolError } from "./errors.ts"
+import { quoteName } from "./names.ts"
 
 const AT_FDCWD = -100
 const RENAME_NOREPLACE = 1
@@ -219,7 +220,7 @@ export function readMessageFile(
       st = fs.lstatSync(path)
     } catch (error) {
       if (errnoOf(error) === "ENOENT") return vanished
-      throw new SpoolError("io", `cannot stat ${path}: ${String(error)}`, { cause: error })
+      throw new SpoolError("io", `cannot stat ${quoteName(path)}: ${String(error)}`, { cause: error })
     }
     if (st.isSymbolicLink()) return symlink
     if (!st.isFile()) return { ok: false, reason: "not-regular", detail: kindOf(st) }
@@ -232,7 +233,7 @@ export function readMessageFile(
     if (code === "ELOOP") return symlink
     if (code === "ENXIO") return { ok: false, reason: "not-regular", detail: "a socket" }
     if (code === "ENOENT") return vanished
-    throw new SpoolError("io", `cannot open ${path}: ${String(error)}`, { cause: error })
+    throw new SpoolError("io", `cannot open ${quoteName(path)}: ${String(error)}`, { cause: error })
   }
   try {
     const st = fs.fstatSync(fd)

@@ -47,7 +47,7 @@ describe("createLog", () => {
     log.info("rejected", { file: "evil\nspool: warn: fake.json", reason: "parse" })
     expect(lines).toHaveLength(1)
     expect(lines[0]?.split("\n")).toHaveLength(2)
-    expect(lines[0]).toBe('spool: rejected file="evil\\nspool: warn: fake.json" reason=parse\n')
+    expect(lines[0]).toBe("spool: rejected file='evil'$'\\n''spool: warn: fake.json' reason=parse\n")
   })
 
   it("does not let a field named event or level replace the real ones", () => {
@@ -61,15 +61,16 @@ describe("createLog", () => {
     [
       "a space quoted, numbers and booleans bare",
       { file: "a b.json", n: 3, ok: true },
-      'spool: warn: recovered file="a b.json" n=3 ok=true\n',
+      "spool: warn: recovered file='a b.json' n=3 ok=true\n",
     ],
     [
       "an empty string quoted, undefined left out, null bare",
       { file: "", x: undefined, y: null },
-      'spool: warn: recovered file="" y=null\n',
+      "spool: warn: recovered file='' y=null\n",
     ],
     ["an object as JSON", { dest: { to: "done" } }, 'spool: warn: recovered dest={"to":"done"}\n'],
-    ["an equals sign quoted", { k: "a=b" }, 'spool: warn: recovered k="a=b"\n'],
+    ["an equals sign quoted", { k: "a=b" }, "spool: warn: recovered k='a=b'\n"],
+    ["a double quote single-quoted", { k: 'say "x"' }, "spool: warn: recovered k='say \"x\"'\n"],
   ])("formats text fields: %s", (_label, fields, expected) => {
     const { log, lines } = capture("info", "text")
     log.warn("recovered", fields)

@@ -1,3 +1,5 @@
+import { quoteName } from "./names.ts"
+
 /** How much a command says on stderr: quiet = warnings only, verbose = one line per claim too. */
 export type LogLevel = "quiet" | "info" | "verbose"
 
@@ -71,9 +73,10 @@ function jsonValue(_key: string, value: unknown): unknown {
   return value
 }
 
-/** A bare word when it cannot be misread (no space, quote, `=` or control character), else JSON-quoted. */
+/** A bare word when it cannot be misread, else shell-quoted as file names are (see quoteName). */
 function textValue(v: unknown): string {
-  if (typeof v === "string") return v !== "" && !/[\s"=\\\p{Cc}]/u.test(v) ? v : JSON.stringify(v)
+  if (typeof v === "string") return quoteName(v)
+  if (v instanceof Error) return quoteName(v.message)
   if (typeof v === "number" || typeof v === "boolean" || typeof v === "bigint" || v === null) return String(v)
   return JSON.stringify(v, jsonValue) ?? String(v)
 }

@@ -4,10 +4,10 @@ import os from "node:os"
 import { join, resolve } from "node:path"
 import { SpoolError } from "./errors.ts"
 import {
-  alternateName,
   countFiles,
   createQueue,
   isMessageName,
+  judgeEntry,
   openQueue,
   queueDirs,
   queuePaths,
@@ -100,6 +100,73 @@ describe("createQueue", () => {
   })
 })
 
+describe("a queue directory that is a symbolic link", () => {
+  const linkable = [...queueDirs, "tmp"] as const
+
+  it.each(linkable)(
+    "refuses %s/ linked to a directory outside the root, naming the link, its target and the fix",
+    async (d) => {
+      await using t = await tempDir()
+      const q = createQueue(join(t.path, "q"))
+      const outside = join(t.path, "outside")
+      fs.mkdirSync(outside)
+      fs.writeFileSync(join(outside, "sentinel.json"), "{}")
+      fs.rmSync(q[d], { recursive: true })
+      fs.symlinkSync(outside, q[d])
+      for (const open of [openQueue, createQueue]) {
+        const e = thrown(() => open(q.root))
+        expect(e.code).toBe("not-a-queue")
+        expect(e.message).toStartWith(`${q.root} is not a queue: ${q[d]} is a symbolic link to ${outside}`)
+        expect(e.message).toContain(`rm ${q[d]} && mkdir ${q[d]}`)
+        expect(e.message).toContain("make the root itself the link")
+      }
+      expect(fs.readdirSync(outside)).toEqual(["sentinel.json"])
+    },
+  )
+
+  it("refuses a link whose target is missing or a file, before saying anything is missing", async () => {
+    await using t = await tempDir()
+    const q = queuePaths(join(t.path, "q"))
+    fs.mkdirSync(q.root)
+    fs.symlinkSync(join(t.path, "nowhere"), q.error)
+    fs.writeFileSync(join(t.path, "file"), "")
+    fs.symlinkSync(join(t.path, "file"), q.done)
+    expect(thrown(() => openQueue(q.root)).message).toContain(`${q.done} is a symbolic link to ${join(t.path, "file")}`)
+    fs.rmSync(q.done)
+    expect(thrown(() => openQueue(q.root)).message).toContain(
+      `${q.error} is a symbolic link to ${join(t.path, "nowhere")}`,
+    )
+  })
+
+  it("creates nothing when setup meets a linked directory among missing ones", async () => {
+    await using t = await tempDir()
+    const root = join(t.path, "q")
+    fs.mkdirSync(join(t.path, "outside"))
+    fs.mkdirSync(root)
+    fs.symlinkSync(join(t.path, "outside"), join(root, "error"))
+    expect(thrown(() => createQueue(root)).code).toBe("not-a-queue")
+    expect(fs.readdirSync(root)).toEqual(["error"])
+    expect(fs.readdirSync(join(t.path, "outside"))).toEqual([])
+  })
+
+  it("quotes a link and a target whose names need it", async () => {
+    await using t = await tempDir()
+    const q = createQueue(join(t.path, "q"))
+    fs.rmSync(q.inbox, { recursive: true })
+    fs.symlinkSync("../out\nside", q.inbox)
+    expect(thrown(() => openQueue(q.root)).message).toContain(`${q.inbox} is a symbolic link to '../out'$'\\n''side'`)
+  })
+
+  it("accepts a root that is itself a symbolic link, and keeps the path as given", async () => {
+    await using t = await tempDir()
+    const real = createQueue(join(t.path, "real"))
+    fs.symlinkSync(real.root, join(t.path, "link"))
+    const q = openQueue(join(t.path, "link"))
+    expect(q).toEqual(queuePaths(join(t.path, "link")))
+    expect(createQueue(join(t.path, "link"))).toEqual(q)
+  })
+})
+
 describe("createQueue in the way of a file", () => {
   it("says a root that is a file is not a queue", async () => {
     await using d = await tempDir()
@@ -134,42 +201,30 @@ describe("isMessageName", () => {
   })
 })
 
-describe("alternateName", () => {
+describe("judgeEntry", () => {
+  const hour = 3_600_000
   it.each([
-    ["a.json", 1, "a~1.json"],
-    ["a.json", 12, "a~12.json"],
-    ["a.b.json", 2, "a.b~2.json"],
-    ["noext", 3, "noext~3"],
-    ["a.json.tmp", 1, "a.json.tmp~1"],
-  ] as const)("%s #%d -> %s", (name, k, expected) => {
-    expect(alternateName(name, k)).toBe(expected)
-  })
-
-  it("keeps a 255-byte name within 255 bytes and keeps its .json ending", () => {
-    const name = `${"n".repeat(250)}.json`
-    expect(Buffer.byteLength(name)).toBe(255)
-    for (const k of [1, 9, 10, 12345]) {
-      const alt = alternateName(name, k)
-      expect(Buffer.byteLength(alt)).toBeLessThanOrEqual(255)
-      expect(alt.endsWith(`~${k}.json`)).toBe(true)
-      expect(alt).not.toBe(name)
-    }
-  })
-
-  it("shortens a multi-byte stem by whole characters, never splitting one", () => {
-    const name = `${"é".repeat(125)}.json` // 250 + 5 bytes; 124 é + "~1.json" is exactly 255
-    const alt = alternateName(name, 1)
-    expect(Buffer.byteLength(alt)).toBeLessThanOrEqual(255)
-    expect(alt).toBe(`${"é".repeat(124)}~1.json`)
-    expect(Buffer.from(alt).toString("utf8")).toBe(alt)
-  })
-
-  it("gives a name the filesystem accepts for a name at the limit", async () => {
+    ["an old message", "a.json", -hour, 600_000, "take"],
+    ["any message without --min-age", "a.json", 0, 0, "take"],
+    ["a message written just now", "a.json", 0, 600_000, "too-young"],
+    ["a message whose mtime is in the future, by its ctime", "a.json", 365 * 24 * hour, 600_000, "too-young"],
+    ["a hidden name", ".a.json", -hour, 0, "not-a-message"],
+    ["a name not ending in .json", "a.json.part", -hour, 0, "not-a-message"],
+    ["a name that is not a message at all", "notes.txt", -hour, 0, "not-a-message"],
+  ] as const)("%s: %s", async (_label, name, mtimeOffset, minAgeMs, expected) => {
     await using d = await tempDir()
-    const name = `${"x".repeat(250)}.json`
-    fs.writeFileSync(join(d.path, name), "a")
-    fs.writeFileSync(join(d.path, alternateName(name, 1)), "b")
-    expect(fs.readdirSync(d.path)).toHaveLength(2)
+    fs.writeFileSync(join(d.path, name), "{}")
+    const t = new Date(Date.now() + mtimeOffset)
+    fs.utimesSync(join(d.path, name), t, t)
+    expect(judgeEntry(d.path, name, minAgeMs, Date.now())).toBe(expected)
+  })
+
+  it("takes a directory named *.json (it goes to error/ unopened) and leaves an undecodable name", async () => {
+    await using d = await tempDir()
+    fs.mkdirSync(join(d.path, "d.json"))
+    fs.writeFileSync(Buffer.concat([Buffer.from(`${d.path}/a`), Buffer.of(0xff), Buffer.from(".json")]), "")
+    const names = fs.readdirSync(d.path).sort()
+    expect(names.map((n) => judgeEntry(d.path, n, 0, Date.now()))).toEqual(["undecodable", "take"])
   })
 })
 

@@ -3,6 +3,7 @@ import fs from "node:fs"
 import { join, resolve } from "node:path"
 import { errnoOf, SpoolError } from "./errors.ts"
 import { type OpenDir, renameNoReplaceAt } from "./files.ts"
+import { alternateName, quoteName } from "./names.ts"
 
 /** The four directories every queue root holds, on one filesystem. */
 export const queueDirs = ["inbox", "processing", "done", "error"] as const
@@ -40,11 +41,13 @@ export function queuePaths(root: string): Queue {
 }
 
 /**
- * Checks that `root` is a queue: the four directories exist and share one filesystem (a
- * rename across filesystems is a copy, not atomic). Throws a SpoolError that says what to do.
+ * Checks that `root` is a queue: the four directories exist, none of them (nor tmp/) is a
+ * symbolic link, and they share one filesystem (a rename across filesystems is a copy, not
+ * atomic). Throws a SpoolError that says what to do.
  */
 export function openQueue(root: string): Queue {
   const q = queuePaths(root)
+  refuseLinkedDirs(q)
   const devices = new Map<string, number>()
   for (const d of queueDirs) {
     let st: fs.Stats
@@ -72,9 +75,44 @@ export function openQueue(root: string): Queue {
   return q
 }
 
-/** Creates a queue root (idempotent) and checks it. */
+/**
+ * Refuses a root whose queue directories or tmp/ include a symbolic link. spool moves files
+ * only between the directories of its root; through a link, `error/` or `done/` would receive
+ * files outside it and `inbox/` would drain a directory elsewhere, and the one-filesystem
+ * check would hold for the link's target, not for the root. The root itself may be a link:
+ * that path is the operator's explicit choice, and everything under it stays together.
+ */
+function refuseLinkedDirs(q: Queue): void {
+  for (const d of [...queueDirs, "tmp"] as const) {
+    let st: fs.Stats | undefined
+    try {
+      st = fs.lstatSync(q[d], { throwIfNoEntry: false })
+    } catch (error) {
+      // The root (or a parent) is a regular file: the caller's checks say so in their words.
+      if (errnoOf(error) === "ENOTDIR") return
+      throw new SpoolError("io", `cannot read ${q[d]}: ${String(error)}`, { cause: error })
+    }
+    if (!st?.isSymbolicLink()) continue
+    let target: string | undefined
+    try {
+      target = fs.readlinkSync(q[d])
+    } catch {}
+    const dir = quoteName(q[d])
+    const to = target === undefined ? "its target" : quoteName(target)
+    throw new SpoolError(
+      "not-a-queue",
+      `${quoteName(q.root)} is not a queue: ${dir} is a symbolic link to ${to}, and spool never follows a ` +
+        "link inside a queue root (its renames would move files out of the root); nothing was changed. " +
+        `Replace the link with a real directory on the root's filesystem: rm ${dir} && mkdir ${dir}, then ` +
+        `move in what ${to} holds. To keep the whole queue elsewhere, make the root itself the link.`,
+    )
+  }
+}
+
+/** Creates a queue root (idempotent) and checks it; refuses, creating nothing, a root with a linked directory. */
 export function createQueue(root: string): Queue {
   const q = queuePaths(root)
+  refuseLinkedDirs(q)
   for (const d of [...queueDirs, "tmp"] as const) {
     try {
       fs.mkdirSync(q[d], { recursive: true, mode: 0o755 })
@@ -99,6 +137,48 @@ export function createQueue(root: string): Queue {
 /** True for names the consumer takes: `*.json`, not hidden (`.name` is a producer's temp file). */
 export function isMessageName(name: string): boolean {
   return name.endsWith(".json") && !name.startsWith(".")
+}
+
+/**
+ * What the consumer does with an entry of inbox/, or of processing/ when no claim explains it:
+ * `take` it (a regular file is read; anything else named *.json, a directory, FIFO or link, is
+ * sent to error/ unopened, by its kind), leave it as `not-a-message` (hidden, not *.json),
+ * leave it as `undecodable` (a name that is not valid UTF-8, which readdir gives with U+FFFD
+ * and which opens nothing under that spelling), or leave it as `too-young` for a later run.
+ */
+export type EntryFate = "take" | "not-a-message" | "undecodable" | "too-young"
+
+/** The consumer's one rule for an entry `name` found in `dir` at `now` (see EntryFate). */
+export function judgeEntry(dir: string, name: string, minAgeMs: number, now: number): EntryFate {
+  if (!isMessageName(name)) return "not-a-message"
+  if (name.includes("\uFFFD") && !opensUnder(join(dir, name))) return "undecodable"
+  if (minAgeMs > 0 && !isOldEnough(join(dir, name), minAgeMs, now)) return "too-young"
+  return "take"
+}
+
+/** Whether `path` names an entry; its U+FFFD spelling may pass 255 bytes (ENAMETOOLONG). */
+function opensUnder(path: string): boolean {
+  try {
+    return fs.lstatSync(path, { throwIfNoEntry: false }) !== undefined
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Whether a file was last written at least minAgeMs before `now`, by its mtime. A future
+ * mtime (a producer whose clock runs ahead, or a copy that kept one: rsync -t, cp -p, unzip)
+ * would hold the file back until this clock caught up, possibly for years; such a file is
+ * judged by its ctime instead, which no producer can set (utimes does not) and which every
+ * write and every rename move to this kernel's now.
+ */
+function isOldEnough(path: string, minAgeMs: number, now: number): boolean {
+  try {
+    const s = fs.lstatSync(path)
+    return (s.mtimeMs <= now ? s.mtimeMs : s.ctimeMs) <= now - minAgeMs
+  } catch {
+    return false
+  }
 }
 
 /**
@@ -243,20 +323,6 @@ export function isUnknownType(e: fs.Dirent): boolean {
     !e.isBlockDevice() &&
     !e.isCharacterDevice()
   )
-}
-
-const NAME_MAX = 255
-
-/**
- * The k-th alternative for a name that is taken at a destination: `a.json` -> `a~1.json`.
- * The stem is shortened so the result still fits the 255-byte name limit.
- */
-export function alternateName(name: string, k: number): string {
-  const dot = name.endsWith(".json") ? name.length - 5 : name.length
-  let stem = name.slice(0, dot)
-  const tail = `~${k}${name.slice(dot)}`
-  while (Buffer.byteLength(stem + tail) > NAME_MAX && stem.length > 0) stem = [...stem].slice(0, -1).join("")
-  return stem + tail
 }
 
 /**

@@ -19,6 +19,8 @@ export const reportFiles = {
 
 /** Quotes one CSV field per RFC 4180: quoted when it holds a comma, quote, CR or LF. */
 export function csvField(value: string | number): string {
+  // Exact, never altered: a formula guard (a ' before = + - @) would make a name copied from
+  // error.csv one that replay cannot find. Spreadsheets should import the reports as text.
   const s = String(value)
   return /[",\r\n]/.test(s) ? `"${s.replaceAll('"', '""')}"` : s
 }

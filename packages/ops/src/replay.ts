@@ -9,6 +9,7 @@ import {
   PostgresLedger,
   parseInteger,
   type Queue,
+  quoteName,
   renameNoReplace,
   resolveLedgerUrl,
   resolveRoot,
@@ -38,14 +39,14 @@ export function checkReplayName(file: string): void {
 }
 
 function refusal(file: string, why: string): SpoolError {
-  return new SpoolError("refused", `refusing to replay ${JSON.stringify(file)}: ${why}; nothing was changed`)
+  return new SpoolError("refused", `refusing to replay ${quoteName(file)}: ${why}; nothing was changed`)
 }
 
 function nameRefusal(file: string): string | undefined {
   if (file === "") return "the name is empty"
   if (file === "." || file === "..") return "it is not a file name"
   if (file.includes("/"))
-    return `give the name of a file directly in error/, without a path (e.g. ${JSON.stringify(baseName(file))})`
+    return `give the name of a file directly in error/, without a path (e.g. ${quoteName(baseName(file))})`
   if (file.includes("\0")) return "the name contains a NUL byte"
   return undefined
 }
@@ -100,7 +101,7 @@ function replayRefusal(queue: Queue, file: string): string | undefined {
 
 /** The reason part of a refusal's message (bulk replay prints one line per file in its own words). */
 function whyOf(file: string, message: string): string {
-  const prefix = `refusing to replay ${JSON.stringify(file)}: `
+  const prefix = `refusing to replay ${quoteName(file)}: `
   const suffix = "; nothing was changed"
   const why = message.startsWith(prefix) ? message.slice(prefix.length) : message
   return why.endsWith(suffix) ? why.slice(0, -suffix.length) : why
@@ -406,7 +407,7 @@ export async function main(argv: readonly string[]): Promise<number> {
 
 function movedLine(r: Replayed): string {
   return (
-    `moved error/${r.file} back to inbox/${r.file}` +
+    `moved ${quoteName(`error/${r.file}`)} back to ${quoteName(`inbox/${r.file}`)}` +
     (r.isRecordMarked
       ? ` (failed with ${r.reason ?? "unknown"}; record marked replayed)`
       : " (the ledger had no failure record for it; the replay is logged)")
@@ -440,7 +441,7 @@ export function parseSelection(values: Values, positionals: readonly string[]): 
       if (p === "" || p.includes("/") || p.includes("\0"))
         throw new SpoolError(
           "usage",
-          `--match takes a glob of names directly in error/, without a path, not ${JSON.stringify(p)}`,
+          `--match takes a glob of names directly in error/, without a path, not ${quoteName(p)}`,
         )
     return { kind: "match", patterns: values.match }
   }
@@ -485,13 +486,13 @@ async function replayBulk(values: Values, positionals: readonly string[], url: s
       files,
       { maxReplays, isForced: values.force === true, isDryRun, now: new Date() },
       async (o) => {
-        if (o.kind === "refused") await writeErr(`replay: refused ${JSON.stringify(o.file)}: ${o.why}\n`)
+        if (o.kind === "refused") await writeErr(`replay: refused ${quoteName(o.file)}: ${o.why}\n`)
         else {
           if (o.kind === "moved") {
             moved++
             await writeErr(`replay: ${movedLine(o.replayed)}\n`)
           }
-          await writeOut(`${o.file}\n`)
+          await writeOut(`${quoteName(o.file)}\n`)
         }
       },
     )
@@ -523,6 +524,6 @@ function describeSelection(selection: Selection): string {
     case "reason":
       return `--reason ${selection.reason}`
     case "match":
-      return selection.patterns.map((p) => `--match ${JSON.stringify(p)}`).join(" ")
+      return selection.patterns.map((p) => `--match ${quoteName(p)}`).join(" ")
   }
 }
