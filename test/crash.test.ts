@@ -5,8 +5,12 @@ import { Database } from "bun:sqlite"
 import { afterAll, beforeAll, describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
+import { pgUnavailable, tempDatabase } from "../packages/core/src/_pg-testing.ts"
 import { consumeToEnd, diffSnapshots, generateMessages, makeQueueFrom, type Snapshot, startConsume } from "./_chaos.ts"
-import { list, repoRoot, snapshot, type TempDir, tempDir } from "./support.ts"
+import { endState, list, repoRoot, snapshot, type TempDir, tempDir } from "./support.ts"
+
+const pgSkip = await pgUnavailable()
+if (pgSkip) console.warn(pgSkip)
 
 const claimRows = (root: string) => {
   const db = new Database(join(root, "ledger.db"), { readonly: true })
@@ -122,26 +126,42 @@ describe("consume killed at each named step of the protocol (SPOOL_FAULT)", () =
     expect(diffSnapshots(reference, snapshot(root))).toEqual([])
   }, 30_000)
 
-  it("a crashed batch is redone in its first order, so the same delivery of each msg_id wins", async () => {
-    await using q = await tempDir()
-    // 20 deliveries of 4 msg_ids, payloads all different: which file of each is processed and
-    // which are duplicates or conflicts depends only on the order of processing.
-    const src = join(q.path, "src")
-    fs.mkdirSync(src)
-    for (let i = 0; i < 20; i++)
-      fs.writeFileSync(
-        join(src, `d-${i}.json`),
-        JSON.stringify({ msg_id: `id-${i % 4}`, order_no: "A", seq: 1, amount: i }),
-      )
-    makeQueueFrom(src, join(q.path, "ref"))
-    makeQueueFrom(src, join(q.path, "crash"))
-    await consumeToEnd(join(q.path, "ref"), args)
-    const r = await startConsume(join(q.path, "crash"), args, { SPOOL_FAULT: "after-claim" }).finished
-    expect(r.signalCode).toBe("SIGKILL")
-    expect(list(join(q.path, "crash", "processing"))).toHaveLength(20)
-    await consumeToEnd(join(q.path, "crash"), args)
-    expect(diffSnapshots(snapshot(join(q.path, "ref")), snapshot(join(q.path, "crash")))).toEqual([])
-  }, 30_000)
+  for (const backend of ["SQLite", "PostgreSQL"] as const)
+    (backend === "PostgreSQL" && pgSkip ? it.skip : it)(
+      `a crashed batch is redone in its first order, so the same delivery of each msg_id wins (${backend})`,
+      async () => {
+        await using q = await tempDir()
+        await using refDb = backend === "PostgreSQL" ? await tempDatabase() : undefined
+        await using crashDb = backend === "PostgreSQL" ? await tempDatabase() : undefined
+        const ledger = (db: { url: string } | undefined) => (db === undefined ? [] : ["--ledger", db.url])
+        // 20 deliveries of 4 msg_ids, payloads all different: which file of each is processed and
+        // which are duplicates or conflicts depends only on the order of processing, which is the
+        // directory's, not the names'.
+        const src = join(q.path, "src")
+        fs.mkdirSync(src)
+        for (let i = 0; i < 20; i++)
+          fs.writeFileSync(
+            join(src, `d-${i}.json`),
+            JSON.stringify({ msg_id: `id-${i % 4}`, order_no: "A", seq: 1, amount: i }),
+          )
+        makeQueueFrom(src, join(q.path, "ref"))
+        makeQueueFrom(src, join(q.path, "crash"))
+        await consumeToEnd(join(q.path, "ref"), [...args, ...ledger(refDb)])
+        const r = await startConsume(join(q.path, "crash"), [...args, ...ledger(crashDb)], {
+          SPOOL_FAULT: "after-claim",
+        }).finished
+        expect(r.signalCode).toBe("SIGKILL")
+        expect(list(join(q.path, "crash", "processing"))).toHaveLength(20)
+        await consumeToEnd(join(q.path, "crash"), [...args, ...ledger(crashDb)])
+        expect(
+          diffSnapshots(
+            await endState(join(q.path, "ref"), refDb?.url),
+            await endState(join(q.path, "crash"), crashDb?.url),
+          ),
+        ).toEqual([])
+      },
+      30_000,
+    )
 
   it("a kill during recovery itself is recovered in turn", async () => {
     const { root, claims: left, processing } = await killedAt("after-claim@2")

@@ -83,6 +83,18 @@ pg("PostgresLedger", () => {
     expect(other.map((c) => c.name)).toEqual(["m1.json"])
   })
 
+  it("lists a batch's claims in the order they were claimed, not by name: recovery redoes them in it", async () => {
+    await using db = await tempDatabase()
+    const l = await PostgresLedger.open(db.url, "root-a")
+    open.push(l)
+    const o = currentOwner()
+    await l.registerConsumer(o, now())
+    const order = ["m-z.json", "m-b.json", "m-y.json", "m-a.json"]
+    await l.claim(o.ownerId, order.slice(0, 2), now())
+    await l.claim(o.ownerId, order.slice(2), now())
+    expect((await l.listClaims()).map((c) => c.name)).toEqual(order)
+  })
+
   it("returns processed, duplicate, conflict and rejected verdicts; the first delivery in a batch wins", async () => {
     await using db = await tempDatabase()
     const l = await PostgresLedger.open(db.url, "root-a")

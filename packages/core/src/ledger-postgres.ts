@@ -143,7 +143,11 @@ export class PostgresLedger {
 
   /** Claims those of `names` nobody holds in this root, and forgets `forget` (committed claims whose files have left). */
   async claim(ownerId: string, names: readonly string[], now: string, forget: readonly Claim[] = []): Promise<Claim[]> {
-    const rows = names.map((name) => ({ name, claim_id: `${ownerId}.${(this.#claimCounter++).toString(36)}` }))
+    const rows = names.map((name, ord) => ({
+      ord,
+      name,
+      claim_id: `${ownerId}.${(this.#claimCounter++).toString(36)}`,
+    }))
     const gone = forget.map((c) => c.name)
     return this.transaction(async (tx) => {
       // Found through the primary key, one probe per name. A join with the list let the planner
@@ -157,11 +161,20 @@ export class PostgresLedger {
           WHERE c.root_id = ${this.rootId} AND c.name = ANY (ARRAY(SELECT jsonb_array_elements_text(${gone}::jsonb)))
             AND c.owner_id = ${ownerId} AND c.state = 'committed'`
       await tx`UPDATE consumers SET heartbeat_at = ${now} WHERE owner_id = ${ownerId}`
+      // Inserted in name order (one lock order for every consumer of the root), numbered in the
+      // caller's order: seq_no is the claim order recovery redoes a crashed batch in, and it must
+      // be the order the batch is processed in, or a retry could let another delivery of a
+      // msg_id win. nextval in the sorted subquery runs after its sort, so it counts in `ord`.
       const claimed = await tx`
-        INSERT INTO claims (root_id, name, claim_id, owner_id, attempts, state, claimed_at)
-        SELECT ${this.rootId}, t.name, t.claim_id, ${ownerId}, 1, 'claimed', ${now}
-        FROM jsonb_to_recordset(${rows}::jsonb) AS t(name text, claim_id text)
-        ORDER BY t.name
+        INSERT INTO claims (root_id, name, seq_no, claim_id, owner_id, attempts, state, claimed_at)
+        OVERRIDING SYSTEM VALUE
+        SELECT ${this.rootId}, n.name, n.seq_no, n.claim_id, ${ownerId}, 1, 'claimed', ${now}
+        FROM (
+          SELECT t.name, t.claim_id, nextval(pg_get_serial_sequence('claims', 'seq_no')) AS seq_no
+          FROM jsonb_to_recordset(${rows}::jsonb) AS t(ord integer, name text, claim_id text)
+          ORDER BY t.ord
+        ) n
+        ORDER BY n.name
         ON CONFLICT (root_id, name) DO NOTHING
         RETURNING name, claim_id`
       const byName = new Map((claimed as { name: string; claim_id: string }[]).map((r) => [r.name, r.claim_id]))
