@@ -1,10 +1,12 @@
 import { Database, type Statement } from "bun:sqlite"
 import fs from "node:fs"
+import { dirname } from "node:path"
 import orderCheckSql from "../sql/order-check.sql" with { type: "text" }
 import init0001 from "../sql/sqlite/0001-init.sql" with { type: "text" }
 import horizon0002 from "../sql/sqlite/0002-horizon.sql" with { type: "text" }
 import indexes0003 from "../sql/sqlite/0003-fewer-indexes.sql" with { type: "text" }
 import { SpoolError } from "./errors.ts"
+import { historyOf, newLedgerRefusal } from "./ledger-files.ts"
 import type { Owner } from "./owner.ts"
 
 /** Schema migrations, applied in order; the index + 1 is the schema version. */
@@ -114,6 +116,11 @@ export interface LedgerOptions {
   readonly busyTimeoutMs?: number
   /** Open without creating or migrating (reports, replay). */
   readonly readonly?: boolean
+  /**
+   * Start a new, empty ledger even beside a queue root with history (files in done/ or
+   * error/, or a PostgreSQL binding), whose deduplication keys it will not have (`--new-ledger`).
+   */
+  readonly isNewLedgerAllowed?: boolean
 }
 
 /** An accepted outcome, as an effect sees it. */
@@ -141,9 +148,23 @@ export class Ledger {
     this.#s = prepare(db)
   }
 
-  /** Opens (creating and migrating as needed) the ledger at `path`. */
+  /**
+   * Opens (creating and migrating as needed) the ledger at `path`, which is `ROOT/ledger.db`.
+   * A new ledger (absent, empty, no spool tables) beside a root with history is refused before
+   * anything is created or changed, unless `isNewLedgerAllowed`.
+   */
   static open(path: string, options: LedgerOptions = {}): Ledger {
+    const root = dirname(path)
+    const isGuarded = options.isNewLedgerAllowed !== true
+    // The history is looked at before the ledger: spool moves a file to done/ or error/ only
+    // after the ledger has committed it, so files seen first and no ledger (or no schema) seen
+    // after cannot be this ledger's doing, even while other consumers are starting.
     const isNew = !fs.existsSync(path)
+    if (isNew && isGuarded) {
+      const history = historyOf(root)
+      if (history !== undefined && !fs.existsSync(path)) throw newLedgerRefusal(path, "absent", history)
+    }
+    if (isNew && options.readonly) throw new SpoolError("ledger", `${path} has no spool ledger yet; run consume first`)
     // Created with its final mode before SQLite opens it, so it is never world-writable, not
     // even for a moment under umask 000. EEXIST is another consumer winning the same race.
     if (isNew && !options.readonly)
@@ -160,6 +181,13 @@ export class Ledger {
       if (isNew) fs.chmodSync(path, 0o640)
       const busyTimeoutMs = Math.max(0, Math.trunc(options.busyTimeoutMs ?? 10_000))
       db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`)
+      // Before the switch to WAL below, which writes the header of an empty file. A file this
+      // process just created was judged by the history check above.
+      if (!isNew && isGuarded && untilNotBusy(busyTimeoutMs, () => userVersion(db)) === 0) {
+        const history = historyOf(root)
+        if (history !== undefined && userVersion(db) === 0)
+          throw newLedgerRefusal(path, fs.statSync(path).size === 0 ? "empty" : "unmigrated", history)
+      }
       // Switching a new database to WAL needs its exclusive lock, and SQLite answers BUSY at
       // once (no busy handler) while another process opening it at the same moment holds it.
       untilNotBusy(busyTimeoutMs, () => db.exec("PRAGMA journal_mode = WAL"))
@@ -615,12 +643,11 @@ function migrate(db: Database, path: string): void {
 }
 
 /** Runs `fn`, again every few milliseconds while SQLite reports the database busy, up to `timeoutMs`. */
-function untilNotBusy(timeoutMs: number, fn: () => void): void {
+function untilNotBusy<T>(timeoutMs: number, fn: () => T): T {
   const deadline = Date.now() + timeoutMs
   for (;;) {
     try {
-      fn()
-      return
+      return fn()
     } catch (error) {
       const code = typeof error === "object" && error !== null && "code" in error ? String(error.code) : ""
       if (!code.startsWith("SQLITE_BUSY") || Date.now() >= deadline) throw error

@@ -1,0 +1,54 @@
+// The SQLite ledger's files on disk, as Ledger.open judges them before SQLite opens them: the
+// history that forbids starting a new ledger.
+import fs from "node:fs"
+import { basename, dirname, join } from "node:path"
+import { errnoOf, SpoolError } from "./errors.ts"
+import { scanDir } from "./queue.ts"
+
+/** The file that binds a queue root to a PostgreSQL ledger: the root's id in it. */
+export const rootIdFile = ".spool-root-id"
+
+/** What shows that a queue root was consumed before: a file in done/ or error/, or its PostgreSQL binding. */
+export type History =
+  | { readonly kind: "files"; readonly dir: "done" | "error"; readonly name: string }
+  | { readonly kind: "postgres" }
+
+/** The first sign that `root` has been consumed before, or undefined for a queue with no history. */
+export function historyOf(root: string): History | undefined {
+  if (lstatOrUndefined(join(root, rootIdFile)) !== undefined) return { kind: "postgres" }
+  for (const dir of ["done", "error"] as const) {
+    try {
+      // One entry is enough, and scanDir reads no more of a directory of a million files.
+      for (const e of scanDir(join(root, dir), 64)) return { kind: "files", dir, name: e.name }
+    } catch {}
+  }
+  return undefined
+}
+
+/**
+ * The refusal to start a new ledger at `path` (absent, empty, or a database without spool's
+ * tables) beside a root with history: the new ledger would hold none of the deduplication keys.
+ */
+export function newLedgerRefusal(path: string, state: "absent" | "empty" | "unmigrated", history: History): SpoolError {
+  const root = dirname(path)
+  const what = { absent: "does not exist", empty: "is empty (0 bytes)", unmigrated: "holds no spool tables" }[state]
+  const override = "run consume once with --new-ledger (in the library: isNewLedgerAllowed: true)"
+  if (history.kind === "postgres")
+    return new SpoolError(
+      "unsafe-ledger",
+      `refusing to start a SQLite ledger: ${path} ${what}, and this root (${root}) was consumed into PostgreSQL (${join(root, rootIdFile)} is its id there), where its deduplication keys are: set SPOOL_LEDGER_URL or pass --ledger with that database's postgres:// URL. Nothing was created or changed. To move this root to a new, empty SQLite ledger on purpose, ${override}`,
+    )
+  return new SpoolError(
+    "unsafe-ledger",
+    `refusing to start a new ledger: ${path} ${what}, but ${join(root, history.dir)}/ holds files (${JSON.stringify(history.name)} among them), so an earlier ledger recorded this queue's messages, and a new one would have none of its deduplication keys: a redelivery of a message already processed would be processed again. Nothing was created or changed. Restore ${basename(path)} from a backup, with no consumer running; or, if starting over with an empty ledger is intended, ${override}`,
+  )
+}
+
+function lstatOrUndefined(path: string): fs.Stats | undefined {
+  try {
+    return fs.lstatSync(path)
+  } catch (error) {
+    if (errnoOf(error) === "ENOENT" || errnoOf(error) === "ENOTDIR") return undefined
+    throw error
+  }
+}

@@ -1,0 +1,137 @@
+// How every command opens the SQLite ledger, end to end: a lost ledger beside a queue with
+// history is refused rather than silently started over (which would apply redeliveries of
+// processed messages again).
+import { describe, expect, it } from "bun:test"
+import fs from "node:fs"
+import { join } from "node:path"
+import { pgUnavailable, tempDatabase } from "../packages/core/src/_pg-testing.ts"
+import { list, repoRoot, run, spool, tempDir, tempQueue } from "./support.ts"
+
+const slow = 60_000
+const noPostgres = await pgUnavailable()
+if (noPostgres) console.warn(noPostgres)
+const msg = (id: string, seq = 1) => ({ msg_id: id, order_no: "O", seq, amount: 1 })
+const bin = (command: string) => join(repoRoot, "packages/consumer/bin", `${command}.ts`)
+
+/** A queue consumed once (m-1 to done/, a parse failure to error/), whose ledger is then lost. */
+async function queueWithLostLedger(state: "absent" | "empty") {
+  const q = await tempQueue({ seed: { "m-1.json": msg("m-1"), "bad.json": "not json" } })
+  expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+  expect(list(join(q.root, "done"))).toEqual(["m-1.json"])
+  for (const f of list(q.root)) if (f.startsWith("ledger.db")) fs.rmSync(join(q.root, f))
+  if (state === "empty") fs.writeFileSync(join(q.root, "ledger.db"), "")
+  // The producer redelivers the message the lost ledger had processed.
+  q.put("m-1-again.json", msg("m-1"))
+  return q
+}
+
+/** A library program that opens the queue with createConsumer, as an application would. */
+function libraryOpener(dir: string): string {
+  const path = join(dir, "open.ts")
+  fs.writeFileSync(
+    path,
+    `import { createConsumer } from ${JSON.stringify(join(repoRoot, "packages/core/src/index.ts"))}
+try {
+  createConsumer({ root: process.argv[2] }).close()
+} catch (error) {
+  process.stderr.write(\`\${error.message}\\n\`)
+  process.exitCode = 2
+}
+`,
+  )
+  return path
+}
+
+describe("a new ledger beside a queue that has history", () => {
+  it.each(["absent", "empty"] as const)(
+    "is refused when ledger.db is %s: exit 2, nothing created, the redelivery left in inbox/; --new-ledger starts over",
+    async (state) => {
+      await using q = await queueWithLostLedger(state)
+      const before = list(q.root)
+      const r = await spool("consume", ["--root", q.root])
+      expect(r.stdout).toBe("")
+      const path = join(q.root, "ledger.db")
+      expect(r.stderr).toContain(
+        `consume: refusing to start a new ledger: ${path} ${state === "absent" ? "does not exist" : "is empty (0 bytes)"}, but ${join(q.root, "done")}/ holds files ("m-1.json" among them)`,
+      )
+      expect(r.stderr).toContain("a redelivery of a message already processed would be processed again")
+      expect(r.stderr).toContain("Restore ledger.db from a backup")
+      expect(r.stderr).toContain("--new-ledger")
+      expect(r.exitCode).toBe(2)
+      expect(list(q.root)).toEqual(before)
+      if (state === "empty") expect(fs.statSync(path).size).toBe(0)
+      expect(list(join(q.root, "inbox"))).toEqual(["m-1-again.json"])
+
+      // Starting over on purpose: the redelivery is then processed a second time, as the flag says.
+      const over = await spool("consume", ["--root", q.root, "--new-ledger"])
+      expect(over.stderr).toContain("processed=1 duplicates=0")
+      expect(over.exitCode).toBe(0)
+      expect(list(join(q.root, "done"))).toEqual(["m-1-again.json", "m-1.json"])
+    },
+    slow,
+  )
+
+  it(
+    "is refused by every command that would create it: consume --watch and --concurrency, compact, order-check, replay, the library",
+    async () => {
+      await using q = await queueWithLostLedger("absent")
+      await using d = await tempDir()
+      const before = list(q.root)
+      const commands: [string, string[]][] = [
+        ["consume --watch", ["bun", bin("consume"), "--root", q.root, "--watch"]],
+        ["consume --concurrency 2", ["bun", bin("consume"), "--root", q.root, "--concurrency", "2"]],
+        ["compact", ["bun", bin("compact"), "--root", q.root, "--older-than", "1d"]],
+        ["order-check", ["bun", bin("order-check"), "--root", q.root]],
+        ["replay", ["bun", join(repoRoot, "scripts/replay.ts"), "--root", q.root, "bad.json"]],
+        ["createConsumer", ["bun", libraryOpener(d.path), q.root]],
+      ]
+      for (const [name, cmd] of commands) {
+        const r = await run(cmd)
+        expect([name, r.stdout]).toEqual([name, ""])
+        expect([name, r.stderr.match(/refusing to start a new ledger/g)?.length]).toEqual([name, 1])
+        expect([name, r.exitCode]).toEqual([name, 2])
+        expect([name, list(q.root)]).toEqual([name, before])
+      }
+      expect(list(join(q.root, "error"))).toEqual(["bad.json"])
+    },
+    slow,
+  )
+
+  it(
+    "is refused when only error/ holds files",
+    async () => {
+      await using q = await tempQueue({ seed: { "bad.json": "not json" } })
+      expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+      expect(list(join(q.root, "done"))).toEqual([])
+      fs.rmSync(join(q.root, "ledger.db"))
+      q.put("m-3.json", msg("m-3", 3))
+      const r = await spool("consume", ["--root", q.root])
+      expect(r.stderr).toContain(`${join(q.root, "error")}/ holds files ("bad.json" among them)`)
+      expect(r.exitCode).toBe(2)
+      expect(list(join(q.root, "inbox"))).toEqual(["m-3.json"])
+    },
+    slow,
+  )
+
+  it.skipIf(noPostgres !== undefined)(
+    "is refused for a root consumed into PostgreSQL and run without its URL, which still works with it",
+    async () => {
+      await using db = await tempDatabase()
+      await using q = await tempQueue({ seed: { "m-1.json": msg("m-1") } })
+      expect((await spool("consume", ["--root", q.root, "--ledger", db.url])).exitCode).toBe(0)
+      expect(list(q.root)).toContain(".spool-root-id")
+      expect(list(q.root)).not.toContain("ledger.db")
+      q.put("m-1-again.json", msg("m-1"))
+      const r = await spool("consume", ["--root", q.root], { SPOOL_LEDGER_URL: "" })
+      expect(r.stdout).toBe("")
+      expect(r.stderr).toContain(`this root (${q.root}) was consumed into PostgreSQL`)
+      expect(r.stderr).toContain("set SPOOL_LEDGER_URL or pass --ledger")
+      expect(r.exitCode).toBe(2)
+      expect(list(q.root)).not.toContain("ledger.db")
+      const ok = await spool("consume", ["--root", q.root], { SPOOL_LEDGER_URL: db.url })
+      expect(ok.stderr).toContain("processed=0 duplicates=1")
+      expect(ok.exitCode).toBe(0)
+    },
+    slow,
+  )
+})
