@@ -1,6 +1,6 @@
 // How every command opens the SQLite ledger, end to end: a lost ledger beside a queue with
 // history is refused rather than silently started over (which would apply redeliveries of
-// processed messages again).
+// processed messages again), and so are symlinked ledger files.
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
@@ -131,6 +131,32 @@ describe("a new ledger beside a queue that has history", () => {
       const ok = await spool("consume", ["--root", q.root], { SPOOL_LEDGER_URL: db.url })
       expect(ok.stderr).toContain("processed=0 duplicates=1")
       expect(ok.exitCode).toBe(0)
+    },
+    slow,
+  )
+})
+
+describe("symlinked ledger files", () => {
+  it.each(["ledger.db", "ledger.db-wal", "ledger.db-shm"])(
+    "refuses a symlinked %s with exit 2 and writes nothing outside the root",
+    async (name) => {
+      await using q = await tempQueue({ seed: { "m-1.json": msg("m-1") } })
+      await using outside = await tempDir()
+      expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+      const link = join(q.root, name)
+      const target = join(outside.path, name)
+      if (name === "ledger.db") fs.renameSync(link, target)
+      fs.symlinkSync(target, link)
+      const targetBefore = fs.existsSync(target) ? fs.readFileSync(target) : undefined
+      q.put("m-2.json", msg("m-2", 2))
+      const r = await spool("consume", ["--root", q.root])
+      expect(r.stdout).toBe("")
+      expect(r.stderr).toContain(`consume: ${link} is a symbolic link (to ${target})`)
+      expect(r.stderr).toContain("does not follow links for them")
+      expect(r.exitCode).toBe(2)
+      expect(list(outside.path)).toEqual(name === "ledger.db" ? ["ledger.db"] : [])
+      if (targetBefore !== undefined) expect(fs.readFileSync(target)).toEqual(targetBefore)
+      expect(list(join(q.root, "inbox"))).toEqual(["m-2.json"])
     },
     slow,
   )

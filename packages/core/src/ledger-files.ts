@@ -1,12 +1,42 @@
-// The SQLite ledger's files on disk, as Ledger.open judges them before SQLite opens them: the
-// history that forbids starting a new ledger.
+// The SQLite ledger's files on disk, as Ledger.open judges them before SQLite opens them:
+// links it refuses, and the history that forbids starting a new ledger.
 import fs from "node:fs"
-import { basename, dirname, join } from "node:path"
+import { basename, dirname, join, resolve } from "node:path"
 import { errnoOf, SpoolError } from "./errors.ts"
 import { scanDir } from "./queue.ts"
 
 /** The file that binds a queue root to a PostgreSQL ledger: the root's id in it. */
 export const rootIdFile = ".spool-root-id"
+
+/** SQLite's two companions of a ledger in WAL mode, and what each holds. */
+const companions = [
+  {
+    suffix: "-wal",
+    what: "SQLite's write-ahead log (transactions committed but not yet copied into the ledger: never remove it)",
+  },
+  {
+    suffix: "-shm",
+    what: "SQLite's WAL index (the shared-memory file every connection to the ledger maps; it holds nothing durable)",
+  },
+] as const
+
+/**
+ * Refuses a ledger whose file, -wal or -shm is a symbolic link: SQLite follows it, so the
+ * ledger, its log or its index would be written outside the queue root.
+ */
+export function refuseLinks(path: string): void {
+  for (const p of [path, ...companions.map((c) => path + c.suffix)]) {
+    if (!lstatOrUndefined(p)?.isSymbolicLink()) continue
+    let target = "an unreadable target"
+    try {
+      target = resolve(dirname(p), fs.readlinkSync(p))
+    } catch {}
+    throw new SpoolError(
+      "unsafe-ledger",
+      `${p} is a symbolic link (to ${target}); spool keeps its ledger files in the queue root itself and does not follow links for them, since SQLite would write through the link, outside the root. Nothing was opened. With no consumer running, put the file itself in place of the link (mv -T ${target} ${p}), or remove the link if its target does not exist`,
+    )
+  }
+}
 
 /** What shows that a queue root was consumed before: a file in done/ or error/, or its PostgreSQL binding. */
 export type History =

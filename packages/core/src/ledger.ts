@@ -6,7 +6,7 @@ import init0001 from "../sql/sqlite/0001-init.sql" with { type: "text" }
 import horizon0002 from "../sql/sqlite/0002-horizon.sql" with { type: "text" }
 import indexes0003 from "../sql/sqlite/0003-fewer-indexes.sql" with { type: "text" }
 import { SpoolError } from "./errors.ts"
-import { historyOf, newLedgerRefusal } from "./ledger-files.ts"
+import { historyOf, newLedgerRefusal, refuseLinks } from "./ledger-files.ts"
 import type { Owner } from "./owner.ts"
 
 /** Schema migrations, applied in order; the index + 1 is the schema version. */
@@ -150,10 +150,11 @@ export class Ledger {
 
   /**
    * Opens (creating and migrating as needed) the ledger at `path`, which is `ROOT/ledger.db`.
-   * A new ledger (absent, empty, no spool tables) beside a root with history is refused before
-   * anything is created or changed, unless `isNewLedgerAllowed`.
+   * Refused before anything is created or changed: a symlinked ledger file, and a new ledger
+   * (absent, empty, no spool tables) beside a root with history, unless `isNewLedgerAllowed`.
    */
   static open(path: string, options: LedgerOptions = {}): Ledger {
+    refuseLinks(path)
     const root = dirname(path)
     const isGuarded = options.isNewLedgerAllowed !== true
     // The history is looked at before the ledger: spool moves a file to done/ or error/ only
