@@ -1,6 +1,7 @@
 // How every command opens the SQLite ledger, end to end: a lost ledger beside a queue with
 // history is refused rather than silently started over (which would apply redeliveries of
-// processed messages again), and so are symlinked ledger files.
+// processed messages again), and so are symlinked ledger files; a -shm file left read-only by
+// another user is named with its owner and mode.
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
@@ -157,6 +158,49 @@ describe("symlinked ledger files", () => {
       expect(list(outside.path)).toEqual(name === "ledger.db" ? ["ledger.db"] : [])
       if (targetBefore !== undefined) expect(fs.readFileSync(target)).toEqual(targetBefore)
       expect(list(join(q.root, "inbox"))).toEqual(["m-2.json"])
+    },
+    slow,
+  )
+})
+
+const canSwitchUser = process.getuid?.() === 0 && Bun.which("setpriv") !== null
+if (!canSwitchUser) console.warn("ledger-open.test: skipping the other-user test: it needs root and setpriv")
+
+describe.skipIf(!canSwitchUser)("a ledger.db-shm left read-only by another user", () => {
+  it(
+    "exits 3 naming the -shm file, its owner and mode, and what to do; once removed the same run works",
+    async () => {
+      await using q = await tempQueue({ seed: { "m-1.json": msg("m-1") } })
+      expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+      // The queue belongs to nobody, but an earlier run as root left its WAL index behind, 0444.
+      fs.chmodSync(q.path, 0o755)
+      q.put("m-2.json", msg("m-2", 2))
+      Bun.spawnSync(["chown", "-R", "65534:65534", q.root])
+      const shm = join(q.root, "ledger.db-shm")
+      fs.writeFileSync(shm, "")
+      fs.chmodSync(shm, 0o444)
+      const asNobody = () =>
+        run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "bun", bin("consume"), "--root", q.root])
+      const r = await asNobody()
+      expect(r.stdout).toBe("")
+      expect(r.stderr).toContain(
+        `consume: the ledger ${join(q.root, "ledger.db")} is writable, but ${shm}, SQLite's WAL index`,
+      )
+      expect(r.stderr).toContain(
+        "running as nobody (uid 65534), so SQLite can only read the ledger: it is owned by root (uid 0) with mode 0444",
+      )
+      expect(r.stderr).toContain(
+        `With no consumer running on this root, give this user write access to it (chown nobody ${shm}`,
+      )
+      expect(r.stderr).toContain(`or remove it (rm ${shm}`)
+      expect(r.exitCode).toBe(3)
+      expect(list(join(q.root, "inbox"))).toEqual(["m-2.json"])
+
+      fs.rmSync(shm)
+      const again = await asNobody()
+      expect(again.stderr).toContain("processed=1")
+      expect(again.exitCode).toBe(0)
+      expect(list(join(q.root, "done"))).toEqual(["m-1.json", "m-2.json"])
     },
     slow,
   )

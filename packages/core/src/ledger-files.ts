@@ -1,5 +1,5 @@
-// The SQLite ledger's files on disk, as Ledger.open judges them before SQLite opens them:
-// links it refuses, and the history that forbids starting a new ledger.
+// The SQLite ledger's files on disk, as Ledger.open judges them: links it refuses, the history
+// that forbids starting a new ledger, and who may write which file.
 import fs from "node:fs"
 import { basename, dirname, join, resolve } from "node:path"
 import { errnoOf, SpoolError } from "./errors.ts"
@@ -74,6 +74,42 @@ export function newLedgerRefusal(path: string, state: "absent" | "empty" | "unmi
   )
 }
 
+/**
+ * Why this process cannot write the ledger at `path`: the one file (or the root directory)
+ * in the way, with its owner, its mode and what to do. Undefined when access is not the cause.
+ */
+export function describeAccess(path: string): string | undefined {
+  const me = accountOf(process.getuid?.() ?? -1)
+  const running = `this process, running as ${me.text}`
+  // Modes do not stop root: only an immutable file or a read-only mount does.
+  const isRoot = process.getuid?.() === 0
+  const forRoot = (p: string) =>
+    `its mode would allow root, so it is immutable (lsattr shows i) or on a read-only mount: restore write access with chattr -i ${p}, or mount it read-write`
+  const chown = (p: string) => `give this user write access to it (chown ${me.chown} ${p} && chmod 0640 ${p})`
+  const dir = dirname(path)
+  const dirStat = lstatOrUndefined(dir)
+  if (dirStat !== undefined && !isAccessible(dir, fs.constants.W_OK | fs.constants.X_OK))
+    return `the queue root ${dir} is read-only for ${running}: it is ${ownerOf(dirStat)}; ${isRoot ? forRoot(dir) : "give this user write access to it, or run the consumer as its owner"}. SQLite must create the ledger's -wal and -shm files there`
+  const ledger = lstatOrUndefined(path)
+  if (ledger !== undefined && !isAccessible(path, fs.constants.R_OK | fs.constants.W_OK))
+    return `the ledger ${path} is read-only for ${running}: it is ${ownerOf(ledger)}; ${isRoot ? forRoot(path) : `${chown(path)}, or run the consumer as its owner`}`
+  for (const c of companions) {
+    const p = path + c.suffix
+    const st = lstatOrUndefined(p)
+    if (st === undefined || isAccessible(p, fs.constants.R_OK | fs.constants.W_OK)) continue
+    const remedy = isRoot
+      ? `; ${forRoot(p)}`
+      : `, most likely left by an earlier run as another user. With no consumer running on this root, ${chown(p)}` +
+        (c.suffix === "-shm" ? `, or remove it (rm ${p}: SQLite rebuilds it at the next open)` : "")
+    return `the ledger ${path} is writable, but ${p}, ${c.what}, is read-only for ${running}, so SQLite can only read the ledger: it is ${ownerOf(st)}${remedy}`
+  }
+  return undefined
+}
+
+function ownerOf(st: fs.Stats): string {
+  return `owned by ${accountOf(st.uid).text} with mode ${modeOf(st)}`
+}
+
 function lstatOrUndefined(path: string): fs.Stats | undefined {
   try {
     return fs.lstatSync(path)
@@ -81,4 +117,28 @@ function lstatOrUndefined(path: string): fs.Stats | undefined {
     if (errnoOf(error) === "ENOENT" || errnoOf(error) === "ENOTDIR") return undefined
     throw error
   }
+}
+
+function isAccessible(path: string, mode: number): boolean {
+  try {
+    fs.accessSync(path, mode)
+    return true
+  } catch {
+    return false
+  }
+}
+
+function modeOf(st: fs.Stats): string {
+  return `0${(st.mode & 0o7777).toString(8).padStart(3, "0")}`
+}
+
+/** A user as messages name it (`nobody (uid 65534)`) and as chown takes it. */
+function accountOf(uid: number): { readonly text: string; readonly chown: string } {
+  try {
+    for (const line of fs.readFileSync("/etc/passwd", "utf8").split("\n")) {
+      const [name, , id] = line.split(":")
+      if (id === String(uid) && name) return { text: `${name} (uid ${uid})`, chown: name }
+    }
+  } catch {}
+  return { text: `uid ${uid}`, chown: String(uid) }
 }

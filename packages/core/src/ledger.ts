@@ -6,7 +6,7 @@ import init0001 from "../sql/sqlite/0001-init.sql" with { type: "text" }
 import horizon0002 from "../sql/sqlite/0002-horizon.sql" with { type: "text" }
 import indexes0003 from "../sql/sqlite/0003-fewer-indexes.sql" with { type: "text" }
 import { SpoolError } from "./errors.ts"
-import { historyOf, newLedgerRefusal, refuseLinks } from "./ledger-files.ts"
+import { describeAccess, historyOf, newLedgerRefusal, refuseLinks } from "./ledger-files.ts"
 import type { Owner } from "./owner.ts"
 
 /** Schema migrations, applied in order; the index + 1 is the schema version. */
@@ -176,7 +176,7 @@ export class Ledger {
     try {
       db = new Database(path, { create: !options.readonly, readwrite: true, strict: true })
     } catch (error) {
-      throw new SpoolError("ledger", `cannot open the ledger ${path}: ${describe(error)}`, { cause: error })
+      throw asLedgerError(error, path, `cannot open the ledger ${path}: ${describe(error)}`)
     }
     try {
       if (isNew) fs.chmodSync(path, 0o640)
@@ -661,8 +661,11 @@ function describe(error: unknown): string {
   return error instanceof Error ? error.message : String(error)
 }
 
-/** Turns SQLite's errors into ones that say what to do. */
-function asLedgerError(error: unknown, path: string): unknown {
+/**
+ * Turns SQLite's errors into ones that say what to do; `fallback` is the message for an error
+ * of SQLite's with no more specific one.
+ */
+function asLedgerError(error: unknown, path: string, fallback?: string): unknown {
   if (error instanceof SpoolError) return error
   const message = describe(error)
   const code = typeof error === "object" && error !== null && "code" in error ? String(error.code) : ""
@@ -672,6 +675,12 @@ function asLedgerError(error: unknown, path: string): unknown {
       `the ledger ${path} stayed locked by another process for longer than the busy timeout; find the process holding it (fuser ${path}) or raise --busy-timeout`,
       { cause: error },
     )
+  // Read-only, or not openable at all: most often one file of the ledger's (the root, the
+  // ledger, its -wal or -shm) that this user may not write. Name that file when there is one.
+  const isAccessError =
+    code.startsWith("SQLITE_READONLY") || /readonly/i.test(message) || code.startsWith("SQLITE_CANTOPEN")
+  const access = isAccessError ? describeAccess(path) : undefined
+  if (access !== undefined) return new SpoolError("ledger", access, { cause: error })
   if (code.startsWith("SQLITE_READONLY") || /readonly/i.test(message))
     return new SpoolError(
       "ledger",
@@ -697,6 +706,7 @@ function asLedgerError(error: unknown, path: string): unknown {
       `cannot open the ledger ${path} (${message}); give this user write access to it and to its directory, where SQLite keeps its -wal and -shm files`,
       { cause: error },
     )
+  if (fallback !== undefined) return new SpoolError("ledger", fallback, { cause: error })
   if (code.startsWith("SQLITE_")) return new SpoolError("ledger", `ledger ${path}: ${message}`, { cause: error })
   return error
 }
