@@ -15,6 +15,7 @@ import {
 } from "./ledger.ts"
 import { rootIdFile } from "./ledger-files.ts"
 import { type PostgresEffect, PostgresLedger } from "./ledger-postgres.ts"
+import type { LedgerCheck } from "./ledger-verify.ts"
 import type { Owner } from "./owner.ts"
 import type { Queue } from "./queue.ts"
 
@@ -58,6 +59,8 @@ export interface LedgerPort {
   failureReason(file: string): Awaitable<string | undefined>
   orderProblems(): Awaitable<OrderProblem[]>
   compact(historyCutoff: string, keyCutoff: string | undefined, now: string): Awaitable<CompactSummary>
+  /** The backend's integrity check of its storage, then spool's consistency checks (`verify`). */
+  verify(): Awaitable<LedgerCheck[]>
   close(): Awaitable<void>
 }
 

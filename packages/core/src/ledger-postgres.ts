@@ -17,6 +17,7 @@ import {
   toOwner,
   type Verdict,
 } from "./ledger.ts"
+import { type LedgerCheck, verifyPostgres } from "./ledger-verify.ts"
 import type { Owner } from "./owner.ts"
 
 /** Schema migrations, one per version, in step with the SQLite ones (same numbers, same tables). */
@@ -563,6 +564,11 @@ export class PostgresLedger {
       }
       return summary as CompactSummary
     })
+  }
+
+  /** amcheck on spool's indexes when installed, then spool's consistency checks (sql/postgres/verify.sql). */
+  verify(): Promise<LedgerCheck[]> {
+    return verifyPostgres(this.sql)
   }
 
   async close(): Promise<void> {

@@ -7,6 +7,7 @@ import horizon0002 from "../sql/sqlite/0002-horizon.sql" with { type: "text" }
 import indexes0003 from "../sql/sqlite/0003-fewer-indexes.sql" with { type: "text" }
 import { SpoolError } from "./errors.ts"
 import { describeAccess, historyOf, newLedgerRefusal, refuseLinks } from "./ledger-files.ts"
+import { type LedgerCheck, verifySqlite } from "./ledger-verify.ts"
 import type { Owner } from "./owner.ts"
 
 /** Schema migrations, applied in order; the index + 1 is the schema version. */
@@ -503,6 +504,11 @@ export class Ledger {
   /** Runs order-check.sql as checked in. */
   orderProblems(): OrderProblem[] {
     return this.db.query(orderCheckSql).all() as OrderProblem[]
+  }
+
+  /** The full integrity_check, then spool's consistency checks (sql/sqlite/verify.sql). */
+  verify(): LedgerCheck[] {
+    return verifySqlite(this.db)
   }
 
   close(): void {
