@@ -1,7 +1,9 @@
 // How every command opens the SQLite ledger, end to end: a lost ledger beside a queue with
 // history is refused rather than silently started over (which would apply redeliveries of
-// processed messages again), and so are symlinked ledger files; a -shm file left read-only by
-// another user is named with its owner and mode.
+// processed messages again), so are symlinked ledger files; a -shm file left read-only by
+// another user is named with its owner and mode; a ledger left open by a killed run is checked
+// with quick_check before anything is claimed.
+import { Database } from "bun:sqlite"
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
@@ -13,6 +15,15 @@ const noPostgres = await pgUnavailable()
 if (noPostgres) console.warn(noPostgres)
 const msg = (id: string, seq = 1) => ({ msg_id: id, order_no: "O", seq, amount: 1 })
 const bin = (command: string) => join(repoRoot, "packages/consumer/bin", `${command}.ts`)
+
+function processedCount(root: string): number {
+  const db = new Database(join(root, "ledger.db"), { readonly: true })
+  try {
+    return (db.query("SELECT count(*) AS n FROM processed").get() as { n: number }).n
+  } finally {
+    db.close()
+  }
+}
 
 /** A queue consumed once (m-1 to done/, a parse failure to error/), whose ledger is then lost. */
 async function queueWithLostLedger(state: "absent" | "empty") {
@@ -201,6 +212,68 @@ describe.skipIf(!canSwitchUser)("a ledger.db-shm left read-only by another user"
       expect(again.stderr).toContain("processed=1")
       expect(again.exitCode).toBe(0)
       expect(list(join(q.root, "done"))).toEqual(["m-1.json", "m-2.json"])
+    },
+    slow,
+  )
+})
+
+/** Overwrites the cell count of table `table`'s root page on disk: its cells then point nowhere. */
+function damageTable(ledger: string, table: string): void {
+  const db = new Database(ledger)
+  const { rootpage } = db.query("SELECT rootpage FROM sqlite_master WHERE name = ?").get(table) as { rootpage: number }
+  const { page_size } = db.query("PRAGMA page_size").get() as { page_size: number }
+  db.close()
+  expect(fs.existsSync(`${ledger}-wal`)).toBe(false)
+  const fd = fs.openSync(ledger, "r+")
+  try {
+    fs.writeSync(fd, Buffer.from([0x00, 0x05]), 0, 2, (rootpage - 1) * page_size + 3)
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
+describe("a ledger not closed cleanly", () => {
+  it(
+    "is checked with quick_check before anything is claimed: damage found exits 3, names the ledger and bun run verify",
+    async () => {
+      await using q = await tempQueue({ seed: { "m-1.json": msg("m-1") } })
+      expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+      // The replays table, which consume never reads, is damaged on disk; then a run is killed
+      // after claiming m-2, and its -wal stays behind, as after any crash.
+      const ledger = join(q.root, "ledger.db")
+      damageTable(ledger, "replays")
+      q.put("m-2.json", msg("m-2", 2))
+      const killed = await spool("consume", ["--root", q.root], { SPOOL_FAULT: "after-claim" })
+      expect(killed.exitCode).not.toBe(0)
+      expect(list(q.root)).toContain("ledger.db-wal")
+      q.put("m-3.json", msg("m-3", 3))
+      const r = await spool("consume", ["--root", q.root])
+      expect(r.stdout).toBe("")
+      expect(r.stderr).toContain(`consume: the ledger ${ledger} is damaged (PRAGMA quick_check reported: Tree `)
+      expect(r.stderr).toContain(`run bun run verify --root ${q.root}`)
+      expect(r.stderr).toContain("restore ledger.db from a backup")
+      expect(r.exitCode).toBe(3)
+      expect(list(join(q.root, "inbox"))).toEqual(["m-3.json"])
+      expect(list(join(q.root, "processing"))).toEqual(["m-2.json"])
+      expect(list(join(q.root, "done"))).toEqual(["m-1.json"])
+    },
+    slow,
+  )
+
+  it(
+    "is not checked after a clean close: quick_check costs a read of every page, so damage there waits for verify",
+    async () => {
+      await using q = await tempQueue({ seed: { "m-1.json": msg("m-1") } })
+      expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+      damageTable(join(q.root, "ledger.db"), "replays")
+      q.put("m-2.json", msg("m-2", 2))
+      const r = await spool("consume", ["--root", q.root])
+      expect(r.stderr).toContain("processed=1")
+      expect(r.exitCode).toBe(0)
+      expect(processedCount(q.root)).toBe(2)
+      const v = await run(["bun", bin("verify"), "--root", q.root])
+      expect(v.stdout).toContain("FAILED   integrity")
+      expect(v.exitCode).toBe(1)
     },
     slow,
   )

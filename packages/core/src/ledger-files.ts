@@ -1,5 +1,7 @@
-// The SQLite ledger's files on disk, as Ledger.open judges them: links it refuses, the history
-// that forbids starting a new ledger, and who may write which file.
+// The SQLite ledger's files on disk, as Ledger.open judges them before and after SQLite opens
+// them: links it refuses, the history that forbids a new ledger, who may write which file, and
+// whether the pages are sound.
+import type { Database } from "bun:sqlite"
 import fs from "node:fs"
 import { basename, dirname, join, resolve } from "node:path"
 import { errnoOf, SpoolError } from "./errors.ts"
@@ -108,6 +110,31 @@ export function describeAccess(path: string): string | undefined {
 
 function ownerOf(st: fs.Stats): string {
   return `owned by ${accountOf(st.uid).text} with mode ${modeOf(st)}`
+}
+
+/** Whether the ledger's -wal file is there before it is opened: its last connection did not close cleanly, or one is open now. */
+export function isLeftOpen(path: string): boolean {
+  return lstatOrUndefined(`${path}-wal`) !== undefined
+}
+
+/** Runs `PRAGMA quick_check` (every page, not index against table) and throws when it reports damage. */
+export function quickCheck(db: Database, path: string): void {
+  const problems = (db.query("PRAGMA quick_check(20)").all() as { quick_check: string }[])
+    .flatMap((r) => r.quick_check.split("\n"))
+    .filter((p) => p !== "ok" && !p.startsWith("*** in database"))
+  if (problems.length === 0) return
+  const more = problems.length > 3 ? `; and ${problems.length - 3} more` : ""
+  throw damaged(path, `PRAGMA quick_check reported: ${problems.slice(0, 3).join("; ")}${more}`)
+}
+
+/** The error for a ledger whose pages SQLite finds damaged. */
+export function damaged(path: string, detail: string, options?: ErrorOptions): SpoolError {
+  const root = dirname(path)
+  return new SpoolError(
+    "ledger",
+    `the ledger ${path} is damaged (${detail}). Stop every consumer on this root, run bun run verify --root ${root} to see what else is wrong, and restore ${basename(path)} from a backup (move the damaged ${basename(path)}, -wal and -shm aside together first)`,
+    options,
+  )
 }
 
 function lstatOrUndefined(path: string): fs.Stats | undefined {

@@ -6,7 +6,15 @@ import init0001 from "../sql/sqlite/0001-init.sql" with { type: "text" }
 import horizon0002 from "../sql/sqlite/0002-horizon.sql" with { type: "text" }
 import indexes0003 from "../sql/sqlite/0003-fewer-indexes.sql" with { type: "text" }
 import { SpoolError } from "./errors.ts"
-import { describeAccess, historyOf, newLedgerRefusal, refuseLinks } from "./ledger-files.ts"
+import {
+  damaged,
+  describeAccess,
+  historyOf,
+  isLeftOpen,
+  newLedgerRefusal,
+  quickCheck,
+  refuseLinks,
+} from "./ledger-files.ts"
 import { type LedgerCheck, verifySqlite } from "./ledger-verify.ts"
 import type { Owner } from "./owner.ts"
 
@@ -153,11 +161,13 @@ export class Ledger {
    * Opens (creating and migrating as needed) the ledger at `path`, which is `ROOT/ledger.db`.
    * Refused before anything is created or changed: a symlinked ledger file, and a new ledger
    * (absent, empty, no spool tables) beside a root with history, unless `isNewLedgerAllowed`.
+   * A ledger whose -wal was left behind (not closed cleanly) is checked with quick_check first.
    */
   static open(path: string, options: LedgerOptions = {}): Ledger {
     refuseLinks(path)
     const root = dirname(path)
     const isGuarded = options.isNewLedgerAllowed !== true
+    const wasLeftOpen = isLeftOpen(path)
     // The history is looked at before the ledger: spool moves a file to done/ or error/ only
     // after the ledger has committed it, so files seen first and no ledger (or no schema) seen
     // after cannot be this ledger's doing, even while other consumers are starting.
@@ -207,6 +217,10 @@ export class Ledger {
       // not after every batch. Durability is the WAL fsync at COMMIT, unchanged; the WAL file
       // peaks near 40 MiB on disk and is removed when the last connection closes.
       db.exec("PRAGMA wal_autocheckpoint = 10000")
+      // quick_check reads every page, too slow for every start of a large ledger (BENCHMARKS.md,
+      // The ledger's integrity checks), so it runs when the last run may have ended mid-write:
+      // its -wal is still there (killed, power cut), or another process has the ledger open.
+      if (!options.readonly && wasLeftOpen) quickCheck(db, path)
       if (!options.readonly) migrate(db, path)
       else if (userVersion(db) === 0)
         throw new SpoolError("ledger", `${path} has no spool ledger yet; run consume first`)
@@ -512,6 +526,9 @@ export class Ledger {
   }
 
   close(): void {
+    // A statement left unfinalized keeps the connection open until the process exits, and
+    // with it the -wal file that tells the next open this ledger was not closed cleanly.
+    for (const statement of Object.values(this.#s)) statement.finalize()
     this.db.close()
   }
 }
@@ -704,7 +721,7 @@ function asLedgerError(error: unknown, path: string, fallback?: string): unknown
       { cause: error },
     )
   if (code.startsWith("SQLITE_CORRUPT") || code.startsWith("SQLITE_NOTADB"))
-    return new SpoolError("ledger", `the ledger ${path} is damaged or not a spool ledger: ${message}`, { cause: error })
+    return damaged(path, `${code}: ${message}`, { cause: error })
   // In WAL mode SQLite must create ledger.db-wal and -shm beside the ledger, even to read it.
   if (code.startsWith("SQLITE_CANTOPEN"))
     return new SpoolError(
