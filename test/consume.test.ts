@@ -174,8 +174,11 @@ describe("bun run consume on hand-made messages", () => {
   })
 
   it("keeps both files when done/ already holds the name: the new one becomes x~1.json", async () => {
-    await using q = await tempQueue({ seed: { "x.json": msg("m1", "A", 1) } })
+    await using q = await tempQueue()
+    // A name taken in done/ is history, which a queue has only with its ledger.
+    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
     fs.writeFileSync(join(q.root, "done", "x.json"), "older bytes")
+    q.put("x.json", msg("m1", "A", 1))
     const incoming = fs.readFileSync(join(q.root, "inbox", "x.json"), "utf8")
     const r = await spool("consume", ["--root", q.root])
     expectOk(r, "files=1 processed=1 duplicates=0 conflicts=0 rejected=0 recovered=0")
@@ -186,9 +189,11 @@ describe("bun run consume on hand-made messages", () => {
   })
 
   it("keeps both files when error/ already holds the name, and reports the new one under its new name", async () => {
-    await using q = await tempQueue({ seed: { "bad.json": "not json" } })
+    await using q = await tempQueue()
+    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
     fs.writeFileSync(join(q.root, "error", "bad.json"), "older bytes")
     fs.writeFileSync(join(q.root, "error", "bad~1.json"), "older still")
+    q.put("bad.json", "not json")
     const r = await spool("consume", ["--root", q.root])
     expectOk(r, "files=1 processed=0 duplicates=0 conflicts=0 rejected=1 reasons='parse 1' recovered=0")
     expect(list(join(q.root, "error"))).toEqual(["bad.json", "bad~1.json", "bad~2.json"])

@@ -55,6 +55,7 @@ const spec = {
     "batch-window": { type: "string" },
     concurrency: { type: "string" },
     "no-progress": { type: "boolean" },
+    "new-ledger": { type: "boolean" },
   },
   help: [
     "--root DIR            queue root (default: $SPOOL_ROOT, else ./spool)",
@@ -70,6 +71,7 @@ const spec = {
     "--rescan DURATION     with --watch: look at inbox/ at least this often even without events (default 5s)",
     "--batch-window DUR    with --watch: after a new file, wait this long to take the burst in one drain (default 50ms)",
     "--concurrency N       run N consumer processes on this root (default 1); exit code is the worst one's",
+    "--new-ledger          start a new, empty ledger although done/ or error/ holds files (the ledger was lost\n                        and starting over is intended: messages processed before can be processed again)",
     "--no-progress         no progress bar (it is only ever drawn when stderr is a terminal)",
     "-q, --quiet           warnings only",
     "-v, --verbose         also one line per claimed file",
@@ -98,6 +100,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     if (rescanMs <= 0) throw new SpoolError("usage", `--rescan must be longer than 0, not ${JSON.stringify(v.rescan)}`)
     const batchWindowMs = parseDuration(v["batch-window"] ?? "50ms", "--batch-window")
     const busyTimeoutMs = v["busy-timeout"] ? parseDuration(v["busy-timeout"], "--busy-timeout") : 10_000
+    const opening = { url: ledgerUrl, durable, busyTimeoutMs, isNewLedgerAllowed: v["new-ledger"] === true }
     const tuning = {
       ...(v["batch-size"] && { batchSize: parseInteger(v["batch-size"], "--batch-size", 1) }),
       ...(v["max-attempts"] && { maxAttempts: parseInteger(v["max-attempts"], "--max-attempts", 1) }),
@@ -115,12 +118,15 @@ export async function main(argv: readonly string[]): Promise<number> {
       ...(worker && { fields: { worker: Number(worker) } }),
     })
     if (concurrency > 1) {
+      // Opened once before the workers start: a ledger refused or damaged is reported once,
+      // and a new one is created and migrated once.
+      await (await openLedger(queue, opening)).close()
       const code = await runWorkers(concurrency, argv, log)
       // Each worker wrote reports when it ended, and two such atomic rewrites can land out of
       // order; one more, after all of them, is sure to reflect the whole ledger.
       if (ledgerUrl === undefined && !fs.existsSync(queue.ledger)) return code
       try {
-        const ledger = await openLedger(queue, { url: ledgerUrl, durable, busyTimeoutMs })
+        const ledger = await openLedger(queue, opening)
         try {
           await writeReports(queue, ledger)
         } finally {
@@ -134,7 +140,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       }
       return code
     }
-    const ledger = await openLedger(queue, { url: ledgerUrl, durable, busyTimeoutMs })
+    const ledger = await openLedger(queue, opening)
     const stop = new AbortController()
     const onSignal = (signal: NodeJS.Signals) => {
       if (!stop.signal.aborted) log.info("stopping", { signal, note: "finishing the batches in hand" })

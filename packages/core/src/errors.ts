@@ -4,6 +4,7 @@ export type SpoolErrorCode =
   | "not-a-queue" // the root is missing a directory or is not a directory
   | "cross-device" // queue directories on different filesystems
   | "ledger" // the ledger cannot be opened, is locked, read-only or corrupt
+  | "unsafe-ledger" // refused before opening: a symlinked ledger file, or a new ledger beside a queue with history
   | "io" // a filesystem operation failed (disk full, permission denied)
   | "refused" // an operator command declined to change anything
 
@@ -36,6 +37,7 @@ export function exitCodeFor(error: SpoolError): number {
     case "usage":
     case "not-a-queue":
     case "cross-device":
+    case "unsafe-ledger":
       return ExitCode.usage
     case "refused":
       return ExitCode.check

@@ -13,7 +13,9 @@ import {
   type Outcome,
   type Verdict,
 } from "./ledger.ts"
+import { rootIdFile } from "./ledger-files.ts"
 import { type PostgresEffect, PostgresLedger } from "./ledger-postgres.ts"
+import type { LedgerCheck } from "./ledger-verify.ts"
 import type { Owner } from "./owner.ts"
 import type { Queue } from "./queue.ts"
 
@@ -58,6 +60,8 @@ export interface LedgerPort {
   failureReason(file: string): Awaitable<string | undefined>
   orderProblems(): Awaitable<OrderProblem[]>
   compact(historyCutoff: string, keyCutoff: string | undefined, now: string): Awaitable<CompactSummary>
+  /** The backend's integrity check of its storage, then spool's consistency checks (`verify`). */
+  verify(): Awaitable<LedgerCheck[]>
   close(): Awaitable<void>
 }
 
@@ -68,6 +72,8 @@ export interface OpenLedgerOptions {
   readonly durable?: boolean
   readonly busyTimeoutMs?: number
   readonly readonly?: boolean
+  /** SQLite: start a new ledger even beside a queue root with history (see `LedgerOptions`). */
+  readonly isNewLedgerAllowed?: boolean
 }
 
 /** The ledger URL from `--ledger`, else `SPOOL_LEDGER_URL`; undefined means SQLite in the root. */
@@ -89,11 +95,10 @@ export async function openLedger(queue: Queue, options: OpenLedgerOptions = {}):
       ...(options.durable !== undefined && { durable: options.durable }),
       ...(options.busyTimeoutMs !== undefined && { busyTimeoutMs: options.busyTimeoutMs }),
       ...(options.readonly !== undefined && { readonly: options.readonly }),
+      ...(options.isNewLedgerAllowed !== undefined && { isNewLedgerAllowed: options.isNewLedgerAllowed }),
     })
   return PostgresLedger.open(options.url, rootId(queue), { migrate: !options.readonly })
 }
-
-const ROOT_ID_FILE = ".spool-root-id"
 
 /**
  * The queue root's identity in a shared ledger: a random id kept in ROOT/.spool-root-id,
@@ -102,13 +107,13 @@ const ROOT_ID_FILE = ".spool-root-id"
  * several hosts sharing one root (a network filesystem) share its id and so its claims.
  */
 export function rootId(queue: Queue): string {
-  const path = join(queue.root, ROOT_ID_FILE)
+  const path = join(queue.root, rootIdFile)
   const read = () => fs.readFileSync(path, "utf8").trim()
   try {
     return read()
   } catch {}
   // Beside the target, not in tmp/: a queue made by hand may have only the four directories.
-  const tmp = join(queue.root, `${ROOT_ID_FILE}.${process.pid}.${crypto.randomUUID()}.tmp`)
+  const tmp = join(queue.root, `${rootIdFile}.${process.pid}.${crypto.randomUUID()}.tmp`)
   fs.writeFileSync(tmp, `${crypto.randomUUID()}\n`, { mode: 0o644 })
   try {
     renameNoReplace(tmp, path)

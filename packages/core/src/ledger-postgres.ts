@@ -19,6 +19,7 @@ import {
   toOwner,
   type Verdict,
 } from "./ledger.ts"
+import { type LedgerCheck, verifyPostgres } from "./ledger-verify.ts"
 import type { Owner } from "./owner.ts"
 import { toStorableText } from "./storable-text.ts"
 
@@ -571,6 +572,11 @@ export class PostgresLedger {
       }
       return summary as CompactSummary
     })
+  }
+
+  /** amcheck on spool's indexes when installed, then spool's consistency checks (sql/postgres/verify.sql). */
+  verify(): Promise<LedgerCheck[]> {
+    return verifyPostgres(this.sql)
   }
 
   async close(): Promise<void> {

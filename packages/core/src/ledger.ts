@@ -1,10 +1,21 @@
 import { Database, type Statement } from "bun:sqlite"
 import fs from "node:fs"
+import { dirname } from "node:path"
 import orderCheckSql from "../sql/order-check.sql" with { type: "text" }
 import init0001 from "../sql/sqlite/0001-init.sql" with { type: "text" }
 import horizon0002 from "../sql/sqlite/0002-horizon.sql" with { type: "text" }
 import indexes0003 from "../sql/sqlite/0003-fewer-indexes.sql" with { type: "text" }
 import { SpoolError } from "./errors.ts"
+import {
+  damaged,
+  describeAccess,
+  historyOf,
+  isLeftOpen,
+  newLedgerRefusal,
+  quickCheck,
+  refuseLinks,
+} from "./ledger-files.ts"
+import { type LedgerCheck, verifySqlite } from "./ledger-verify.ts"
 import type { Owner } from "./owner.ts"
 import { toStorableText } from "./storable-text.ts"
 
@@ -115,6 +126,11 @@ export interface LedgerOptions {
   readonly busyTimeoutMs?: number
   /** Open without creating or migrating (reports, replay). */
   readonly readonly?: boolean
+  /**
+   * Start a new, empty ledger even beside a queue root with history (files in done/ or
+   * error/, or a PostgreSQL binding), whose deduplication keys it will not have (`--new-ledger`).
+   */
+  readonly isNewLedgerAllowed?: boolean
 }
 
 /** An accepted outcome, as an effect sees it. */
@@ -142,9 +158,26 @@ export class Ledger {
     this.#s = prepare(db)
   }
 
-  /** Opens (creating and migrating as needed) the ledger at `path`. */
+  /**
+   * Opens (creating and migrating as needed) the ledger at `path`, which is `ROOT/ledger.db`.
+   * Refused before anything is created or changed: a symlinked ledger file, and a new ledger
+   * (absent, empty, no spool tables) beside a root with history, unless `isNewLedgerAllowed`.
+   * A ledger whose -wal was left behind (not closed cleanly) is checked with quick_check first.
+   */
   static open(path: string, options: LedgerOptions = {}): Ledger {
+    refuseLinks(path)
+    const root = dirname(path)
+    const isGuarded = options.isNewLedgerAllowed !== true
+    const wasLeftOpen = isLeftOpen(path)
+    // The history is looked at before the ledger: spool moves a file to done/ or error/ only
+    // after the ledger has committed it, so files seen first and no ledger (or no schema) seen
+    // after cannot be this ledger's doing, even while other consumers are starting.
     const isNew = !fs.existsSync(path)
+    if (isNew && isGuarded) {
+      const history = historyOf(root)
+      if (history !== undefined && !fs.existsSync(path)) throw newLedgerRefusal(path, "absent", history)
+    }
+    if (isNew && options.readonly) throw new SpoolError("ledger", `${path} has no spool ledger yet; run consume first`)
     // Created with its final mode before SQLite opens it, so it is never world-writable, not
     // even for a moment under umask 000. EEXIST is another consumer winning the same race.
     if (isNew && !options.readonly)
@@ -155,12 +188,19 @@ export class Ledger {
     try {
       db = new Database(path, { create: !options.readonly, readwrite: true, strict: true })
     } catch (error) {
-      throw new SpoolError("ledger", `cannot open the ledger ${path}: ${describe(error)}`, { cause: error })
+      throw asLedgerError(error, path, `cannot open the ledger ${path}: ${describe(error)}`)
     }
     try {
       if (isNew) fs.chmodSync(path, 0o640)
       const busyTimeoutMs = Math.max(0, Math.trunc(options.busyTimeoutMs ?? 10_000))
       db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`)
+      // Before the switch to WAL below, which writes the header of an empty file. A file this
+      // process just created was judged by the history check above.
+      if (!isNew && isGuarded && untilNotBusy(busyTimeoutMs, () => userVersion(db)) === 0) {
+        const history = historyOf(root)
+        if (history !== undefined && userVersion(db) === 0)
+          throw newLedgerRefusal(path, fs.statSync(path).size === 0 ? "empty" : "unmigrated", history)
+      }
       // Switching a new database to WAL needs its exclusive lock, and SQLite answers BUSY at
       // once (no busy handler) while another process opening it at the same moment holds it.
       untilNotBusy(busyTimeoutMs, () => db.exec("PRAGMA journal_mode = WAL"))
@@ -178,6 +218,10 @@ export class Ledger {
       // not after every batch. Durability is the WAL fsync at COMMIT, unchanged; the WAL file
       // peaks near 40 MiB on disk and is removed when the last connection closes.
       db.exec("PRAGMA wal_autocheckpoint = 10000")
+      // quick_check reads every page, too slow for every start of a large ledger (BENCHMARKS.md,
+      // The ledger's integrity checks), so it runs when the last run may have ended mid-write:
+      // its -wal is still there (killed, power cut), or another process has the ledger open.
+      if (!options.readonly && wasLeftOpen) quickCheck(db, path)
       if (!options.readonly) migrate(db, path)
       else if (userVersion(db) === 0)
         throw new SpoolError("ledger", `${path} has no spool ledger yet; run consume first`)
@@ -494,7 +538,15 @@ export class Ledger {
     return this.db.query(orderCheckSql).all() as OrderProblem[]
   }
 
+  /** The full integrity_check, then spool's consistency checks (sql/sqlite/verify.sql). */
+  verify(): LedgerCheck[] {
+    return verifySqlite(this.db)
+  }
+
   close(): void {
+    // A statement left unfinalized keeps the connection open until the process exits, and
+    // with it the -wal file that tells the next open this ledger was not closed cleanly.
+    for (const statement of Object.values(this.#s)) statement.finalize()
     this.db.close()
   }
 }
@@ -642,12 +694,11 @@ function migrate(db: Database, path: string): void {
 }
 
 /** Runs `fn`, again every few milliseconds while SQLite reports the database busy, up to `timeoutMs`. */
-function untilNotBusy(timeoutMs: number, fn: () => void): void {
+function untilNotBusy<T>(timeoutMs: number, fn: () => T): T {
   const deadline = Date.now() + timeoutMs
   for (;;) {
     try {
-      fn()
-      return
+      return fn()
     } catch (error) {
       const code = typeof error === "object" && error !== null && "code" in error ? String(error.code) : ""
       if (!code.startsWith("SQLITE_BUSY") || Date.now() >= deadline) throw error
@@ -660,8 +711,11 @@ function describe(error: unknown): string {
   return error instanceof Error ? error.message : String(error)
 }
 
-/** Turns SQLite's errors into ones that say what to do. */
-function asLedgerError(error: unknown, path: string): unknown {
+/**
+ * Turns SQLite's errors into ones that say what to do; `fallback` is the message for an error
+ * of SQLite's with no more specific one.
+ */
+function asLedgerError(error: unknown, path: string, fallback?: string): unknown {
   if (error instanceof SpoolError) return error
   const message = describe(error)
   const code = typeof error === "object" && error !== null && "code" in error ? String(error.code) : ""
@@ -671,6 +725,12 @@ function asLedgerError(error: unknown, path: string): unknown {
       `the ledger ${path} stayed locked by another process for longer than the busy timeout; find the process holding it (fuser ${path}) or raise --busy-timeout`,
       { cause: error },
     )
+  // Read-only, or not openable at all: most often one file of the ledger's (the root, the
+  // ledger, its -wal or -shm) that this user may not write. Name that file when there is one.
+  const isAccessError =
+    code.startsWith("SQLITE_READONLY") || /readonly/i.test(message) || code.startsWith("SQLITE_CANTOPEN")
+  const access = isAccessError ? describeAccess(path) : undefined
+  if (access !== undefined) return new SpoolError("ledger", access, { cause: error })
   if (code.startsWith("SQLITE_READONLY") || /readonly/i.test(message))
     return new SpoolError(
       "ledger",
@@ -688,7 +748,7 @@ function asLedgerError(error: unknown, path: string): unknown {
       { cause: error },
     )
   if (code.startsWith("SQLITE_CORRUPT") || code.startsWith("SQLITE_NOTADB"))
-    return new SpoolError("ledger", `the ledger ${path} is damaged or not a spool ledger: ${message}`, { cause: error })
+    return damaged(path, `${code}: ${message}`, { cause: error })
   // In WAL mode SQLite must create ledger.db-wal and -shm beside the ledger, even to read it.
   if (code.startsWith("SQLITE_CANTOPEN"))
     return new SpoolError(
@@ -696,6 +756,7 @@ function asLedgerError(error: unknown, path: string): unknown {
       `cannot open the ledger ${path} (${message}); give this user write access to it and to its directory, where SQLite keeps its -wal and -shm files`,
       { cause: error },
     )
+  if (fallback !== undefined) return new SpoolError("ledger", fallback, { cause: error })
   if (code.startsWith("SQLITE_")) return new SpoolError("ledger", `ledger ${path}: ${message}`, { cause: error })
   return error
 }

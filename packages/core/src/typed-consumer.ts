@@ -38,6 +38,12 @@ export interface ConsumerConfig<T extends Message> {
   readonly maxBytes?: number
   readonly minAgeMs?: number
   readonly durable?: boolean
+  /**
+   * Start a new, empty ledger even though the queue has history (files in done/ or error/):
+   * the messages it processed before are then unknown to it. Without this, such a queue with
+   * no ledger (or an empty one) is refused.
+   */
+  readonly isNewLedgerAllowed?: boolean
   readonly log?: Log
 }
 
@@ -56,7 +62,10 @@ export interface SpoolConsumer extends Disposable {
  */
 export function createConsumer<T extends Message>(config: ConsumerConfig<T> = {}): SpoolConsumer {
   const queue = openQueue(resolveRoot(config.root))
-  const ledger = Ledger.open(queue.ledger, { durable: config.durable ?? true })
+  const ledger = Ledger.open(queue.ledger, {
+    durable: config.durable ?? true,
+    ...(config.isNewLedgerAllowed !== undefined && { isNewLedgerAllowed: config.isNewLedgerAllowed }),
+  })
   if (config.setup) {
     const setup = config.setup
     ledger.transaction(() => setup(ledger.db))
