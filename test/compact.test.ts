@@ -144,12 +144,19 @@ if (pgSkip) console.warn(pgSkip)
     }
   })
 
-  it("says which ledger it could not open, and archives nothing then", async () => {
+  it("refuses a PostgreSQL URL for a root bound to its SQLite ledger, and archives nothing", async () => {
     await using q = await tempQueue({ seed: { "a.json": msg("a", 1) } })
     await consumedAndAged(q.root, 100)
     const r = await compact(["--root", q.root, "--ledger", "postgres://nobody@127.0.0.1:1/none", "--older-than", "90d"])
-    expect(r.exitCode).not.toBe(0)
-    expect(r.stderr).toContain("127.0.0.1:1")
+    expect(r.stderr).toContain("is bound to its SQLite ledger")
+    expect(r.exitCode).toBe(2)
     expect(list(join(q.root, "done"))).toEqual(["a.json"])
+  })
+
+  it("says which ledger it could not open", async () => {
+    await using q = await tempQueue({ seed: { "a.json": msg("a", 1) } })
+    const r = await compact(["--root", q.root, "--ledger", "postgres://nobody@127.0.0.1:1/none", "--older-than", "90d"])
+    expect(r.stderr).toContain("127.0.0.1:1")
+    expect(r.exitCode).toBe(3)
   })
 })

@@ -136,7 +136,7 @@ describe("a new ledger beside a queue that has history", () => {
       q.put("m-1-again.json", msg("m-1"))
       const r = await spool("consume", ["--root", q.root], { SPOOL_LEDGER_URL: "" })
       expect(r.stdout).toBe("")
-      expect(r.stderr).toContain(`this root (${q.root}) was consumed into PostgreSQL`)
+      expect(r.stderr).toContain(`this root (${q.root}) is bound to the PostgreSQL ledger ${db.url}`)
       expect(r.stderr).toContain("set SPOOL_LEDGER_URL or pass --ledger")
       expect(r.exitCode).toBe(2)
       expect(list(q.root)).not.toContain("ledger.db")

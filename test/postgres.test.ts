@@ -146,6 +146,7 @@ pg("the PostgreSQL ledger (--ledger / SPOOL_LEDGER_URL)", () => {
     expect(r.exitCode).toBe(0)
     expect(list(join(root, "done"))).toEqual(["a.json"])
     expect(list(root)).toEqual([
+      ".spool",
       ".spool-root-id",
       "conflicts.csv",
       "done",
@@ -372,7 +373,11 @@ describe("schema migrations", () => {
       await using q = await tempQueue({ seed: { "new.json": { msg_id: "new", order_no: "O", seq: 2, amount: 2.5 } } })
       const r = await spool("consume", ["--root", q.root, "--ledger", db.url])
       expect(r.exitCode).toBe(0)
-      expect(await sql`SELECT version FROM spool_schema ORDER BY version`).toEqual([{ version: 1 }, { version: 2 }])
+      expect(await sql`SELECT version FROM spool_schema ORDER BY version`).toEqual([
+        { version: 1 },
+        { version: 2 },
+        { version: 3 },
+      ])
       expect(await sql`SELECT msg_id, amount FROM processed ORDER BY msg_id`).toEqual([
         { msg_id: "new", amount: "2.5" },
         { msg_id: "old", amount: "1.10" },

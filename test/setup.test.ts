@@ -147,7 +147,7 @@ describe("bun run setup", () => {
   it("prints its usage for --help and exits 0 without creating anything", async () => {
     await using d = await tempDir()
     const r = await spool("setup", ["--help"], { SPOOL_ROOT: join(d.path, "q") })
-    expect(r.stdout).toStartWith("Usage: bun run setup [--root DIR] [--from DIR]\n")
+    expect(r.stdout).toStartWith("Usage: bun run setup [--root DIR] [--from DIR] [--ledger URL] [--rebind]\n")
     expect(r.stdout).toContain("--from DIR")
     expect(r.stdout).toContain("Exit codes:")
     expect(r.stderr).toBe("")

@@ -1,13 +1,23 @@
 import fs from "node:fs"
+import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import {
+  type Binding,
   type CommandSpec,
   createQueue,
   ExitCode,
+  openLedger,
+  PostgresLedger,
+  type Queue,
+  readBinding,
+  redact,
+  resolveLedgerUrl,
   resolveRoot,
+  rootId,
   runCommand,
   SpoolError,
   seedFrom,
+  writeBinding,
 } from "@spool/core/engine"
 
 /** The sample queue shipped with spool. */
@@ -15,21 +25,32 @@ export const bundledFixtures = fileURLToPath(new URL("../../../fixtures", import
 
 const spec = {
   name: "setup",
-  usage: "bun run setup [--root DIR] [--from DIR]",
+  usage: "bun run setup [--root DIR] [--from DIR] [--ledger URL] [--rebind]",
   summary:
     "Creates ROOT/{inbox,processing,done,error} (and tmp/, where files are written before they are\n" +
     "renamed into inbox/), then copies every regular *.json file directly in --from into inbox/.\n" +
-    "Names already anywhere in the queue are skipped, so running it twice changes nothing.",
-  options: { root: { type: "string" }, from: { type: "string" } },
+    "Names already anywhere in the queue are skipped, so running it twice changes nothing.\n" +
+    "With --ledger (or SPOOL_LEDGER_URL) the root is bound to that PostgreSQL ledger from the\n" +
+    "start; without, the first consume binds it to ROOT/ledger.db. Every command then opens the\n" +
+    "root's own ledger and refuses another. --rebind moves the binding on purpose (see README).",
+  options: {
+    root: { type: "string" },
+    from: { type: "string" },
+    ledger: { type: "string" },
+    rebind: { type: "boolean" },
+  },
   help: [
     "--root DIR            queue root (default: $SPOOL_ROOT, else ./spool)",
     "--from DIR            directory of messages to copy (default: the bundled fixtures/)",
+    "--ledger URL          bind the root to the PostgreSQL ledger at URL (default: $SPOOL_LEDGER_URL)",
+    "--rebind              bind an already bound root to --ledger URL, or to ROOT/ledger.db without one;",
+    "                      the new ledger holds none of the old one's keys unless you copied them",
   ],
-} satisfies CommandSpec<Record<string, { type: "string" }>>
+} satisfies CommandSpec<Record<string, { type: "string" } | { type: "boolean" }>>
 
 /** `bun run setup`: create a queue and seed its inbox. */
 export async function main(argv: readonly string[]): Promise<number> {
-  return runCommand(spec, argv, ({ values }) => {
+  return runCommand(spec, argv, async ({ values }) => {
     const from = values.from ?? bundledFixtures
     // Check the source first: a typo in --from must not leave a half-made queue behind.
     const st = fs.statSync(from, { throwIfNoEntry: false })
@@ -38,7 +59,10 @@ export async function main(argv: readonly string[]): Promise<number> {
         "usage",
         `--from ${from} ${st ? "is not a directory" : "does not exist"}; give a directory of .json message files`,
       )
+    const url = resolveLedgerUrl(values.ledger)
     const queue = createQueue(resolveRoot(values.root))
+    if (values.rebind === true) await rebind(queue, url)
+    else if (url !== undefined) await (await openLedger(queue, { url })).close()
     const s = seedFrom(queue, from)
     process.stderr.write(
       `setup: queue ready at ${queue.root}; copied ${s.copied} message(s) from ${from} into inbox/` +
@@ -47,4 +71,26 @@ export async function main(argv: readonly string[]): Promise<number> {
     )
     return ExitCode.ok
   })
+}
+
+/**
+ * Binds `queue`'s root to another ledger, on purpose: PostgreSQL at `url` (created or migrated
+ * there), or the SQLite ledger in the root. Nothing is copied: run it with no consumer running,
+ * after copying the old ledger's rows if the keys must survive.
+ */
+async function rebind(queue: Queue, url: string | undefined): Promise<void> {
+  const before = readBinding(queue.root)?.binding
+  let binding: Binding = { backend: "sqlite" }
+  if (url !== undefined) {
+    const ledger = await PostgresLedger.open(url, rootId(queue))
+    try {
+      binding = { backend: "postgres", ledgerId: await ledger.ledgerId(), where: redact(url) }
+    } finally {
+      await ledger.close()
+    }
+  }
+  writeBinding(queue.root, binding)
+  const name = (b: Binding | undefined) =>
+    b === undefined ? "no ledger" : b.backend === "sqlite" ? join(queue.root, "ledger.db") : (b.where ?? "PostgreSQL")
+  process.stderr.write(`setup: ${queue.root} is now bound to ${name(binding)} (it was bound to ${name(before)})\n`)
 }

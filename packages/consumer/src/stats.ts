@@ -1,6 +1,7 @@
 import fs from "node:fs"
 import {
   type CommandSpec,
+  checkRootLedger,
   ExitCode,
   emptyStats,
   Ledger,
@@ -52,6 +53,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     const queue = openQueue(resolveRoot(v.root))
     const since = new Date(Date.now() - windowMs)
     const url = resolveLedgerUrl(v.ledger)
+    await checkRootLedger(queue, url)
     const stats =
       url !== undefined
         ? await sharedStatsOf(queue, url, since)

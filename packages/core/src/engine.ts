@@ -4,6 +4,8 @@
 // and meanwhile the I/O thread moves and reads the first batches; it never imports arktype
 // (about 0.4 s and over 40 MB). "@spool/core" re-exports all of this.
 
+export type { Binding, RootBinding } from "./binding.ts"
+export { bindingFile, readBinding, writeBinding } from "./binding.ts"
 export { collectGarbageEvery } from "./collect.ts"
 export type { CommandSpec } from "./command.ts"
 export { helpText, parseBytes, parseDuration, parseInteger, runCommand } from "./command.ts"
@@ -28,7 +30,7 @@ export type {
 } from "./ledger.ts"
 export { Ledger, schemaVersion } from "./ledger.ts"
 export type { LedgerPort, OpenLedgerOptions } from "./ledger-port.ts"
-export { openLedger, resolveLedgerUrl, rootId } from "./ledger-port.ts"
+export { checkRootLedger, openLedger, resolveLedgerUrl, rootId } from "./ledger-port.ts"
 export type { PostgresEffect } from "./ledger-postgres.ts"
 export { PostgresLedger, redact } from "./ledger-postgres.ts"
 export type { LedgerCheck, LedgerCheckName } from "./ledger-verify.ts"

@@ -1,5 +1,6 @@
 import fs from "node:fs"
 import { join } from "node:path"
+import { type Binding, checkBinding, type RootBinding, readBinding, writeBinding } from "./binding.ts"
 import { SpoolError } from "./errors.ts"
 import { renameNoReplace } from "./files.ts"
 import {
@@ -14,7 +15,7 @@ import {
   type Verdict,
 } from "./ledger.ts"
 import { rootIdFile } from "./ledger-files.ts"
-import { type PostgresEffect, PostgresLedger } from "./ledger-postgres.ts"
+import { type PostgresEffect, PostgresLedger, redact } from "./ledger-postgres.ts"
 import type { LedgerCheck } from "./ledger-verify.ts"
 import type { Owner } from "./owner.ts"
 import type { Queue } from "./queue.ts"
@@ -88,16 +89,54 @@ export function resolveLedgerUrl(flag: string | undefined, env: NodeJS.ProcessEn
   return url
 }
 
-/** Opens the queue's ledger: SQLite in the root, or PostgreSQL when a URL is given. */
+/**
+ * Opens the queue's ledger: the one the root is bound to (see binding.ts), SQLite in the root
+ * or PostgreSQL at `url`. A URL where the root is bound to SQLite, none where it is bound to
+ * PostgreSQL, or one that names another PostgreSQL ledger is refused (exit 2) before anything
+ * is created. A writer records the binding the first time, so a root's first ledger is its own.
+ */
 export async function openLedger(queue: Queue, options: OpenLedgerOptions = {}): Promise<Ledger | PostgresLedger> {
-  if (options.url === undefined)
-    return Ledger.open(queue.ledger, {
+  const url = options.url
+  const bound = await checkRootLedger(queue, url)
+  if (url === undefined) {
+    const ledger = Ledger.open(queue.ledger, {
       ...(options.durable !== undefined && { durable: options.durable }),
       ...(options.busyTimeoutMs !== undefined && { busyTimeoutMs: options.busyTimeoutMs }),
       ...(options.readonly !== undefined && { readonly: options.readonly }),
       ...(options.isNewLedgerAllowed !== undefined && { isNewLedgerAllowed: options.isNewLedgerAllowed }),
     })
-  return PostgresLedger.open(options.url, rootId(queue), { migrate: !options.readonly })
+    if (!options.readonly && bound?.isRecorded !== true) recordBinding(queue, { backend: "sqlite" }, ledger)
+    return ledger
+  }
+  const ledger = await PostgresLedger.open(url, rootId(queue), { migrate: !options.readonly })
+  const b = bound?.binding
+  if (!options.readonly && (bound?.isRecorded !== true || (b?.backend === "postgres" && b.ledgerId === undefined)))
+    recordBinding(queue, { backend: "postgres", ledgerId: await ledger.ledgerId(), where: redact(url) }, ledger)
+  return ledger
+}
+
+/**
+ * Refuses (exit 2) a ledger other than the one the root of `queue` is bound to: `url`, or the
+ * SQLite ledger in the root when undefined. A PostgreSQL ledger's identity is read without
+ * creating or changing anything, so a wrong database is refused untouched. Returns the binding.
+ */
+export async function checkRootLedger(queue: Queue, url: string | undefined): Promise<RootBinding | undefined> {
+  const bound = readBinding(queue.root)
+  const b = bound?.binding
+  // The database is asked only when its identity decides: a SQLite root refuses any URL unasked.
+  const needsId = url !== undefined && b?.backend === "postgres" && b.ledgerId !== undefined
+  checkBinding(queue.root, bound, url, needsId ? await PostgresLedger.identify(url) : undefined)
+  return bound
+}
+
+/** Records a root's binding once its ledger is open; a failure closes that ledger and is the open's. */
+function recordBinding(queue: Queue, binding: Binding, ledger: Ledger | PostgresLedger): void {
+  try {
+    writeBinding(queue.root, binding)
+  } catch (error) {
+    void ledger.close()
+    throw error
+  }
 }
 
 /**

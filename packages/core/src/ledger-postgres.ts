@@ -2,6 +2,7 @@ import { SQL, type TransactionSQL } from "bun"
 import orderCheckSql from "../sql/order-check.sql" with { type: "text" }
 import init0001 from "../sql/postgres/0001-init.sql" with { type: "text" }
 import horizon0002 from "../sql/postgres/0002-horizon.sql" with { type: "text" }
+import ledgerId0003 from "../sql/postgres/0003-ledger-id.sql" with { type: "text" }
 import { SpoolError } from "./errors.ts"
 import {
   type AcceptedOutcome,
@@ -23,8 +24,11 @@ import { type LedgerCheck, verifyPostgres } from "./ledger-verify.ts"
 import type { Owner } from "./owner.ts"
 import { toStorableText } from "./storable-text.ts"
 
-/** Schema migrations, one per version, in step with the SQLite ones (same numbers, same tables). */
-const migrations: readonly string[] = [init0001, horizon0002]
+/**
+ * Schema migrations, one per version: 1 and 2 in step with the SQLite ones (same numbers, same
+ * tables); 3 gives the ledger its identity (SQLite's 3 drops indexes PostgreSQL never had).
+ */
+const migrations: readonly string[] = [init0001, horizon0002, ledgerId0003]
 
 /** A business effect on the PostgreSQL ledger: runs inside the commit transaction. */
 export type PostgresEffect = (outcome: AcceptedOutcome, tx: SQL) => void | Promise<void>
@@ -70,6 +74,27 @@ export class PostgresLedger {
       throw asLedgerError(error, url)
     }
     return ledger
+  }
+
+  /**
+   * The identity of the spool ledger at `url`, without creating or changing anything: its id,
+   * undefined for a database spool has never migrated to version 3 (a new database, or one
+   * written by an older spool).
+   */
+  static async identify(url: string): Promise<string | undefined> {
+    const sql = new SQL({ url, max: 1, connectionTimeout: 10 })
+    try {
+      return await ledgerIdOf(sql)
+    } catch (error) {
+      throw asLedgerError(error, url)
+    } finally {
+      await sql.close().catch(() => {})
+    }
+  }
+
+  /** This ledger's identity (see identify). */
+  ledgerId(): Promise<string | undefined> {
+    return ledgerIdOf(this.sql)
   }
 
   /** The schema version in the database (0 when spool has never run there). */
@@ -613,6 +638,14 @@ function pgCode(error: unknown): string | undefined {
   if (typeof error !== "object" || error === null) return undefined
   const e = error as { errno?: unknown; code?: unknown }
   return typeof e.errno === "string" ? e.errno : undefined
+}
+
+/** The id in spool_ledger, undefined where the table is not there yet. */
+async function ledgerIdOf(sql: SQL): Promise<string | undefined> {
+  const [row] = await sql`SELECT to_regclass('spool_ledger') IS NOT NULL AS present`
+  if (!row?.present) return undefined
+  const [id] = await sql`SELECT ledger_id FROM spool_ledger ORDER BY created_at LIMIT 1`
+  return (id?.ledger_id as string | undefined) ?? undefined
 }
 
 /** The URL without its password, for messages. */

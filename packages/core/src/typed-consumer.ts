@@ -1,6 +1,9 @@
 import type { Database } from "bun:sqlite"
+import { checkBinding, readBinding, writeBinding } from "./binding.ts"
 import { type ConsumeSummary, consume } from "./consumer.ts"
+import { SpoolError } from "./errors.ts"
 import { type Effect, Ledger } from "./ledger.ts"
+import { redact } from "./ledger-postgres.ts"
 import type { Log } from "./log.ts"
 import type { Message, MessageType } from "./message.ts"
 import { openQueue, type Queue, resolveRoot } from "./queue.ts"
@@ -62,10 +65,27 @@ export interface SpoolConsumer extends Disposable {
  */
 export function createConsumer<T extends Message>(config: ConsumerConfig<T> = {}): SpoolConsumer {
   const queue = openQueue(resolveRoot(config.root))
+  // The handler writes on the SQLite ledger's database. A root bound to PostgreSQL, or a process
+  // told to use one, is refused rather than deduplicated against a second, local ledger.
+  const bound = readBinding(queue.root)
+  const url = process.env.SPOOL_LEDGER_URL || undefined
+  if (url !== undefined && bound?.binding.backend !== "sqlite")
+    throw new SpoolError(
+      "unsafe-ledger",
+      `createConsumer runs its handler on the SQLite ledger in the root, but SPOOL_LEDGER_URL names a PostgreSQL ledger (${redact(url)}); unset it for a SQLite root, or consume this root with consume() and a PostgresEffect. Nothing was opened or created`,
+    )
+  checkBinding(queue.root, bound, undefined, undefined)
   const ledger = Ledger.open(queue.ledger, {
     durable: config.durable ?? true,
     ...(config.isNewLedgerAllowed !== undefined && { isNewLedgerAllowed: config.isNewLedgerAllowed }),
   })
+  if (bound?.isRecorded !== true)
+    try {
+      writeBinding(queue.root, { backend: "sqlite" })
+    } catch (error) {
+      ledger.close()
+      throw error
+    }
   if (config.setup) {
     const setup = config.setup
     ledger.transaction(() => setup(ledger.db))

@@ -2,6 +2,7 @@ import fs from "node:fs"
 import { join } from "node:path"
 import {
   type CommandSpec,
+  checkRootLedger,
   ExitCode,
   errnoOf,
   Ledger,
@@ -388,6 +389,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     const queue = openQueue(resolveRoot(values.root))
     // Every refusal that can be decided without the ledger is decided before opening it.
     checkReplayable(queue, file)
+    await checkRootLedger(queue, url)
     if (url !== undefined) {
       const r = await replayShared(queue, url, file)
       await writeErr(`replay: ${movedLine(r)}; run consume to process it\n`)
@@ -459,6 +461,7 @@ async function replayBulk(values: Values, positionals: readonly string[], url: s
     values["max-replays"] === undefined ? defaultMaxReplays : parseInteger(values["max-replays"], "--max-replays")
   const isDryRun = values["dry-run"] === true
   const queue = openQueue(resolveRoot(values.root))
+  await checkRootLedger(queue, url)
   // Opened at first need: a run that selects nothing or refuses everything creates no ledger. A
   // dry run reads it without creating or migrating it; no ledger yet means no reasons, no replays.
   // A PostgreSQL ledger is never migrated by replay (consume does that).

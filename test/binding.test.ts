@@ -1,0 +1,187 @@
+// A root knows its ledger: every command opens the ledger the root is bound to, or refuses with
+// exit 2 and creates nothing. Real commands as processes, real PostgreSQL databases.
+import { describe, expect, it } from "bun:test"
+import fs from "node:fs"
+import { join } from "node:path"
+import { SQL } from "bun"
+import { pgUnavailable, tempDatabase } from "../packages/core/src/_pg-testing.ts"
+import { list, repoRoot, run, spool, tempQueue } from "./support.ts"
+
+const pgSkip = await pgUnavailable()
+if (pgSkip) console.warn(pgSkip)
+const pg = pgSkip ? describe.skip : describe
+
+const binding = (root: string) => JSON.parse(fs.readFileSync(join(root, ".spool", "ledger"), "utf8"))
+
+/** The tables spool made in a database (none: nothing was created there). */
+async function spoolTables(url: string): Promise<string[]> {
+  const sql = new SQL({ url, max: 1 })
+  try {
+    const rows = await sql`SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename`
+    return rows.map((r: { tablename: string }) => r.tablename)
+  } finally {
+    await sql.close()
+  }
+}
+
+/** Every command that opens a root's ledger, as a user runs it. */
+const commands: [string, (root: string, env: Record<string, string>, extra?: string[]) => ReturnType<typeof run>][] = [
+  ["consume", (root, env, extra = []) => spool("consume", ["--root", root, ...extra], env)],
+  ["order-check", (root, env, extra = []) => spool("order-check", ["--root", root, ...extra], env)],
+  [
+    "stats",
+    (root, env, extra = []) => run(["bun", "packages/consumer/bin/stats.ts", "--root", root, ...extra], { env }),
+  ],
+  [
+    "compact",
+    (root, env, extra = []) =>
+      run(["bun", "packages/consumer/bin/compact.ts", "--root", root, "--older-than", "90d", ...extra], { env }),
+  ],
+  [
+    "verify",
+    (root, env, extra = []) => run(["bun", "packages/consumer/bin/verify.ts", "--root", root, ...extra], { env }),
+  ],
+  [
+    "replay",
+    (root, env, extra = []) =>
+      run(["bun", "scripts/replay.ts", "--root", root, "evt-broken-0001.json", ...extra], { env }),
+  ],
+  [
+    "replay --all",
+    (root, env, extra = []) => run(["bun", "scripts/replay.ts", "--root", root, "--all", ...extra], { env }),
+  ],
+]
+
+describe("a root bound to its SQLite ledger", () => {
+  it("is bound by its first consume, and refuses a PostgreSQL URL without touching that database", async () => {
+    await using q = await tempQueue({ seed: "fixtures" })
+    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+    expect(binding(q.root)).toEqual({ backend: "sqlite" })
+    const r = await spool("consume", ["--root", q.root, "--ledger", "postgres://nobody@127.0.0.1:1/none"])
+    expect(r.stderr).toContain(`is bound to its SQLite ledger ${join(q.root, "ledger.db")}`)
+    expect(r.stderr).toContain("unset SPOOL_LEDGER_URL")
+    expect(r.exitCode).toBe(2)
+    expect(fs.existsSync(join(q.root, ".spool-root-id"))).toBe(false)
+  })
+
+  it("keeps working for a root from before the binding was recorded (a ledger.db), and records it", async () => {
+    await using q = await tempQueue({ seed: "fixtures" })
+    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+    fs.rmSync(join(q.root, ".spool"), { recursive: true })
+    fs.copyFileSync(join(q.root, "done", "evt-03bdf456.json"), join(q.root, "inbox", "again.json"))
+    const r = await spool("consume", ["--root", q.root])
+    expect(r.stderr).toContain("duplicates=1")
+    expect(r.exitCode).toBe(0)
+    expect(binding(q.root)).toEqual({ backend: "sqlite" })
+  })
+
+  it("refuses a createConsumer told to use PostgreSQL, creating nothing", async () => {
+    await using q = await tempQueue({ seed: "fixtures" })
+    const app = join(repoRoot, "test/apps/balances.ts")
+    const r = await run(["bun", app, q.root], { env: { SPOOL_LEDGER_URL: "postgres://nobody@127.0.0.1:1/none" } })
+    expect(r.stderr).toContain("SPOOL_LEDGER_URL names a PostgreSQL ledger")
+    expect(r.exitCode).not.toBe(0)
+    expect(list(q.root)).not.toContain("ledger.db")
+    expect(list(join(q.root, "inbox"))).toHaveLength(20)
+  })
+})
+
+pg("a root bound to a PostgreSQL ledger", () => {
+  /** A root consumed into a fresh database, with a redelivery of a processed message waiting in inbox/. */
+  async function boundRoot() {
+    const db = await tempDatabase()
+    const q = await tempQueue({ seed: "fixtures" })
+    expect((await spool("consume", ["--root", q.root, "--ledger", db.url])).exitCode).toBe(0)
+    fs.copyFileSync(join(q.root, "done", "evt-03bdf456.json"), join(q.root, "inbox", "redelivered.json"))
+    return {
+      db,
+      q,
+      async [Symbol.asyncDispose]() {
+        await q[Symbol.asyncDispose]()
+        await db[Symbol.asyncDispose]()
+      },
+    }
+  }
+
+  it("records the ledger's identity, never a password", async () => {
+    await using t = await boundRoot()
+    const b = binding(t.q.root)
+    expect(b.backend).toBe("postgres")
+    expect(b.ledger_id).toMatch(/^[0-9a-f-]{36}$/)
+    expect(b.where).toBe(t.db.url)
+  })
+
+  for (const [name, command] of commands)
+    it(`${name} without its URL refuses with exit 2, naming the variable, and creates nothing`, async () => {
+      await using t = await boundRoot()
+      const r = await command(t.q.root, { SPOOL_LEDGER_URL: "" })
+      expect(r.stdout).toBe("")
+      expect(r.stderr).toContain("set SPOOL_LEDGER_URL or pass --ledger")
+      expect(r.exitCode).toBe(2)
+      expect(list(t.q.root)).not.toContain("ledger.db")
+      // The redelivery was not processed as new, nor anything moved.
+      expect(list(join(t.q.root, "inbox"))).toEqual(["redelivered.json"])
+      expect(list(join(t.q.root, "error"))).toEqual(["evt-broken-0001.json", "evt-noorder-0002.json"])
+      // With its URL the same root goes on as before: the redelivery is a duplicate.
+      const ok = await spool("consume", ["--root", t.q.root], { SPOOL_LEDGER_URL: t.db.url })
+      expect(ok.stderr).toContain("processed=0 duplicates=1")
+      expect(ok.exitCode).toBe(0)
+    })
+
+  it("refuses a URL that names another database, leaving that database untouched", async () => {
+    await using t = await boundRoot()
+    await using other = await tempDatabase()
+    for (const [name, command] of commands) {
+      const r = await command(t.q.root, { SPOOL_LEDGER_URL: other.url })
+      expect([name, r.stderr]).toEqual([name, expect.stringContaining("names a database with no spool ledger")])
+      expect([name, r.exitCode]).toEqual([name, 2])
+    }
+    expect(await spoolTables(other.url)).toEqual([])
+    // Another spool ledger is refused the same way, by its identity.
+    await using q2 = await tempQueue({ seed: "fixtures" })
+    expect((await spool("consume", ["--root", q2.root, "--ledger", other.url])).exitCode).toBe(0)
+    const r = await spool("consume", ["--root", t.q.root, "--ledger", other.url])
+    expect(r.stderr).toContain(`names another ledger (ledger id ${binding(q2.root).ledger_id})`)
+    expect(r.exitCode).toBe(2)
+    expect(list(join(t.q.root, "inbox"))).toEqual(["redelivered.json"])
+  })
+
+  it("keeps working for a root from before the binding was recorded (.spool-root-id, no ledger.db)", async () => {
+    await using t = await boundRoot()
+    fs.rmSync(join(t.q.root, ".spool"), { recursive: true })
+    const refused = await spool("consume", ["--root", t.q.root])
+    expect(refused.stderr).toContain("set SPOOL_LEDGER_URL or pass --ledger")
+    expect(refused.exitCode).toBe(2)
+    expect(list(t.q.root)).not.toContain("ledger.db")
+    const ok = await spool("consume", ["--root", t.q.root, "--ledger", t.db.url])
+    expect(ok.stderr).toContain("processed=0 duplicates=1")
+    expect(binding(t.q.root).ledger_id).toMatch(/^[0-9a-f-]{36}$/)
+  })
+
+  it("refuses createConsumer, whose handler runs on SQLite, instead of starting a second ledger", async () => {
+    await using t = await boundRoot()
+    const r = await run(["bun", join(repoRoot, "test/apps/balances.ts"), t.q.root], { env: { SPOOL_LEDGER_URL: "" } })
+    expect(r.stderr).toContain("set SPOOL_LEDGER_URL or pass --ledger")
+    expect(r.exitCode).not.toBe(0)
+    expect(list(t.q.root)).not.toContain("ledger.db")
+    expect(list(join(t.q.root, "inbox"))).toEqual(["redelivered.json"])
+  })
+
+  it("is bound from the start by setup --ledger, and moved only by setup --rebind", async () => {
+    await using a = await tempDatabase()
+    await using b = await tempDatabase()
+    await using q = await tempQueue()
+    expect((await spool("setup", ["--root", q.root, "--ledger", a.url])).exitCode).toBe(0)
+    expect(binding(q.root)).toMatchObject({ backend: "postgres", where: a.url })
+    // Bound before any consume: even its first run without the URL is refused.
+    expect((await spool("consume", ["--root", q.root], { SPOOL_LEDGER_URL: "" })).exitCode).toBe(2)
+    expect((await spool("consume", ["--root", q.root, "--ledger", a.url])).exitCode).toBe(0)
+    // setup --ledger with another URL does not move it; --rebind does, and says so.
+    expect((await spool("setup", ["--root", q.root, "--ledger", b.url])).exitCode).toBe(2)
+    const moved = await spool("setup", ["--root", q.root, "--ledger", b.url, "--rebind"])
+    expect(moved.stderr).toContain(`is now bound to ${b.url} (it was bound to ${a.url})`)
+    expect(moved.exitCode).toBe(0)
+    expect((await spool("consume", ["--root", q.root, "--ledger", b.url])).exitCode).toBe(0)
+    expect((await spool("consume", ["--root", q.root, "--ledger", a.url])).exitCode).toBe(2)
+  })
+})
