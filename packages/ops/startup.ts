@@ -1,5 +1,5 @@
 #!/usr/bin/env bun
-// Start-up time of the built lag.sh and replay.sh (issue 5 wants each under 100 ms: cron runs
+// Start-up time of the built lag.sh and replay.sh (each must answer in under 100 ms: cron runs
 // them every minute). Runs each command N times, interleaved with a bare `bun` start so that
 // machine load weighs on all alike, and prints the median and minimum wall time and the median
 // CPU time. Usage: bun startup.ts [N]   (build first: bun run build)

@@ -191,7 +191,7 @@ describe("lagViolations", () => {
 })
 
 describe("formats", () => {
-  it("keeps the default line exactly as issue 2 fixes it", () => {
+  it("keeps the default line exactly as README.md specifies it", () => {
     expect(formatLine(report())).toBe("inbox=3 processing=1 error=2\n")
   })
 

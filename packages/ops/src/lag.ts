@@ -133,7 +133,7 @@ export function lagViolations(report: LagReport, limits: LagLimits): string[] {
   return out
 }
 
-/** The default output, exactly as issue 2 fixes it. */
+/** The default output, exactly as README.md specifies it. */
 export function formatLine(r: LagReport): string {
   return `inbox=${r.inbox} processing=${r.processing} error=${r.error}\n`
 }
