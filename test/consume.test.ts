@@ -1,4 +1,4 @@
-// `bun run consume` on the sample and on hand-made queues: every number and every file of issue 2.
+// `bun run consume` on the sample and on hand-made queues: the numbers and files README.md documents.
 import { Database } from "bun:sqlite"
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"

@@ -88,7 +88,7 @@ describe("every command", () => {
 })
 
 describe("main() in one process", () => {
-  it("runs setup, consume, schema and order-check on the sample with the issue's numbers", async () => {
+  it("runs setup, consume, schema and order-check on the sample with the counts README.md gives", async () => {
     await using d = await tempDir()
     const root = join(d.path, "q")
 
