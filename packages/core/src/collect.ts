@@ -1,7 +1,7 @@
 // Forced full garbage collections, in proportion to the work done, for a process that wants a
 // small footprint. JavaScriptCore lets garbage grow with the machine's RAM before it collects
-// (tens of MB on a machine with 24 GB), so a consume run's peak RSS was set by garbage, not by
-// live data. Off until `collectGarbageEvery` is called: the consume command, which owns its
+// (tens of MB on a machine with 24 GB), so left alone a consume run's peak RSS is set by garbage,
+// not by live data. Off until `collectGarbageEvery` is called: the consume command, which owns its
 // process, turns it on; an application that embeds spool keeps its own collector's policy.
 
 let every = 0

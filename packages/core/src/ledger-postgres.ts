@@ -176,9 +176,9 @@ export class PostgresLedger {
     }))
     const gone = forget.map((c) => c.name)
     return this.transaction(async (tx) => {
-      // Found through the primary key, one probe per name. A join with the list let the planner
+      // Found through the primary key, one probe per name. A join with the list lets the planner
       // bitmap-scan the (owner_id, state) index instead, whose dead entries from every earlier
-      // forget (a bitmap scan never marks them dead) made each batch slower than the last:
+      // forget (a bitmap scan never marks them dead) make each batch slower than the last:
       // 150 ms a batch after 50k messages. A name's claim row is unique while it exists, so the
       // name, this owner and the committed state identify the very claim that was moved.
       if (forget.length > 0)
@@ -234,7 +234,7 @@ export class PostgresLedger {
       // (its row lock then keeps a takeover out until this transaction ends). An outcome whose
       // claim another consumer took over, after this one's lease ran out, records nothing.
       // The rows are found through the primary key (name = ANY), as in claim: left to join the
-      // list, the planner misjudged the owner filter and rescanned claims, dead rows and all,
+      // list, the planner misjudges the owner filter and rescans claims, dead rows and all,
       // for every file (4x slower); an owner_id = condition would bitmap-scan the
       // (owner_id, state) index full of dead entries instead.
       const marks = all.flatMap((o) =>
