@@ -315,6 +315,17 @@ const fmt = (x: number, digits = 1): string => x.toFixed(digits)
 // ---- main ---------------------------------------------------------------------------------
 
 buildFloor()
+/** The checked-out commit, with "-dirty" for uncommitted changes; "unknown" outside a git checkout. */
+function commitMeasured(): string {
+  try {
+    const head = sh("git", ["-C", repo, "rev-parse", "--short", "HEAD"]).trim()
+    const isDirty = sh("git", ["-C", repo, "status", "--porcelain", "--untracked-files=no"]).trim() !== ""
+    return `${head}${isDirty ? "-dirty" : ""}`
+  } catch {
+    return "unknown"
+  }
+}
+
 const base = fs.mkdtempSync(join(os.tmpdir(), "spool-bench-"))
 const master = join(base, "master-inbox")
 fs.mkdirSync(master)
@@ -325,6 +336,8 @@ const machine = {
   memoryMb: Math.round(os.totalmem() / 2 ** 20),
   filesystem: `${fsLine[1]} on ${fsLine[0]} (${fsLine[6]})`,
   kernel: os.release(),
+  /** The code measured: the commit, marked dirty when the work tree had uncommitted changes. */
+  commit: commitMeasured(),
   /** 1-minute load average when the bench started: other work on the machine skews every figure. */
   loadAtStart: os.loadavg()[0] ?? 0,
   bun: Bun.version,
@@ -485,7 +498,7 @@ fs.writeFileSync(
 const cell = (x: number, d = 1) => (Number.isNaN(x) ? "-" : x.toFixed(d))
 const times = (x: number, d: number) => (Number.isNaN(x) ? "n/a" : `${x.toFixed(d)}x`)
 const lines = [
-  `${N} messages (${expected.distinct} distinct, ${expected.duplicates} duplicates, ${expected.bad} bad), medians of ${runs} runs, ${machine.nproc} cores, ${machine.filesystem}`,
+  `${N} messages (${expected.distinct} distinct, ${expected.duplicates} duplicates, ${expected.bad} bad), medians of ${runs} runs, ${machine.nproc} cores (${machine.cpu}), ${machine.filesystem}, commit ${machine.commit}`,
   "",
   "| contender | messages/s | seconds | batch p50 ms | batch p99 ms | peak RSS MB |",
   "|---|---:|---:|---:|---:|---:|",
