@@ -49,6 +49,11 @@ export interface LedgerPort {
   listClaims(): Awaitable<ClaimRow[]>
   adoptClaims(rows: readonly ClaimRow[], ownerId: string): Awaitable<ClaimRow[]>
   startAttempt(claim: Claim, ownerId: string): Awaitable<Claim>
+  /**
+   * Takes back the attempt `startAttempt` counted on a claim still held and uncommitted: the
+   * run failed cleanly (the ledger failed it), the file did not crash it. Returns whether it did.
+   */
+  uncountAttempt(claim: Claim, ownerId: string): Awaitable<boolean>
   lazily<T>(fn: () => T): T
   flush(ownerId: string, now: string): Awaitable<void>
   claimOrphan(name: string, ownerId: string, now: string): Awaitable<Claim | undefined>

@@ -456,6 +456,14 @@ export class PostgresLedger {
     return { ...claim, attempts: claim.attempts + 1 }
   }
 
+  async uncountAttempt(claim: Claim, ownerId: string): Promise<boolean> {
+    const r = await this.sql`
+      UPDATE claims SET attempts = attempts - 1
+      WHERE root_id = ${this.rootId} AND name = ${claim.name} AND claim_id = ${claim.claimId}
+        AND owner_id = ${ownerId} AND state = 'claimed' AND attempts > 1`
+    return r.count === 1
+  }
+
   /** PostgreSQL commits are durable one by one (synchronous_commit): nothing is deferred. */
   lazily<T>(fn: () => T): T {
     return fn()

@@ -455,6 +455,11 @@ export class Ledger {
     return { ...claim, attempts: claim.attempts + 1 }
   }
 
+  /** Takes back a counted attempt on a claim still held and uncommitted (see LedgerPort). */
+  uncountAttempt(claim: Claim, ownerId: string): boolean {
+    return this.transaction(() => this.#s.uncountAttempt.run(claim.name, claim.claimId, ownerId).changes === 1)
+  }
+
   /**
    * Runs `fn` with synchronous=NORMAL: its commits survive a crash of this process but not a
    * power cut until the next `flush`. In WAL mode NORMAL loses at most a suffix of commits,
@@ -598,6 +603,9 @@ function prepare(db: Database) {
        RETURNING attempts, state, dest, dest_name, payload_hash`,
     ),
     dropClaim: q("DELETE FROM claims WHERE name = ? AND claim_id = ?"),
+    uncountAttempt: q(
+      "UPDATE claims SET attempts = attempts - 1 WHERE name = ? AND claim_id = ? AND owner_id = ? AND state = 'claimed' AND attempts > 1",
+    ),
     renameFailure: q("UPDATE failures SET file = ? WHERE claim_id = ?"),
     holdsClaim: q("SELECT 1 FROM claims WHERE name = ? AND claim_id = ? AND owner_id = ?"),
     duplicateIds: q("SELECT DISTINCT msg_id FROM duplicates ORDER BY msg_id"),
