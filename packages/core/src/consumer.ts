@@ -2,6 +2,8 @@ import fs from "node:fs"
 import { join } from "node:path"
 import { crashIfPoison, fault } from "./_fault.ts"
 import { workDone } from "./collect.ts"
+import { type ConsumeOptions, defaults } from "./consume/options.ts"
+import { type ConsumeSummary, countClaimed, countVerdict, emptySummary } from "./consume/summary.ts"
 import { SpoolError } from "./errors.ts"
 import {
   type FileRead,
@@ -13,104 +15,19 @@ import {
   renameNoReplaceAt,
 } from "./files.ts"
 import { type ClaimInReply, hashAt, InStatus, IoError, IoThread, type MoveOut, type MoveOutReply } from "./io-thread.ts"
-import type { Claim, ClaimRow, Effect, Outcome, Verdict } from "./ledger.ts"
+import type { Claim, ClaimRow, Outcome, Verdict } from "./ledger.ts"
 import type { LedgerPort } from "./ledger-port.ts"
-import type { PostgresEffect } from "./ledger-postgres.ts"
 import { type Log, silentLog } from "./log.ts"
 import type { Message, MessageType, RejectReason } from "./message.ts"
 import { alternateName, escapeUndecodable, fitsNameMax, quoteName } from "./names.ts"
 import { currentOwner, type Owner, ownerLiveness } from "./owner.ts"
 import { isMessageName, judgeEntry, moveFinished, type Queue, scanDir } from "./queue.ts"
 
-/** Settings of a consume run; every one has a default a demanding operator can live with. */
-export interface ConsumeOptions<T extends Message = Message> {
-  readonly queue: Queue
-  readonly ledger: LedgerPort
-  /** The message type; defaults to spool's Message. Must require at least Message's fields. */
-  readonly type?: MessageType<T>
-  /** A business effect committed in the same transaction as the processed row (for the ledger's backend). */
-  readonly effect?: Effect | PostgresEffect
-  /** Messages per ledger transaction. */
-  readonly batchSize?: number
-  /** Claims a file may take before it is declared poison (it crashed the consumer each time). */
-  readonly maxAttempts?: number
-  /** Files larger than this are sent to error/ as too-large without being read. */
-  readonly maxBytes?: number
-  /** Leave files younger than this (by mtime) for later: their producer may still be writing. */
-  readonly minAgeMs?: number
-  /** fsync directories after renames (the Maildir rule). Off only with --no-fsync. */
-  readonly durable?: boolean
-  /**
-   * Do the file work (renames, reads) of one batch on a second thread while the ledger work
-   * of the batch before it runs on this one. Default true; it starts only once a pass claims
-   * a full batch, so a trickle never pays for the thread.
-   */
-  readonly pipeline?: boolean
-  /** Bytes of one batch's files the I/O thread reads ahead; files past it are read on this thread. */
-  readonly readAheadBytes?: number
-  /** How long another host's consumer may be silent before its claims count as abandoned. */
-  readonly leaseMs?: number
-  /** Stop claiming when aborted; the batches in hand are finished. */
-  readonly signal?: AbortSignal
-  readonly log?: Log
-  /** Called after every committed batch, for progress displays. */
-  readonly onBatch?: (summary: Readonly<ConsumeSummary>) => void
-}
-
-/** What a run did. */
-export interface ConsumeSummary {
-  claimed: number
-  processed: number
-  duplicates: number
-  conflicts: number
-  rejected: number
-  rejectedBy: Partial<Record<RejectReason, number>>
-  recovered: number
-  /**
-   * Claims this consumer no longer held when it committed: another consumer took them over
-   * after this one's heartbeat looked stale (or the file was removed from processing/ by
-   * hand). Nothing was recorded for them and their files were left to their new owner.
-   */
-  lost: number
-  batches: number
-  /**
-   * Files left for being younger than minAgeMs: by the last pass over inbox/, and by recovery
-   * among the orphans in processing/.
-   */
-  deferred: number
-}
-
 /**
  * Imports the message validator, which consume otherwise does when it first judges a message;
  * a long-running consumer (watch mode) calls it at start, not on the first file that arrives.
  */
 export const loadValidator = () => import("./message.ts")
-
-/** A summary of a run that did nothing yet (to add drains to, as watch mode does). */
-export function emptySummary(): ConsumeSummary {
-  return {
-    claimed: 0,
-    processed: 0,
-    duplicates: 0,
-    conflicts: 0,
-    rejected: 0,
-    rejectedBy: {},
-    recovered: 0,
-    lost: 0,
-    batches: 0,
-    deferred: 0,
-  }
-}
-
-export const defaults = {
-  batchSize: 1000,
-  maxAttempts: 3,
-  maxBytes: 1024 * 1024,
-  minAgeMs: 0,
-  leaseMs: 120_000,
-  /** Bounds the memory a batch read ahead can hold, whatever the size of its files. */
-  readAheadBytes: 16 * 1024 * 1024,
-} as const
 
 interface Item extends Claim {
   outcome?: Outcome
@@ -451,13 +368,13 @@ class Engine<T extends Message> {
     if (held.length === 0) return
     this.#passClaimed = true
     fault("after-claim")
-    this.#noteClaimed(held)
+    countClaimed(this.summary, this.#log, held)
     await this.#commit(held)
     const leaving: Item[] = []
     const moves: MoveOut[] = []
     for (const item of held) {
       const o = item.outcome as Outcome
-      this.#count(o, item.verdict as Verdict)
+      countVerdict(this.summary, this.#log, o, item.verdict as Verdict)
       const dest = destOf(o, item.verdict)
       if (dest === undefined) {
         this.#inHand.delete(item)
@@ -559,7 +476,7 @@ class Engine<T extends Message> {
     if (held.length === 0) return false
     this.#sync("inbox", "processing")
     fault("after-claim")
-    this.#noteClaimed(held)
+    countClaimed(this.summary, this.#log, held)
     await this.#finish(held)
     // Let signal handlers run between batches: SIGTERM is honoured at a batch boundary.
     await new Promise((r) => setImmediate(r))
@@ -572,11 +489,6 @@ class Engine<T extends Message> {
       problem:
         "processing/ already holds a file of this name with no claim; it is left in inbox/ until recovery takes the other one",
     })
-  }
-
-  #noteClaimed(items: readonly Item[]): void {
-    this.summary.claimed += items.length
-    for (const item of items) this.#log.debug("claimed", { file: item.name, claim_id: item.claimId })
   }
 
   /** Decides, commits and moves a batch of items that are in processing/. */
@@ -606,7 +518,7 @@ class Engine<T extends Message> {
     for (const item of all) {
       const o = item.outcome as Outcome
       const verdict = item.verdict as Verdict
-      this.#count(o, verdict)
+      countVerdict(this.summary, this.#log, o, verdict)
       const dest = destOf(o, verdict)
       if (dest === undefined) {
         this.#inHand.delete(item)
@@ -632,48 +544,6 @@ class Engine<T extends Message> {
     this.summary.batches++
     workDone(items.length)
     this.#o.onBatch?.(this.summary)
-  }
-
-  #count(o: Outcome, v: Verdict): void {
-    switch (v) {
-      case "lost":
-        this.summary.lost++
-        this.#log.warn("lost-claim", {
-          file: o.name,
-          problem:
-            "another consumer took this claim over (this one's heartbeat looked stale); left to it, nothing recorded",
-        })
-        return
-      case "vanished":
-        this.summary.lost++
-        this.#log.warn("vanished", {
-          file: o.name,
-          problem: "removed from processing/ before it was read; nothing recorded",
-        })
-        return
-      case "processed":
-        this.summary.processed++
-        return
-      case "conflict":
-        this.summary.conflicts++
-        this.summary.duplicates++
-        this.#log.warn("conflict", { file: o.name, msg_id: o.kind === "accepted" ? o.msgId : undefined })
-        return
-      case "duplicate":
-        this.summary.duplicates++
-        this.#log.info("duplicate", { file: o.name, msg_id: o.kind === "accepted" ? o.msgId : undefined })
-        return
-      case "rejected":
-      case "handler-rejected":
-      case "beyond-horizon": {
-        const reason: RejectReason =
-          o.kind === "rejected" ? (o.reason as RejectReason) : v === "beyond-horizon" ? v : "handler"
-        this.summary.rejected++
-        this.summary.rejectedBy[reason] = (this.summary.rejectedBy[reason] ?? 0) + 1
-        if (o.kind === "rejected") this.#log.info("rejected", { file: o.name, reason, detail: o.detail })
-        else this.#log.warn("rejected", { file: o.name, reason, msg_id: o.kind === "accepted" ? o.msgId : undefined })
-      }
-    }
   }
 
   /**
@@ -859,7 +729,7 @@ class Engine<T extends Message> {
     for (let i = 0; i < orphans.length; i += this.#batchSize) {
       const batch = orphans.slice(i, i + this.#batchSize)
       for (const item of batch) this.#inHand.add(item)
-      this.#noteClaimed(batch)
+      countClaimed(this.summary, this.#log, batch)
       await this.#finish(batch)
     }
 
@@ -885,7 +755,7 @@ class Engine<T extends Message> {
     const me = this.#owner.ownerId
     const poisonAt = Math.max(this.#maxAttempts, 2)
     for (const item of items) this.#inHand.add(item)
-    this.#noteClaimed(items)
+    countClaimed(this.summary, this.#log, items)
     // An attempt counts a death with the file in hand: judged or committed. Importing the
     // validator (tens of ms, more under load) and reading the file cannot be the file's fault,
     // so both come before the count; a kill during either costs the file nothing.
