@@ -1,46 +1,21 @@
 import fs from "node:fs"
 import { join } from "node:path"
-import { crashIfPoison, fault } from "./_fault.ts"
+import { fault } from "./_fault.ts"
 import { workDone } from "./collect.ts"
+import type { Item } from "./consume/context.ts"
+import { Decider } from "./consume/decide.ts"
 import { type ConsumeOptions, defaults } from "./consume/options.ts"
 import { type ConsumeSummary, countClaimed, countVerdict, emptySummary } from "./consume/summary.ts"
 import { SpoolError } from "./errors.ts"
-import {
-  type FileRead,
-  fsyncDir,
-  type OpenDir,
-  openDir,
-  readMessageFile,
-  renameNoReplace,
-  renameNoReplaceAt,
-} from "./files.ts"
+import { fsyncDir, type OpenDir, openDir, renameNoReplace, renameNoReplaceAt } from "./files.ts"
 import { type ClaimInReply, hashAt, InStatus, IoError, IoThread, type MoveOut, type MoveOutReply } from "./io-thread.ts"
 import type { Claim, ClaimRow, Outcome, Verdict } from "./ledger.ts"
 import type { LedgerPort } from "./ledger-port.ts"
 import { type Log, silentLog } from "./log.ts"
-import type { Message, MessageType, RejectReason } from "./message.ts"
+import type { Message } from "./message.ts"
 import { alternateName, escapeUndecodable, fitsNameMax, quoteName } from "./names.ts"
 import { currentOwner, type Owner, ownerLiveness } from "./owner.ts"
 import { isMessageName, judgeEntry, moveFinished, type Queue, scanDir } from "./queue.ts"
-
-/**
- * Imports the message validator, which consume otherwise does when it first judges a message;
- * a long-running consumer (watch mode) calls it at start, not on the first file that arrives.
- */
-export const loadValidator = () => import("./message.ts")
-
-interface Item extends Claim {
-  outcome?: Outcome
-  committed?: boolean
-  verdict?: Verdict
-  /** readdir said it is a regular file; anything else is lstat-ed before it could be opened. */
-  isRegular?: boolean
-  /** true once the file is known to be in processing/; false when it is known not to be. */
-  inProcessing?: boolean | undefined
-  /** The file as the I/O thread read it, if it did, and the sha256 of its bytes. */
-  read?: FileRead | undefined
-  hash?: string | undefined
-}
 
 /** A batch claimed and handed to the I/O thread, not yet judged. */
 interface Claimed {
@@ -85,15 +60,12 @@ class Engine<T extends Message> {
   readonly #ledger: LedgerPort
   readonly #log: Log
   readonly #owner: Owner = currentOwner()
-  /** The validator and its module, imported when the first message is judged (see #validator). */
-  #type: MessageType<T> | undefined
-  #message: typeof import("./message.ts") | undefined
   readonly #batchSize: number
   readonly #maxAttempts: number
   readonly #maxBytes: number
   readonly #minAgeMs: number
   readonly #durable: boolean
-  readonly #buffer: Buffer
+  readonly #decider: Decider
   /** Items this run has claimed and not yet moved out of processing/. */
   readonly #inHand = new Set<Item>()
   /** Committed claims whose files have durably left processing/: forgotten at the next claim. */
@@ -123,13 +95,11 @@ class Engine<T extends Message> {
     this.#q = o.queue
     this.#ledger = o.ledger
     this.#log = o.log ?? silentLog
-    this.#type = o.type
     this.#batchSize = Math.max(1, o.batchSize ?? defaults.batchSize)
     this.#maxAttempts = Math.max(1, o.maxAttempts ?? defaults.maxAttempts)
     this.#maxBytes = o.maxBytes ?? defaults.maxBytes
     this.#minAgeMs = o.minAgeMs ?? defaults.minAgeMs
     this.#durable = o.durable ?? true
-    this.#buffer = Buffer.allocUnsafe(Math.min(this.#maxBytes, 64 * 1024 * 1024) + 1)
     this.#dirFds = {
       inbox: openDir(this.#q.inbox),
       processing: openDir(this.#q.processing),
@@ -138,6 +108,7 @@ class Engine<T extends Message> {
     }
     const at = (d: QueueDirName): OpenDir => ({ path: this.#q[d], fd: this.#dirFds[d] })
     this.#openDirs = { inbox: at("inbox"), processing: at("processing"), done: at("done"), error: at("error") }
+    this.#decider = new Decider(o.type, this.#openDirs.processing, this.#q.error, this.#maxBytes)
   }
 
   get #isStopping(): boolean {
@@ -499,8 +470,8 @@ class Engine<T extends Message> {
 
   /** Decides each item and commits the batch's outcomes in one transaction. */
   async #commit(items: readonly Item[]): Promise<void> {
-    await this.#validator()
-    for (const item of items) item.outcome = this.#decide(item)
+    await this.#decider.load()
+    for (const item of items) item.outcome = this.#decider.decide(item)
     const outcomes = items.map((i) => i.outcome as Outcome)
     const verdicts = await this.#ledger.commit(this.#owner.ownerId, outcomes, now(), this.#o.effect)
     for (const [i, item] of items.entries()) {
@@ -544,81 +515,6 @@ class Engine<T extends Message> {
     this.summary.batches++
     workDone(items.length)
     this.#o.onBatch?.(this.summary)
-  }
-
-  /**
-   * Imports the validation module when the first message is judged, not with this module:
-   * @ark/schema builds its intrinsic nodes at import (about 0.1 s), which a run that finds
-   * nothing to do, the common case for a consumer started by cron, need not pay. arktype
-   * itself is never imported unless the application passes its own type.
-   */
-  async #validator(): Promise<void> {
-    if (this.#message !== undefined) return
-    this.#message = await loadValidator()
-    this.#type ??= this.#message.validateMessage as unknown as MessageType<T>
-  }
-
-  /** Reads (unless the I/O thread did) and judges one claimed file. */
-  #decide(item: Item): Outcome {
-    return this.#judge(item, this.#read(item))
-  }
-
-  /** The claimed file's bytes: as the I/O thread read them, or read now. */
-  #read(item: Item): FileRead {
-    const read =
-      item.read ??
-      readMessageFile(this.#openDirs.processing, item.name, item.isRegular === true, this.#maxBytes, this.#buffer)
-    item.read = undefined
-    return read
-  }
-
-  /** Judges one claimed file by what was read of it: accepted, rejected with a reason, or vanished. */
-  #judge(item: Item, read: FileRead): Outcome {
-    if (!read.ok)
-      return read.reason === "vanished"
-        ? { kind: "vanished", name: item.name, claimId: item.claimId }
-        : this.#reject(item, read.reason, read.detail, null)
-    const bytes = read.bytes
-    crashIfPoison(item.name)
-    const hash = item.hash ?? Bun.CryptoHasher.hash("sha256", bytes, "hex")
-    item.hash = undefined
-    const validation = this.#message as typeof import("./message.ts")
-    const decoded = validation.decodeMessage(bytes, this.#type as MessageType<T>)
-    if (!decoded.ok) return this.#reject(item, decoded.reason, decoded.detail, hash)
-    const m = decoded.message
-    return {
-      kind: "accepted",
-      name: item.name,
-      claimId: item.claimId,
-      msgId: m.msg_id,
-      orderNo: m.order_no,
-      seq: m.seq,
-      amount: decoded.amountText ?? String(m.amount),
-      hash,
-      contentHash: Bun.CryptoHasher.hash("sha256", validation.canonicalJson(decoded.value), "hex"),
-      message: m,
-    }
-  }
-
-  #reject(item: Item, reason: RejectReason, detail: string, hash: string | null): Outcome {
-    return {
-      kind: "rejected",
-      name: item.name,
-      claimId: item.claimId,
-      destName: this.#freeName(this.#q.error, item.name),
-      reason,
-      detail,
-      hash,
-    }
-  }
-
-  /** The first of name, name~1, name~2, ... that does not exist in dir. */
-  #freeName(dir: string, name: string): string {
-    for (let k = 0; ; k++) {
-      const candidate = k === 0 ? name : alternateName(name, k)
-      // No exception for the usual answer: building one costs ~100 us here, once per rejection.
-      if (fs.lstatSync(join(dir, candidate), { throwIfNoEntry: false }) === undefined) return candidate
-    }
   }
 
   /** Moves a committed file out of processing/, never replacing anything; false if it is not there. */
@@ -759,14 +655,19 @@ class Engine<T extends Message> {
     // An attempt counts a death with the file in hand: judged or committed. Importing the
     // validator (tens of ms, more under load) and reading the file cannot be the file's fault,
     // so both come before the count; a kill during either costs the file nothing.
-    await this.#validator()
+    await this.#decider.load()
     for (const item of items) {
       if (item.attempts >= poisonAt)
-        item.outcome = this.#reject(item, "poison", `crashed the consumer on each of ${item.attempts} attempts`, null)
+        item.outcome = this.#decider.reject(
+          item,
+          "poison",
+          `crashed the consumer on each of ${item.attempts} attempts`,
+          null,
+        )
       else {
-        const read = this.#read(item)
+        const read = this.#decider.read(item)
         await this.#ledger.startAttempt(item, me)
-        item.outcome = this.#judge(item, read)
+        item.outcome = this.#decider.judge(item, read)
       }
       const outcome = item.outcome
       item.verdict = (
