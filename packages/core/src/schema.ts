@@ -1,6 +1,6 @@
 import fs from "node:fs"
 import { join } from "node:path"
-import { defaults } from "./consumer.ts"
+import { defaults } from "./consume/options.ts"
 import { decodeMessage, requiredFields, validateMessage } from "./message.ts"
 import { isMessageName, type Queue, scanDir } from "./queue.ts"
 import { csvRow } from "./reports.ts"

@@ -1,6 +1,7 @@
 import type { Database } from "bun:sqlite"
 import { checkBinding, readBinding, writeBinding } from "./binding.ts"
-import { type ConsumeSummary, consume } from "./consumer.ts"
+import { consume } from "./consume/engine.ts"
+import type { ConsumeSummary } from "./consume/summary.ts"
 import { SpoolError } from "./errors.ts"
 import { type Effect, Ledger } from "./ledger.ts"
 import { redact } from "./ledger-postgres.ts"

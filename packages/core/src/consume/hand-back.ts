@@ -1,0 +1,73 @@
+import { join } from "node:path"
+import { SpoolError } from "../errors.ts"
+import { renameNoReplace } from "../files.ts"
+import { type Context, type Item, now } from "./context.ts"
+import { destOf, moveOut } from "./move.ts"
+import type { Pipeline } from "./pipeline.ts"
+
+/**
+ * After a fatal error (disk full, ledger gone read-only) leave as little as possible in
+ * processing/: committed files go on to done/ or error/, the rest back to inbox/. What cannot
+ * be done here waits in processing/ with its claim, and recovery finishes it on the next
+ * start. Returns how many of this run's files wait so.
+ */
+export async function handBack(c: Context, pipeline: Pipeline | undefined): Promise<number> {
+  await pipeline?.halt()
+  let isFlushed = false
+  try {
+    // retryAlone's commits are not yet durable: no committed file moves before they are.
+    await c.ledger.flush(c.owner.ownerId, now())
+    isFlushed = true
+  } catch {}
+  let left = 0
+  for (const item of c.inHand)
+    try {
+      if (!(await handBackOne(c, item, isFlushed))) left++
+    } catch {
+      left++
+    }
+  c.inHand.clear()
+  try {
+    c.sync("inbox", "processing", "done", "error")
+  } catch {}
+  return left
+}
+
+/** Hands one file back; false if it stays in processing/ for recovery. */
+async function handBackOne(c: Context, item: Item, isFlushed: boolean): Promise<boolean> {
+  const o = item.committed ? item.outcome : undefined
+  if (o !== undefined) {
+    const dest = destOf(o, item.verdict)
+    // No destination: a claim lost or a file vanished, not this consumer's to move.
+    if (dest === undefined) return true
+    return isFlushed && (await moveOut(c, o.name, dest, o.kind === "rejected" ? o.destName : o.name, o.claimId))
+  }
+  if (item.inProcessing !== true) return item.inProcessing === false
+  // A commit that failed over the network may still have committed: only recovery, which
+  // reads the claim's state, can tell.
+  if (c.ledger.backend === "postgres") return false
+  // The claim first, and only while it is still this consumer's: a claim taken over while
+  // this one was stalled is its adopter's file now. A release the failing ledger refuses
+  // (locked, disk full) still sends the file back: its claim row then names a file in inbox/,
+  // which recovery simply forgets, and the file is claimed afresh, its attempts at 1 (kept
+  // in processing/, every restart that fails the same way would count one against it).
+  let released: number | undefined
+  try {
+    released = await c.ledger.release(c.owner.ownerId, [item])
+  } catch {}
+  if (released === 0) return true
+  return renameNoReplace(join(c.queue.processing, item.name), join(c.queue.inbox, item.name)) === "moved"
+}
+
+/**
+ * A failure that ends the run, with how many of its files wait in processing/ for the next
+ * start's recovery, and what that recovery will do with them.
+ */
+export function withLeftovers(error: unknown, left: number, processing: string): unknown {
+  if (left === 0 || !(error instanceof SpoolError)) return error
+  return new SpoolError(
+    error.code,
+    `${error.message}\nnothing is lost: ${left} file${left === 1 ? "" : "s"} of this run wait in ${processing}/ with their claims; once the cause is fixed, the next consume on this root finishes them first (a consumer on another host once this one's lease has run out): a committed one is moved to the destination its commit recorded, never processed again, and the others are processed again`,
+    { cause: error },
+  )
+}

@@ -1,0 +1,146 @@
+import { join } from "node:path"
+import { fault } from "../_fault.ts"
+import { workDone } from "../collect.ts"
+import { SpoolError } from "../errors.ts"
+import type { IoThread, MoveOut, MoveOutReply } from "../io-thread.ts"
+import type { Outcome, Verdict } from "../ledger.ts"
+import { quoteName } from "../names.ts"
+import { moveFinished } from "../queue.ts"
+import type { Context, Item } from "./context.ts"
+import { countVerdict } from "./summary.ts"
+
+/** A committed batch whose move out of processing/ the I/O thread is doing. */
+export interface Moving {
+  readonly items: Item[]
+  readonly done: Promise<void>
+  reply?: MoveOutReply
+  error?: unknown
+}
+
+/**
+ * Where a committed file goes: error/ for a rejected file and for a verdict that refused it;
+ * nowhere for a claim this consumer lost or a file that vanished (not its file to move).
+ */
+export function destOf(o: Outcome, verdict: Verdict | undefined): "done" | "error" | undefined {
+  if (verdict === "lost" || verdict === "vanished") return undefined
+  return o.kind === "rejected" || verdict === "handler-rejected" || verdict === "beyond-horizon" ? "error" : "done"
+}
+
+/** Moves committed items out of processing/ (the acknowledgement) and makes the moves durable. */
+export async function moveHere(c: Context, all: readonly Item[]): Promise<void> {
+  let toDone = false
+  let toError = false
+  const items: Item[] = []
+  for (const item of all) {
+    const o = item.outcome as Outcome
+    const verdict = item.verdict as Verdict
+    countVerdict(c.summary, c.log, o, verdict)
+    const dest = destOf(o, verdict)
+    if (dest === undefined) {
+      c.inHand.delete(item)
+      continue
+    }
+    items.push(item)
+    if (!(await moveOut(c, o.name, dest, o.kind === "rejected" ? o.destName : o.name, o.claimId)))
+      await notThereToMove(c, o.name, o.claimId, dest)
+    else if (dest === "done") toDone = true
+    else toError = true
+  }
+  // A directory no file entered has nothing to make durable: its fsync would be a no-op.
+  if (toDone && toError) c.sync("processing", "done", "error")
+  else if (toDone || toError) c.sync("processing", toError ? "error" : "done")
+  movedOut(c, items)
+}
+
+/** Hands the moves of a committed batch out of processing/ to the I/O thread, which fsyncs them. */
+export function moveThroughIo(c: Context, io: IoThread, held: readonly Item[]): Moving {
+  const leaving: Item[] = []
+  const moves: MoveOut[] = []
+  for (const item of held) {
+    const o = item.outcome as Outcome
+    countVerdict(c.summary, c.log, o, item.verdict as Verdict)
+    const dest = destOf(o, item.verdict)
+    if (dest === undefined) {
+      c.inHand.delete(item)
+      continue
+    }
+    leaving.push(item)
+    moves.push([o.name, dest, o.kind === "rejected" ? o.destName : o.name])
+  }
+  const moving: Moving = {
+    items: leaving,
+    done: io.moveOut(moves).then(
+      (reply) => {
+        moving.reply = reply
+      },
+      (error: unknown) => {
+        moving.error = error
+      },
+    ),
+  }
+  return moving
+}
+
+/**
+ * Completes the batches whose moves out have finished, oldest first (all of them, waiting,
+ * when `wait`): records a renamed failure, and queues the claims to be forgotten.
+ */
+export async function settleMoves(c: Context, moving: Moving[], wait: boolean): Promise<void> {
+  for (let m = moving[0]; m !== undefined; m = moving[0]) {
+    if (m.reply === undefined && m.error === undefined) {
+      if (!wait) return
+      await m.done
+    }
+    moving.shift()
+    if (m.error !== undefined) throw m.error
+    for (const [i, to] of m.reply?.renamed ?? []) await c.ledger.renameFailure((m.items[i] as Item).claimId, to)
+    for (const i of m.reply?.missing ?? []) {
+      const item = m.items[i] as Item
+      await notThereToMove(c, item.name, item.claimId, destOf(item.outcome as Outcome, item.verdict) ?? "done")
+    }
+    movedOut(c, m.items)
+  }
+}
+
+/** A batch has durably left processing/: its claims go at the next claim, and it counts. */
+function movedOut(c: Context, items: readonly Item[]): void {
+  c.moved.push(...items)
+  for (const item of items) c.inHand.delete(item)
+  fault("after-move")
+  c.summary.batches++
+  workDone(items.length)
+  c.options.onBatch?.(c.summary)
+}
+
+/** Moves a committed file out of processing/, never replacing anything; false if it is not there. */
+export async function moveOut(
+  c: Context,
+  name: string,
+  dest: "done" | "error",
+  preferred: string,
+  claimId: string,
+): Promise<boolean> {
+  const to = moveFinished(c.dirs.processing, name, c.dirs[dest], preferred)
+  if (to === undefined) return false
+  if (dest === "error" && to !== preferred) await c.ledger.renameFailure(claimId, to)
+  return true
+}
+
+/**
+ * A file this consumer committed was gone from processing/ when it came to move it. If its
+ * claim was taken over meanwhile (this consumer stalled for longer than the lease, and
+ * another one judged it dead), the other consumer has moved the file in its recovery: the
+ * outcome stands, and nothing is wrong with the queue. If the claim is still this
+ * consumer's, something outside spool removed the file, and the run fails.
+ */
+async function notThereToMove(c: Context, name: string, claimId: string, dest: "done" | "error"): Promise<void> {
+  if (await c.ledger.holdsClaim(name, claimId, c.owner.ownerId))
+    throw new SpoolError(
+      "io",
+      `${quoteName(join(c.queue.processing, name))} vanished before it could be moved to ${c.queue[dest]}/ (its claim is still this consumer's: something outside spool removed it)`,
+    )
+  c.log.warn("moved-by-other", {
+    file: name,
+    problem: `committed here, but the claim was taken over while this consumer was stalled; the consumer that took it over moved the file to ${dest}/`,
+  })
+}

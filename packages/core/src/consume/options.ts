@@ -1,0 +1,52 @@
+import type { Effect } from "../ledger.ts"
+import type { LedgerPort } from "../ledger-port.ts"
+import type { PostgresEffect } from "../ledger-postgres.ts"
+import type { Log } from "../log.ts"
+import type { Message, MessageType } from "../message.ts"
+import type { Queue } from "../queue.ts"
+import type { ConsumeSummary } from "./summary.ts"
+
+/** Settings of a consume run; every one has a default a demanding operator can live with. */
+export interface ConsumeOptions<T extends Message = Message> {
+  readonly queue: Queue
+  readonly ledger: LedgerPort
+  /** The message type; defaults to spool's Message. Must require at least Message's fields. */
+  readonly type?: MessageType<T>
+  /** A business effect committed in the same transaction as the processed row (for the ledger's backend). */
+  readonly effect?: Effect | PostgresEffect
+  /** Messages per ledger transaction. */
+  readonly batchSize?: number
+  /** Claims a file may take before it is declared poison (it crashed the consumer each time). */
+  readonly maxAttempts?: number
+  /** Files larger than this are sent to error/ as too-large without being read. */
+  readonly maxBytes?: number
+  /** Leave files younger than this (by mtime) for later: their producer may still be writing. */
+  readonly minAgeMs?: number
+  /** fsync directories after renames (the Maildir rule). Off only with --no-fsync. */
+  readonly durable?: boolean
+  /**
+   * Do the file work (renames, reads) of one batch on a second thread while the ledger work
+   * of the batch before it runs on this one. Default true; it starts only once a pass claims
+   * a full batch, so a trickle never pays for the thread.
+   */
+  readonly pipeline?: boolean
+  /** Bytes of one batch's files the I/O thread reads ahead; files past it are read on this thread. */
+  readonly readAheadBytes?: number
+  /** How long another host's consumer may be silent before its claims count as abandoned. */
+  readonly leaseMs?: number
+  /** Stop claiming when aborted; the batches in hand are finished. */
+  readonly signal?: AbortSignal
+  readonly log?: Log
+  /** Called after every committed batch, for progress displays. */
+  readonly onBatch?: (summary: Readonly<ConsumeSummary>) => void
+}
+
+export const defaults = {
+  batchSize: 1000,
+  maxAttempts: 3,
+  maxBytes: 1024 * 1024,
+  minAgeMs: 0,
+  leaseMs: 120_000,
+  /** Bounds the memory a batch read ahead can hold, whatever the size of its files. */
+  readAheadBytes: 16 * 1024 * 1024,
+} as const

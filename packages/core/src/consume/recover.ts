@@ -1,0 +1,174 @@
+import fs from "node:fs"
+import { join } from "node:path"
+import type { ClaimRow } from "../ledger.ts"
+import { ownerLiveness } from "../owner.ts"
+import { judgeEntry, scanDir } from "../queue.ts"
+import { commit, commitAlone } from "./commit.ts"
+import { type Context, type Item, now } from "./context.ts"
+import { moveHere, moveOut } from "./move.ts"
+import { defaults } from "./options.ts"
+import { countClaimed } from "./summary.ts"
+
+/**
+ * Takes back what dead consumers left. A committed claim only lacks its move: the file is
+ * moved on, never processed again, so it is never counted as a duplicate. A claimed file
+ * still in processing/ is processed again, alone (see retryAlone). A claimed file never
+ * renamed is simply forgotten: it is still in inbox/. Orphans in processing/ (no claim row,
+ * e.g. after a ledger restore) are claimed afresh and processed as a batch, by the rules of
+ * inbox/ (judgeEntry): what those leave in inbox/, recovery leaves in processing/.
+ */
+export async function recover(c: Context): Promise<void> {
+  await adoptDead(c)
+  await takeOrphans(c)
+  // The rows of consumers that died without unregistering (killed, or the machine rebooted),
+  // now that their claims are taken: one per killed run, which a consumer started by cron
+  // would otherwise leave forever. Only an owner this host can prove dead: one on another
+  // host whose heartbeat is merely old may be slow, and a claim naming an owner without a
+  // row counts as abandoned. The ledger keeps any row that still holds a claim.
+  const me = c.owner.ownerId
+  const gone = (await c.ledger.listConsumers()).filter((o) => o.ownerId !== me && ownerLiveness(o) === "dead")
+  await c.ledger.forgetConsumers(gone.map((o) => o.ownerId))
+}
+
+/** Adopts the claims of dead owners: moves on what they committed, retries what they did not. */
+async function adoptDead(c: Context): Promise<void> {
+  const me = c.owner.ownerId
+  const dead = (await c.ledger.listClaims()).filter((r) => r.ownerId !== me && !isOwnerAlive(c, r))
+  const finished: ClaimRow[] = []
+  const retry: Item[] = []
+  for (const row of await c.ledger.adoptClaims(dead, me)) {
+    const inProcessing = exists(join(c.queue.processing, row.name))
+    if (row.state === "claimed" && inProcessing) {
+      retry.push({ name: row.name, claimId: row.claimId, attempts: row.attempts, inProcessing: true })
+      continue
+    }
+    // A file gone by the time it is moved was moved by its owner after all: a consumer that
+    // was only stalled, not dead, resuming between the listing and the move.
+    if (
+      row.state === "committed" &&
+      inProcessing &&
+      (await moveOut(c, row.name, row.dest ?? "done", row.destName ?? row.name, row.claimId))
+    ) {
+      c.log.warn("recovered", { file: row.name, step: "committed, not yet moved", dest: row.dest })
+      c.summary.recovered++
+    }
+    finished.push(row)
+  }
+  if (finished.length > 0) {
+    // The moves must be on disk before the rows that explain them are forgotten.
+    c.sync("processing", "done", "error")
+    await c.ledger.dropClaims(finished)
+  }
+  for (const item of retry)
+    c.log.warn("recovered", { file: item.name, step: "claimed, not committed", attempts: item.attempts })
+  c.summary.recovered += retry.length
+  await retryAlone(c, retry)
+}
+
+/**
+ * Processes the files a dead consumer claimed and did not commit, one at a time in their
+ * original order, counting each attempt in the ledger before the file is read. A crash is
+ * thus pinned on the one file in hand, never on its batch-mates: a file becomes poison only
+ * after `maxAttempts` claims of which at least one had it alone, and is then sent to error/
+ * unread. Commits here are process-crash durable only; one flush makes them all durable
+ * before the first file moves, so the Maildir rule holds at one fsync for the whole lot.
+ */
+async function retryAlone(c: Context, items: Item[]): Promise<void> {
+  if (items.length === 0) return
+  const me = c.owner.ownerId
+  const poisonAt = Math.max(c.maxAttempts, 2)
+  for (const item of items) c.inHand.add(item)
+  countClaimed(c.summary, c.log, items)
+  // An attempt counts a death with the file in hand: judged or committed. Importing the
+  // validator (tens of ms, more under load) and reading the file cannot be the file's fault,
+  // so both come before the count; a kill during either costs the file nothing.
+  await c.decider.load()
+  for (const item of items) {
+    if (item.attempts >= poisonAt)
+      item.outcome = c.decider.reject(item, "poison", `crashed the consumer on each of ${item.attempts} attempts`, null)
+    else {
+      const read = c.decider.read(item)
+      await c.ledger.startAttempt(item, me)
+      item.outcome = c.decider.judge(item, read)
+    }
+    await commitAlone(c, item)
+  }
+  await c.ledger.flush(me, now())
+  await moveHere(c, items)
+}
+
+/**
+ * Claims and processes the files in processing/ that have no claim row at all, in batches,
+ * by the inbox/ rules.
+ */
+async function takeOrphans(c: Context): Promise<void> {
+  const me = c.owner.ownerId
+  // Read the claims before the directory: a file that appears in processing/ meanwhile had
+  // its claim row committed first, so claimOrphan's insert will conflict and skip it.
+  const claimed = new Set((await c.ledger.listClaims()).map((r) => r.name))
+  const orphans: Item[] = []
+  const left: string[] = []
+  const scanStart = Date.now()
+  for (const e of scanDir(c.queue.processing)) {
+    if (claimed.has(e.name)) continue
+    // An orphan is taken by the inbox/ rules: what they leave in inbox/ stays here.
+    const fate = judgeEntry(c.queue.processing, e.name, c.minAgeMs, scanStart)
+    if (fate === "too-young") c.youngOrphans++
+    else if (fate !== "take") left.push(e.name)
+    if (fate !== "take") continue
+    const claim = await c.ledger.claimOrphan(e.name, me, now())
+    if (!claim) continue
+    if (!exists(join(c.queue.processing, e.name))) {
+      // Finished by its owner between our listing and our claim.
+      await c.ledger.dropClaims([claim])
+      continue
+    }
+    c.log.warn("recovered", { file: e.name, step: "orphan in processing/ with no claim" })
+    c.summary.recovered++
+    orphans.push({ ...claim, inProcessing: true, isRegular: e.isFile() })
+  }
+  noteLeftInProcessing(c, left)
+  for (let i = 0; i < orphans.length; i += c.batchSize) {
+    const batch = orphans.slice(i, i + c.batchSize)
+    for (const item of batch) c.inHand.add(item)
+    countClaimed(c.summary, c.log, batch)
+    await commit(c, batch)
+    await moveHere(c, batch)
+  }
+}
+
+/**
+ * Entries of processing/ already reported as left there, by directory and name: a watching
+ * consumer recovers at every drain, and says so once, not every few seconds.
+ */
+const toldLeft = new Set<string>()
+
+/** Says once per process and name that processing/ holds entries the inbox/ rules do not take. */
+function noteLeftInProcessing(c: Context, names: readonly string[]): void {
+  const processing = c.queue.processing
+  const fresh = names.filter((n) => !toldLeft.has(`${processing}\0${n}`))
+  if (fresh.length === 0) return
+  for (const n of fresh) toldLeft.add(`${processing}\0${n}`)
+  c.log.warn("left-in-processing", {
+    count: names.length,
+    file: fresh[0],
+    problem:
+      "processing/ holds entries with no claim whose names are not messages (hidden, not *.json, or not UTF-8); " +
+      "left where they are, as in inbox/: move them out by hand",
+  })
+}
+
+function isOwnerAlive(c: Context, row: ClaimRow): boolean {
+  if (row.owner === undefined) return false
+  const liveness = ownerLiveness(row.owner)
+  if (liveness !== "unknown") return liveness === "alive"
+  return Date.now() - Date.parse(row.owner.heartbeatAt) < (c.options.leaseMs ?? defaults.leaseMs)
+}
+
+function exists(path: string): boolean {
+  try {
+    return fs.lstatSync(path, { throwIfNoEntry: false }) !== undefined
+  } catch {
+    return false
+  }
+}
