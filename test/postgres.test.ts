@@ -333,6 +333,35 @@ pg("the PostgreSQL ledger (--ledger / SPOOL_LEDGER_URL)", () => {
   )
 })
 
+pg("a transient PostgreSQL fault while a file is retried alone", () => {
+  it("is a clean failure, not a crash: it costs the file no attempt, so it is never made poison", async () => {
+    await using db = await tempDatabase()
+    await using q = await tempQueue({
+      seed: Object.fromEntries(
+        Array.from({ length: 5 }, (_, i) => [
+          `m-${i}.json`,
+          { msg_id: `id-${i}`, order_no: "A", seq: i + 1, amount: i },
+        ]),
+      ),
+    })
+    const counter = join(q.path, "cuts")
+    const app = join(repoRoot, "test/apps/pg-connection-lost.ts")
+    // m-2's commit loses its connection three times: in its batch, then twice retried alone.
+    // Counted as crashes, those retries would make it poison at the default --max-attempts.
+    const exits: number[] = []
+    for (let i = 0; i < 8; i++) {
+      const r = await run(["bun", app, q.root, db.url, "m-2.json", "3", counter])
+      exits.push(r.exitCode)
+      if (r.exitCode === 0) break
+    }
+    expect(exits).toEqual([3, 3, 3, 0])
+    expect(fs.readFileSync(counter, "utf8")).toBe("3")
+    expect(list(join(q.root, "done"))).toEqual(["m-0.json", "m-1.json", "m-2.json", "m-3.json", "m-4.json"])
+    expect(list(join(q.root, "error"))).toEqual([])
+    expect(list(join(q.root, "processing"))).toEqual([])
+  })
+})
+
 describe("schema migrations", () => {
   it("upgrades a version-1 SQLite ledger in place without losing a row", async () => {
     await using q = await tempQueue({ seed: { "new.json": { msg_id: "new", order_no: "O", seq: 2, amount: 2.5 } } })

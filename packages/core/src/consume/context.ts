@@ -21,6 +21,8 @@ export interface Item extends Claim {
   /** The file as the I/O thread read it, if it did, and the sha256 of its bytes. */
   read?: FileRead | undefined
   hash?: string | undefined
+  /** Retried alone, its attempt counted by this run and not yet committed. */
+  isAttempted?: boolean
 }
 
 export type QueueDirName = "inbox" | "processing" | "done" | "error"

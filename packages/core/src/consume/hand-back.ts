@@ -43,9 +43,18 @@ async function handBackOne(c: Context, item: Item, isFlushed: boolean): Promise<
     return isFlushed && (await moveOut(c, o.name, dest, o.kind === "rejected" ? o.destName : o.name, o.claimId))
   }
   if (item.inProcessing !== true) return item.inProcessing === false
-  // A commit that failed over the network may still have committed: only recovery, which
-  // reads the claim's state, can tell.
-  if (c.ledger.backend === "postgres") return false
+  if (c.ledger.backend === "postgres") {
+    // A commit that failed over the network may still have committed: only recovery, which
+    // reads the claim's state, can tell. The run is failing cleanly (the database), not
+    // crashing on this file, so the attempt its retry counted is taken back (only from a
+    // claim still uncommitted), or a database that fails twice while one file is retried
+    // would make a healthy file poison. Where the database cannot take it back, it stays.
+    if (item.isAttempted === true)
+      try {
+        await c.ledger.uncountAttempt(item, c.owner.ownerId)
+      } catch {}
+    return false
+  }
   // The claim first, and only while it is still this consumer's: a claim taken over while
   // this one was stalled is its adopter's file now. A release the failing ledger refuses
   // (locked, disk full) still sends the file back: its claim row then names a file in inbox/,

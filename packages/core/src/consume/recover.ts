@@ -89,6 +89,7 @@ async function retryAlone(c: Context, items: Item[]): Promise<void> {
     else {
       const read = c.decider.read(item)
       await c.ledger.startAttempt(item, me)
+      item.isAttempted = true
       item.outcome = c.decider.judge(item, read)
     }
     await commitAlone(c, item)
