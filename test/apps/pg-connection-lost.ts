@@ -8,6 +8,7 @@ import { consume, openLedger, openQueue, type PostgresEffect } from "@spool/core
 const [root, url, file, times, counter] = process.argv.slice(2) as [string, string, string, string, string]
 const queue = openQueue(root)
 const ledger = await openLedger(queue, { url })
+if (ledger.backend !== "postgres") throw new Error(`${root} is not bound to a PostgreSQL ledger`)
 const cutOnce: PostgresEffect = async (outcome, tx) => {
   if (outcome.name !== file) return
   const cuts = fs.existsSync(counter) ? Number(fs.readFileSync(counter, "utf8")) : 0

@@ -1,5 +1,6 @@
 import fs from "node:fs"
 import {
+  type AnyEffect,
   type ConsumeOptions,
   type ConsumeSummary,
   consume,
@@ -8,14 +9,16 @@ import {
   type LedgerPort,
   type Log,
   loadValidator,
+  type Message,
   type Queue,
   writeReports,
 } from "@spool/core/engine"
 
-/** Settings of a long-running consumer. */
-export interface WatchOptions extends Omit<ConsumeOptions, "signal" | "log" | "queue" | "ledger"> {
+/** Settings of a long-running consumer; `E` is its effect's type, as for consume. */
+export interface WatchOptions<E extends AnyEffect = never>
+  extends Omit<ConsumeOptions<Message, E>, "signal" | "log" | "queue" | "ledger"> {
   readonly queue: Queue
-  readonly ledger: LedgerPort
+  readonly ledger: LedgerPort<NoInfer<E>>
   readonly log: Log
   /** Stops watching: the batches in hand are finished, nothing more is claimed. */
   readonly signal: AbortSignal
@@ -41,7 +44,7 @@ type Wake = "event" | "timer" | "abort"
  * enough for correctness. Reports are rewritten after a drain that changed something, at most
  * every `reportIntervalMs` while a burst goes on, and always before returning.
  */
-export async function watch(o: WatchOptions): Promise<ConsumeSummary> {
+export async function watch<E extends AnyEffect = never>(o: WatchOptions<E>): Promise<ConsumeSummary> {
   const total = emptySummary()
   const wake = new Wakeup()
   const onAbort = () => wake.fire("abort")
@@ -64,7 +67,7 @@ export async function watch(o: WatchOptions): Promise<ConsumeSummary> {
       // Forget earlier wake-ups before scanning: an event from now on is for a file this drain
       // may miss, so it must wake the next wait at once.
       wake.reset()
-      const drain = await consume({ ...o, signal: o.signal })
+      const drain = await consume<Message, E>({ ...o, signal: o.signal })
       if (drain.claimed + drain.recovered > 0) {
         addTo(total, drain)
         isReportDue = true

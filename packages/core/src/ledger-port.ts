@@ -22,12 +22,17 @@ import type { Queue } from "./queue.ts"
 
 type Awaitable<T> = T | Promise<T>
 
+/** A business effect, as each backend runs it inside its commit. */
+export type AnyEffect = Effect | PostgresEffect
+
 /**
  * What the consume engine, the reports and the operator commands need from a ledger; the
- * SQLite `Ledger` (synchronous, embedded, the default) and the `PostgresLedger` (shared by
- * consumers on many hosts) both provide it.
+ * SQLite `Ledger` (synchronous, embedded, the default: `LedgerPort<Effect>`) and the
+ * `PostgresLedger` (shared by consumers on many hosts: `LedgerPort<PostgresEffect>`) both
+ * provide it. `E` is the effect its commit runs; the default, `never`, is a ledger whose
+ * effect does not matter to the caller (reports, operator commands).
  */
-export interface LedgerPort {
+export interface LedgerPort<E extends AnyEffect = never> {
   readonly backend: "sqlite" | "postgres"
   registerConsumer(owner: Owner, now: string): Awaitable<void>
   unregisterConsumer(ownerId: string): Awaitable<void>
@@ -39,13 +44,12 @@ export interface LedgerPort {
   claim(ownerId: string, names: readonly string[], now: string, forget?: readonly Claim[]): Awaitable<Claim[]>
   /** Gives up claims `ownerId` still holds; returns how many it held. */
   release(ownerId: string, claims: readonly Claim[]): Awaitable<number>
-  /** Commits a batch's outcomes, fenced: an outcome whose claim `ownerId` no longer holds records nothing (`lost`). */
-  commit(
-    ownerId: string,
-    outcomes: readonly Outcome[],
-    now: string,
-    effect?: Effect | PostgresEffect,
-  ): Awaitable<Verdict[]>
+  /**
+   * Commits a batch's outcomes, fenced: an outcome whose claim `ownerId` no longer holds records
+   * nothing (`lost`). A property, not a method, so that its effect is checked contravariantly:
+   * an effect written for the other backend does not type-check.
+   */
+  commit: (ownerId: string, outcomes: readonly Outcome[], now: string, effect?: E) => Awaitable<Verdict[]>
   listClaims(): Awaitable<ClaimRow[]>
   adoptClaims(rows: readonly ClaimRow[], ownerId: string): Awaitable<ClaimRow[]>
   startAttempt(claim: Claim, ownerId: string): Awaitable<Claim>

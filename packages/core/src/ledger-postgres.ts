@@ -20,6 +20,7 @@ import {
   toOwner,
   type Verdict,
 } from "./ledger.ts"
+import type { LedgerPort } from "./ledger-port.ts"
 import { type LedgerCheck, verifyPostgres } from "./ledger-verify.ts"
 import type { Owner } from "./owner.ts"
 import { toStorableText } from "./storable-text.ts"
@@ -48,7 +49,7 @@ type Tx = TransactionSQL
  * short and lock rows in a fixed order (msg_id, name), so concurrent consumers do not deadlock;
  * when PostgreSQL still reports one, the whole transaction is retried.
  */
-export class PostgresLedger {
+export class PostgresLedger implements LedgerPort<PostgresEffect> {
   readonly backend = "postgres" as const
   readonly sql: SQL
   readonly url: string

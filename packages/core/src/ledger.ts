@@ -15,6 +15,7 @@ import {
   quickCheck,
   refuseLinks,
 } from "./ledger-files.ts"
+import type { LedgerPort } from "./ledger-port.ts"
 import { type LedgerCheck, verifySqlite } from "./ledger-verify.ts"
 import type { Owner } from "./owner.ts"
 import { toStorableText } from "./storable-text.ts"
@@ -145,7 +146,7 @@ export type AcceptedOutcome = Extract<Outcome, { kind: "accepted" }>
 export type Effect = (outcome: AcceptedOutcome, db: Database) => void
 
 /** The SQLite ledger: one file next to the queue, WAL mode, short IMMEDIATE transactions. */
-export class Ledger {
+export class Ledger implements LedgerPort<Effect> {
   readonly backend = "sqlite" as const
   readonly db: Database
   readonly path: string

@@ -97,7 +97,7 @@ export function createConsumer<T extends Message>(config: ConsumerConfig<T> = {}
     queue,
     ledger,
     async drain(signal) {
-      const summary = await consume<T>({
+      const summary = await consume<T, Effect>({
         queue,
         ledger,
         ...(config.type && { type: config.type }),

@@ -1,7 +1,7 @@
 import fs from "node:fs"
 import { type FileRead, fsyncDir, type OpenDir, openDir } from "../files.ts"
 import type { Claim, Outcome, Verdict } from "../ledger.ts"
-import type { LedgerPort } from "../ledger-port.ts"
+import type { AnyEffect, LedgerPort } from "../ledger-port.ts"
 import { type Log, silentLog } from "../log.ts"
 import { currentOwner, type Owner } from "../owner.ts"
 import type { Queue } from "../queue.ts"
@@ -34,7 +34,7 @@ export type QueueDirName = "inbox" | "processing" | "done" | "error"
 export class Context {
   readonly options: ConsumeOptions
   readonly queue: Queue
-  readonly ledger: LedgerPort
+  readonly ledger: LedgerPort<AnyEffect>
   readonly log: Log
   readonly owner: Owner = currentOwner()
   readonly batchSize: number

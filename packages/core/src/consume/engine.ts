@@ -1,3 +1,4 @@
+import type { AnyEffect } from "../ledger-port.ts"
 import type { Message } from "../message.ts"
 import { judgeEntry, scanDir } from "../queue.ts"
 import { claimHere, renameUndecodable } from "./claim.ts"
@@ -27,8 +28,12 @@ import type { ConsumeSummary } from "./summary.ts"
  * Recovery takes dead owners' claims: a committed claim is only moved (never re-processed,
  * so it is not a duplicate); a claimed one is processed again, counting an attempt.
  */
-export async function consume<T extends Message = Message>(options: ConsumeOptions<T>): Promise<ConsumeSummary> {
-  const engine = new Engine(options)
+export async function consume<T extends Message = Message, E extends AnyEffect = never>(
+  options: ConsumeOptions<T, E>,
+): Promise<ConsumeSummary> {
+  // The pair is checked here, at the API: the effect is one the ledger runs. Inside, the engine
+  // only hands that effect back to the ledger it came with.
+  const engine = new Engine(options as unknown as ConsumeOptions<T>)
   return engine.run()
 }
 

@@ -1,19 +1,21 @@
-import type { Effect } from "../ledger.ts"
-import type { LedgerPort } from "../ledger-port.ts"
-import type { PostgresEffect } from "../ledger-postgres.ts"
+import type { AnyEffect, LedgerPort } from "../ledger-port.ts"
 import type { Log } from "../log.ts"
 import type { Message, MessageType } from "../message.ts"
 import type { Queue } from "../queue.ts"
 import type { ConsumeSummary } from "./summary.ts"
 
-/** Settings of a consume run; every one has a default a demanding operator can live with. */
-export interface ConsumeOptions<T extends Message = Message> {
+/**
+ * Settings of a consume run; every one has a default a demanding operator can live with. `E`
+ * is the ledger's effect type, so that `effect` must be one that ledger runs.
+ */
+export interface ConsumeOptions<T extends Message = Message, E extends AnyEffect = AnyEffect> {
   readonly queue: Queue
-  readonly ledger: LedgerPort
+  /** Its effect type is the run's: `effect` decides `E`, and the ledger must run such effects. */
+  readonly ledger: LedgerPort<NoInfer<E>>
   /** The message type; defaults to spool's Message. Must require at least Message's fields. */
   readonly type?: MessageType<T>
   /** A business effect committed in the same transaction as the processed row (for the ledger's backend). */
-  readonly effect?: Effect | PostgresEffect
+  readonly effect?: E
   /** Messages per ledger transaction. */
   readonly batchSize?: number
   /** Claims a file may take before it is declared poison (it crashed the consumer each time). */
