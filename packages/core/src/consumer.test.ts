@@ -281,6 +281,50 @@ describe("recovery of an owner that commits after the claims were listed", () =>
   })
 })
 
+describe("a consumer stalled between its commit and its move for longer than its lease", () => {
+  for (const pipeline of [false, true])
+    it(`moves nothing whose claim was taken over, not even a new delivery of the same name (${pipeline ? "pipelined" : "one thread"})`, async () => {
+      const t = tempQueue({ "a.json": msg("id-a"), "b.json": msg("id-b", 2) })
+      // Right after this consumer's commit, before its move, and while it is stalled: another
+      // consumer takes its claims over (its heartbeat looked stale), moves the files and ends
+      // the claims; then a new delivery of a.json is claimed into processing/ by a third one.
+      let isFirst = true
+      const ledger = new Proxy(t.ledger, {
+        get(target, key) {
+          if (key === "commit")
+            return (...args: Parameters<Ledger["commit"]>) => {
+              const verdicts = target.commit(...args)
+              if (!isFirst) return verdicts
+              isFirst = false
+              for (const o of args[1]) {
+                target.db.run("UPDATE claims SET owner_id = 'adopter' WHERE name = ?", [o.name])
+                fs.renameSync(join(t.q.processing, o.name), join(t.q.done, o.name))
+                target.db.run("DELETE FROM claims WHERE name = ?", [o.name])
+              }
+              fs.writeFileSync(join(t.q.processing, "a.json"), JSON.stringify(msg("id-a-new", 3)))
+              target.db.run(
+                "INSERT INTO claims (name, claim_id, owner_id, attempts, state, claimed_at) VALUES ('a.json', 'third.0', 'third', 1, 'claimed', ?)",
+                [NOW],
+              )
+              // The stall, longer than a quarter of the 200 ms lease: once the commit has returned
+              // (the caller's continuation runs first, then this), before anything is moved.
+              queueMicrotask(() => queueMicrotask(() => Bun.sleepSync(80)))
+              return verdicts
+            }
+          const value = Reflect.get(target, key)
+          return typeof value === "function" ? value.bind(target) : value
+        },
+      })
+      await consume({ queue: t.q, ledger, leaseMs: 200, batchSize: 2, pipeline })
+      // The new delivery is untouched, in processing/ with its own claim; done/ has the two files
+      // the adopter moved, each once.
+      expect(ls(t.q.processing)).toEqual(["a.json"])
+      expect(JSON.parse(fs.readFileSync(join(t.q.processing, "a.json"), "utf8")).msg_id).toBe("id-a-new")
+      expect(ls(t.q.done)).toEqual(["a.json", "b.json"])
+      expect(rows(t.ledger, "SELECT name, owner_id FROM claims")).toEqual([{ name: "a.json", owner_id: "third" }])
+    })
+})
+
 describe("the poison counter", () => {
   it("sends a file claimed maxAttempts times to error/ as poison, unread, and not its batch-mates", async () => {
     const t = tempQueue({ "p.json": msg("id-p"), "q.json": msg("id-q", 2) })

@@ -47,7 +47,12 @@ export function hashAt(reply: ClaimInReply, i: number): string | undefined {
 export interface MoveOutReply {
   readonly renamed: readonly (readonly [number, string])[]
   readonly missing: readonly number[]
+  /** The index of the first move not made because the deadline had passed (see moveOut), if any. */
+  readonly expiredAt?: number
 }
+
+/** Milliseconds on a clock both threads share (each thread's performance.now() has its own origin). */
+export const clockNow = (): number => performance.timeOrigin + performance.now()
 
 /** One move out of processing/: the name, the destination and the name wanted there. */
 export type MoveOut = readonly [name: string, dest: "done" | "error", preferred: string]
@@ -65,7 +70,7 @@ export type IoRequest =
       readonly readBytes: number
     }
   /** name, "done" or "error", preferred name; three fields per move. */
-  | { readonly op: "out"; readonly id: number; readonly moves: string }
+  | { readonly op: "out"; readonly id: number; readonly moves: string; readonly deadline: number }
 
 export type IoResponse =
   | { readonly id: number; readonly ok: true; readonly value: unknown }
@@ -132,14 +137,22 @@ export class IoThread {
     }) as Promise<ClaimInReply>
   }
 
-  /** Renames each file out of processing/ (no-replace; a taken name in error/ becomes name~k) and fsyncs. */
-  moveOut(moves: readonly MoveOut[]): Promise<MoveOutReply> {
-    return this.#send({ op: "out", id: 0, moves: moves.map((m) => m.join("\0")).join("\0") }) as Promise<MoveOutReply>
+  /**
+   * Renames each file out of processing/ (no-replace; a taken name in error/ becomes name~k)
+   * and fsyncs; a move not begun by `deadline` (clockNow's time) is left to the caller.
+   */
+  moveOut(moves: readonly MoveOut[], deadline = Number.POSITIVE_INFINITY): Promise<MoveOutReply> {
+    return this.#send({
+      op: "out",
+      id: 0,
+      moves: moves.map((m) => m.join("\0")).join("\0"),
+      deadline,
+    }) as Promise<MoveOutReply>
   }
 
   /** Resolves when every request sent so far has finished, whatever its result. */
   async idle(): Promise<void> {
-    await this.#send({ op: "out", id: 0, moves: "" }).catch(() => {})
+    await this.#send({ op: "out", id: 0, moves: "", deadline: Number.POSITIVE_INFINITY }).catch(() => {})
   }
 
   close(): void {

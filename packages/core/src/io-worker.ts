@@ -5,6 +5,7 @@ import { SpoolError } from "./errors.ts"
 import { fsyncDir, type OpenDir, openDir, readMessageFile, renameNoReplaceAt } from "./files.ts"
 import {
   type ClaimInReply,
+  clockNow,
   InStatus,
   type IoConfig,
   type IoDir,
@@ -43,7 +44,7 @@ self.onmessage = (event: MessageEvent<IoRequest>) => {
       value = claimIn(names, request.regular, request.readCount, request.readBytes, status)
     } else {
       const moves = splitMoves(request.moves)
-      value = moveOut(moves)
+      value = moveOut(moves, request.deadline)
       moved = moves.length
     }
     const transfer = value !== undefined && request.op === "in" ? [(value as ClaimInReply).data] : []
@@ -103,12 +104,19 @@ function claimIn(
   return { status, data, spans, rejects, hashes: hashes.join("") }
 }
 
-function moveOut(moves: readonly MoveOut[]): MoveOutReply {
+function moveOut(moves: readonly MoveOut[], deadline: number): MoveOutReply {
   const renamed: [number, string][] = []
   const missing: number[] = []
   let toDone = false
   let toError = false
+  let expiredAt: number | undefined
   for (const [i, [name, dest, preferred]] of moves.entries()) {
+    // Past the deadline the consumer may have been stalled long enough for its claims to be
+    // taken over: the main thread checks them before anything more is moved.
+    if (clockNow() > deadline) {
+      expiredAt = i
+      break
+    }
     const to = moveFinished(dirs.processing, name, dirs[dest], preferred)
     if (to === undefined) {
       missing.push(i)
@@ -121,7 +129,7 @@ function moveOut(moves: readonly MoveOut[]): MoveOutReply {
   // A directory no file entered has nothing to make durable.
   if (toDone && toError) sync("processing", "done", "error")
   else if (toDone || toError) sync("processing", toError ? "error" : "done")
-  return { renamed, missing }
+  return expiredAt === undefined ? { renamed, missing } : { renamed, missing, expiredAt }
 }
 
 const unread = " ".repeat(64)

@@ -42,6 +42,12 @@ export class Context {
   readonly maxBytes: number
   readonly minAgeMs: number
   readonly durable: boolean
+  /**
+   * How long after its commit a batch may still be moved without asking the ledger whether
+   * its claims are still this consumer's: a quarter lease, the heartbeat's period. Only a
+   * consumer silent for a whole lease can lose its claims.
+   */
+  readonly moveGuardMs: number
   readonly dirs: Readonly<Record<QueueDirName, OpenDir>>
   readonly decider: Decider
   /** Items this run has claimed and not yet moved out of processing/. */
@@ -64,6 +70,7 @@ export class Context {
     this.maxBytes = o.maxBytes ?? defaults.maxBytes
     this.minAgeMs = o.minAgeMs ?? defaults.minAgeMs
     this.durable = o.durable ?? true
+    this.moveGuardMs = (o.leaseMs ?? defaults.leaseMs) / 4
     const at = (d: QueueDirName): OpenDir => ({ path: this.queue[d], fd: openDir(this.queue[d]) })
     this.dirs = { inbox: at("inbox"), processing: at("processing"), done: at("done"), error: at("error") }
     this.decider = new Decider(o.type, this.dirs.processing, this.queue.error, this.maxBytes)

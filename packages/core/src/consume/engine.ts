@@ -108,8 +108,7 @@ class Engine {
     }
     const held = await claimHere(c, names, regular)
     if (held === undefined) return
-    await commit(c, held)
-    await moveHere(c, held)
+    await moveHere(c, held, await commit(c, held))
     // Let signal handlers run between batches: SIGTERM is honoured at a batch boundary.
     await new Promise((r) => setImmediate(r))
     c.passClaimed = true

@@ -2,7 +2,7 @@ import { join } from "node:path"
 import { fault } from "../_fault.ts"
 import { workDone } from "../collect.ts"
 import { SpoolError } from "../errors.ts"
-import type { IoThread, MoveOut, MoveOutReply } from "../io-thread.ts"
+import { clockNow, type IoThread, type MoveOut, type MoveOutReply } from "../io-thread.ts"
 import type { Outcome, Verdict } from "../ledger.ts"
 import { quoteName } from "../names.ts"
 import { moveFinished } from "../queue.ts"
@@ -12,6 +12,8 @@ import { countVerdict } from "./summary.ts"
 /** A committed batch whose move out of processing/ the I/O thread is doing. */
 export interface Moving {
   readonly items: Item[]
+  /** When the batch's commit returned (clockNow). */
+  readonly committedAt: number
   readonly done: Promise<void>
   reply?: MoveOutReply
   error?: unknown
@@ -26,21 +28,47 @@ export function destOf(o: Outcome, verdict: Verdict | undefined): "done" | "erro
   return o.kind === "rejected" || verdict === "handler-rejected" || verdict === "beyond-horizon" ? "error" : "done"
 }
 
-/** Moves committed items out of processing/ (the acknowledgement) and makes the moves durable. */
-export async function moveHere(c: Context, all: readonly Item[]): Promise<void> {
-  let toDone = false
-  let toError = false
-  const items: Item[] = []
+/**
+ * Moves committed items out of processing/ (the acknowledgement) and makes the moves durable.
+ * `committedAt` (clockNow) is when their commit returned: see movesHeld.
+ */
+export async function moveHere(c: Context, all: readonly Item[], committedAt: number): Promise<void> {
+  const leaving: Item[] = []
   for (const item of all) {
     const o = item.outcome as Outcome
     const verdict = item.verdict as Verdict
     countVerdict(c.summary, c.log, o, verdict)
-    const dest = destOf(o, verdict)
-    if (dest === undefined) {
+    if (destOf(o, verdict) === undefined) c.inHand.delete(item)
+    else leaving.push(item)
+  }
+  movedOut(c, await moveHeld(c, leaving, committedAt))
+}
+
+/**
+ * Moves committed items out of processing/ on this thread and fsyncs the directories they
+ * entered; returns those this consumer moved or found moved by their adopter. A consumer
+ * stalled after its commit for longer than its lease (SIGSTOP, a paused VM) may have had its
+ * claims taken over: their adopter moved the files, and a new delivery of the same name may
+ * since sit in processing/, claimed by someone else. So past `moveGuardMs` after the commit
+ * each file moves only while the ledger says its claim is still this consumer's; a claim
+ * taken over is its adopter's file, left alone and not forgotten by this consumer.
+ */
+async function moveHeld(c: Context, items: readonly Item[], committedAt: number): Promise<Item[]> {
+  let toDone = false
+  let toError = false
+  const moved: Item[] = []
+  for (const item of items) {
+    const o = item.outcome as Outcome
+    const dest = destOf(o, item.verdict) ?? "done"
+    if (clockNow() - committedAt > c.moveGuardMs && !(await c.ledger.holdsClaim(o.name, o.claimId, c.owner.ownerId))) {
       c.inHand.delete(item)
+      c.log.warn("moved-by-other", {
+        file: o.name,
+        problem: `committed here, but the claim was taken over while this consumer was stalled before its move; the file is left to the consumer that took it over`,
+      })
       continue
     }
-    items.push(item)
+    moved.push(item)
     if (!(await moveOut(c, o.name, dest, o.kind === "rejected" ? o.destName : o.name, o.claimId)))
       await notThereToMove(c, o.name, o.claimId, dest)
     else if (dest === "done") toDone = true
@@ -49,11 +77,14 @@ export async function moveHere(c: Context, all: readonly Item[]): Promise<void> 
   // A directory no file entered has nothing to make durable: its fsync would be a no-op.
   if (toDone && toError) c.sync("processing", "done", "error")
   else if (toDone || toError) c.sync("processing", toError ? "error" : "done")
-  movedOut(c, items)
+  return moved
 }
 
-/** Hands the moves of a committed batch out of processing/ to the I/O thread, which fsyncs them. */
-export function moveThroughIo(c: Context, io: IoThread, held: readonly Item[]): Moving {
+/**
+ * Hands the moves of a committed batch out of processing/ to the I/O thread, which fsyncs
+ * them; what it has not moved by `moveGuardMs` after `committedAt` is left to settleMoves.
+ */
+export function moveThroughIo(c: Context, io: IoThread, held: readonly Item[], committedAt: number): Moving {
   const leaving: Item[] = []
   const moves: MoveOut[] = []
   for (const item of held) {
@@ -69,7 +100,8 @@ export function moveThroughIo(c: Context, io: IoThread, held: readonly Item[]): 
   }
   const moving: Moving = {
     items: leaving,
-    done: io.moveOut(moves).then(
+    committedAt,
+    done: io.moveOut(moves, committedAt + c.moveGuardMs).then(
       (reply) => {
         moving.reply = reply
       },
@@ -98,7 +130,9 @@ export async function settleMoves(c: Context, moving: Moving[], wait: boolean): 
       const item = m.items[i] as Item
       await notThereToMove(c, item.name, item.claimId, destOf(item.outcome as Outcome, item.verdict) ?? "done")
     }
-    movedOut(c, m.items)
+    const expiredAt = m.reply?.expiredAt
+    if (expiredAt === undefined) movedOut(c, m.items)
+    else movedOut(c, [...m.items.slice(0, expiredAt), ...(await moveHeld(c, m.items.slice(expiredAt), m.committedAt))])
   }
 }
 

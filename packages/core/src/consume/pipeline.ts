@@ -95,7 +95,7 @@ export class Pipeline {
     const held = await claimedIn(this.#c, items, r)
     if (held === undefined) return
     this.#c.passClaimed = true
-    await commit(this.#c, held)
-    this.#moving.push(moveThroughIo(this.#c, this.#io, held))
+    const committedAt = await commit(this.#c, held)
+    this.#moving.push(moveThroughIo(this.#c, this.#io, held, committedAt))
   }
 }

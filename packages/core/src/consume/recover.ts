@@ -1,5 +1,6 @@
 import fs from "node:fs"
 import { join } from "node:path"
+import { clockNow } from "../io-thread.ts"
 import type { ClaimRow } from "../ledger.ts"
 import { ownerLiveness } from "../owner.ts"
 import { judgeEntry, scanDir } from "../queue.ts"
@@ -36,12 +37,17 @@ async function adoptDead(c: Context): Promise<void> {
   const dead = (await c.ledger.listClaims()).filter((r) => r.ownerId !== me && !isOwnerAlive(c, r))
   const finished: ClaimRow[] = []
   const retry: Item[] = []
-  for (const row of await c.ledger.adoptClaims(dead, me)) {
+  const adopted = await c.ledger.adoptClaims(dead, me)
+  const adoptedAt = clockNow()
+  for (const row of adopted) {
     const inProcessing = exists(join(c.queue.processing, row.name))
     if (row.state === "claimed" && inProcessing) {
       retry.push({ name: row.name, claimId: row.claimId, attempts: row.attempts, inProcessing: true })
       continue
     }
+    // Stalled for long since the takeover (see moveHeld): a claim taken over from this
+    // consumer in turn is left, file and row, to the one that holds it now.
+    if (clockNow() - adoptedAt > c.moveGuardMs && !(await c.ledger.holdsClaim(row.name, row.claimId, me))) continue
     // A file gone by the time it is moved was moved by its owner after all: a consumer that
     // was only stalled, not dead, resuming between the listing and the move.
     if (
@@ -83,6 +89,7 @@ async function retryAlone(c: Context, items: Item[]): Promise<void> {
   // validator (tens of ms, more under load) and reading the file cannot be the file's fault,
   // so both come before the count; a kill during either costs the file nothing.
   await c.decider.load()
+  let firstCommitAt: number | undefined
   for (const item of items) {
     if (item.attempts >= poisonAt)
       item.outcome = c.decider.reject(item, "poison", `crashed the consumer on each of ${item.attempts} attempts`, null)
@@ -92,10 +99,11 @@ async function retryAlone(c: Context, items: Item[]): Promise<void> {
       item.isAttempted = true
       item.outcome = c.decider.judge(item, read)
     }
-    await commitAlone(c, item)
+    const committedAt = await commitAlone(c, item)
+    firstCommitAt ??= committedAt
   }
   await c.ledger.flush(me, now())
-  await moveHere(c, items)
+  await moveHere(c, items, firstCommitAt ?? clockNow())
 }
 
 /**
@@ -133,8 +141,7 @@ async function takeOrphans(c: Context): Promise<void> {
     const batch = orphans.slice(i, i + c.batchSize)
     for (const item of batch) c.inHand.add(item)
     countClaimed(c.summary, c.log, batch)
-    await commit(c, batch)
-    await moveHere(c, batch)
+    await moveHere(c, batch, await commit(c, batch))
   }
 }
 
