@@ -5,7 +5,7 @@ import os from "node:os"
 import { join, resolve } from "node:path"
 import { SQL } from "bun"
 
-export const repoRoot = resolve(import.meta.dir, "..")
+export const repoRoot = resolve(import.meta.dir, "../../..")
 export const fixturesDir = join(repoRoot, "fixtures")
 
 /** A temporary directory removed when disposed (`await using q = await tempDir()`). */
