@@ -3,8 +3,9 @@ import { Database } from "bun:sqlite"
 import fs from "node:fs"
 import { join } from "node:path"
 import { SQL } from "bun"
+import { list } from "./end-state.ts"
 import { pgUnavailable, tempDatabase } from "./postgres.ts"
-import { list, repoRoot } from "./support.ts"
+import { repoRoot } from "./repo.ts"
 
 /** What a bounded consume run did; `signal` is set when the bound killed it (a hang). */
 export interface BoundedRun {

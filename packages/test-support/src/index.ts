@@ -1,5 +1,5 @@
 // Test support shared by test/, bench/ and scripts/torture.ts; production modules never import it.
-export type { Consumer, GeneratedMix, KillObservation, KillRun, Snapshot } from "./chaos.ts"
+export type { Consumer, GeneratedMix, KillObservation, KillRun } from "./chaos.ts"
 export {
   consumeBin,
   consumeToEnd,
@@ -17,6 +17,8 @@ export {
   timeConsume,
   withoutWinners,
 } from "./chaos.ts"
+export type { Snapshot } from "./end-state.ts"
+export { endState, list, snapshot } from "./end-state.ts"
 export type { BoundedRun, LedgerKind, LedgerRows, TestLedger } from "./hostile.ts"
 export {
   availableLedgers,
@@ -29,5 +31,8 @@ export {
   testLedger,
 } from "./hostile.ts"
 export { pgUnavailable, tempDatabase } from "./postgres.ts"
-export type { RunResult, TempDir, TempQueue } from "./support.ts"
-export { endState, fixturesDir, list, repoRoot, run, snapshot, spool, tempDir, tempQueue } from "./support.ts"
+export type { RunResult } from "./process.ts"
+export { run, spool } from "./process.ts"
+export { fixturesDir, repoRoot } from "./repo.ts"
+export type { TempDir, TempQueue } from "./temp.ts"
+export { tempDir, tempQueue } from "./temp.ts"
