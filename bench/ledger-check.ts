@@ -13,7 +13,7 @@ import fs from "node:fs"
 import os from "node:os"
 import { join, resolve } from "node:path"
 import { parseArgs } from "node:util"
-import { rng } from "../test/_chaos.ts"
+import { rng } from "@spool/test-support"
 
 const repo = resolve(import.meta.dir, "..")
 const verifySql = fs.readFileSync(join(repo, "packages/core/sql/sqlite/verify.sql"), "utf8")

@@ -12,9 +12,8 @@ import fs from "node:fs"
 import os from "node:os"
 import { join, resolve } from "node:path"
 import { parseArgs } from "node:util"
+import { rng, tempDatabase } from "@spool/test-support"
 import { SQL } from "bun"
-import { tempDatabase } from "../packages/core/src/_pg-testing.ts"
-import { rng } from "../test/_chaos.ts"
 
 const repo = resolve(import.meta.dir, "..")
 const { values: v } = parseArgs({

@@ -7,20 +7,21 @@ import fs from "node:fs"
 import os from "node:os"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
-import { pgUnavailable, tempDatabase } from "../packages/core/src/_pg-testing.ts"
 import {
   consumeUntilDone,
   consumeWithRandomKills,
   diffIgnoringWinners,
   diffSnapshots,
+  endState,
   expectedAfterKills,
   generateMessages,
   makeQueueFrom,
+  pgUnavailable,
   rng,
   summarizeKills,
+  tempDatabase,
   timeConsume,
-} from "../test/_chaos.ts"
-import { endState } from "../test/support.ts"
+} from "@spool/test-support"
 
 const usage = `Usage: bun run torture [options]
 

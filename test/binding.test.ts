@@ -3,9 +3,8 @@
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
+import { list, pgUnavailable, repoRoot, run, spool, tempDatabase, tempQueue } from "@spool/test-support"
 import { SQL } from "bun"
-import { pgUnavailable, tempDatabase } from "../packages/core/src/_pg-testing.ts"
-import { list, repoRoot, run, spool, tempQueue } from "./support.ts"
 
 const pgSkip = await pgUnavailable()
 if (pgSkip) console.warn(pgSkip)

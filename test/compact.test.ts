@@ -2,9 +2,8 @@ import { Database } from "bun:sqlite"
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
+import { list, pgUnavailable, run, snapshot, spool, tempDatabase, tempQueue } from "@spool/test-support"
 import { SQL } from "bun"
-import { pgUnavailable, tempDatabase } from "../packages/core/src/_pg-testing.ts"
-import { list, run, snapshot, spool, tempQueue } from "./support.ts"
 
 const compact = (args: string[]) => run(["bun", "run", "--silent", "compact", ...args])
 const day = 86_400_000

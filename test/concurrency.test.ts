@@ -4,8 +4,15 @@ import { Database } from "bun:sqlite"
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import { consumeToEnd, generateMessages, makeQueueFrom, startConsume, withoutWinners } from "./_chaos.ts"
-import { snapshot, tempDir } from "./support.ts"
+import {
+  consumeToEnd,
+  generateMessages,
+  makeQueueFrom,
+  snapshot,
+  startConsume,
+  tempDir,
+  withoutWinners,
+} from "@spool/test-support"
 
 describe("four consume processes on one root at once", () => {
   it("claim each file exactly once and end as a single consumer does", async () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import { snapshot, spool, tempQueue } from "./support.ts"
+import { snapshot, spool, tempQueue } from "@spool/test-support"
 
 const first = { msg_id: "m-1", order_no: "O-1", seq: 1, amount: 10.5, note: "first" }
 

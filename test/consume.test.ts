@@ -4,7 +4,7 @@ import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import os from "node:os"
 import { join } from "node:path"
-import { list, type RunResult, snapshot, spool, tempQueue } from "./support.ts"
+import { list, type RunResult, snapshot, spool, tempQueue } from "@spool/test-support"
 
 /** The summary line consume ends its stderr with; `seconds` is the only field that varies. */
 function summaryLine(fields: string): RegExp {

@@ -5,9 +5,22 @@ import { Database } from "bun:sqlite"
 import { afterAll, beforeAll, describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import { pgUnavailable, tempDatabase } from "../packages/core/src/_pg-testing.ts"
-import { consumeToEnd, diffSnapshots, generateMessages, makeQueueFrom, type Snapshot, startConsume } from "./_chaos.ts"
-import { endState, list, repoRoot, snapshot, type TempDir, tempDir } from "./support.ts"
+import {
+  consumeToEnd,
+  diffSnapshots,
+  endState,
+  generateMessages,
+  list,
+  makeQueueFrom,
+  pgUnavailable,
+  repoRoot,
+  type Snapshot,
+  snapshot,
+  startConsume,
+  type TempDir,
+  tempDatabase,
+  tempDir,
+} from "@spool/test-support"
 
 const pgSkip = await pgUnavailable()
 if (pgSkip) console.warn(pgSkip)

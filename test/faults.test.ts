@@ -7,9 +7,16 @@ import { afterAll, beforeAll, describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import os from "node:os"
 import { join } from "node:path"
-import { diffSnapshots } from "./_chaos.ts"
-import { consumeBounded, ledgerRows, queueListing } from "./_hostile.ts"
-import { run, snapshot, tempDir, tempQueue } from "./support.ts"
+import {
+  consumeBounded,
+  diffSnapshots,
+  ledgerRows,
+  queueListing,
+  run,
+  snapshot,
+  tempDir,
+  tempQueue,
+} from "@spool/test-support"
 
 const slow = 60_000
 const msg = (i: number, pad = "") =>

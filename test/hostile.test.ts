@@ -9,17 +9,20 @@ import {
   availableLedgers,
   type BoundedRun,
   consumeBounded,
-  endState,
+  corpusEndState,
   type LedgerKind,
   type LedgerRows,
   ledgerRows,
   parseCsv,
   queueListing,
   readErrorCsv,
+  repoRoot,
+  run,
+  type TempQueue,
   type TestLedger,
+  tempQueue,
   testLedger,
-} from "./_hostile.ts"
-import { repoRoot, run, type TempQueue, tempQueue } from "./support.ts"
+} from "@spool/test-support"
 
 const ledgers = await availableLedgers()
 
@@ -28,7 +31,7 @@ interface LedgerRun<T> {
   readonly q: TempQueue
   readonly result: T
   readonly rows: LedgerRows
-  readonly end: Awaited<ReturnType<typeof endState>>
+  readonly end: Awaited<ReturnType<typeof corpusEndState>>
 }
 
 type ConsumeOn = (args?: readonly string[], options?: { timeoutMs?: number }) => Promise<BoundedRun>
@@ -49,7 +52,7 @@ function onEachLedger<T>(scenario: (q: TempQueue, consume: ConsumeOn) => Promise
         const result = await scenario(q, (args = [], options = {}) =>
           consumeBounded(q.root, [...ledger.args, ...args], options),
         )
-        runs.set(kind, { q, result, rows: await ledger.rows(q.root), end: await endState(q.root, ledger) })
+        runs.set(kind, { q, result, rows: await ledger.rows(q.root), end: await corpusEndState(q.root, ledger) })
       }),
     )
   }, slow)

@@ -5,20 +5,22 @@
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import { pgUnavailable, tempDatabase } from "../packages/core/src/_pg-testing.ts"
 import {
   consumeUntilDone,
   consumeWithRandomKills,
   diffIgnoringWinners,
   diffSnapshots,
+  endState,
   expectedAfterKills,
   generateMessages,
   makeQueueFrom,
+  pgUnavailable,
   rng,
   summarizeKills,
+  tempDatabase,
+  tempDir,
   timeConsume,
-} from "./_chaos.ts"
-import { endState, tempDir } from "./support.ts"
+} from "@spool/test-support"
 
 const pgSkip = await pgUnavailable()
 if (pgSkip) console.warn(pgSkip)

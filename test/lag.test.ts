@@ -2,7 +2,7 @@
 import { beforeAll, describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import { list, repoRoot, run, tempDir, tempQueue } from "./support.ts"
+import { list, repoRoot, run, tempDir, tempQueue } from "@spool/test-support"
 
 const dist = join(repoRoot, "packages/ops/dist")
 const lagSh = join(dist, "lag.sh")

@@ -7,8 +7,7 @@ import { Database } from "bun:sqlite"
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import { pgUnavailable, tempDatabase } from "../packages/core/src/_pg-testing.ts"
-import { list, repoRoot, run, spool, tempDir, tempQueue } from "./support.ts"
+import { list, pgUnavailable, repoRoot, run, spool, tempDatabase, tempDir, tempQueue } from "@spool/test-support"
 
 const slow = 60_000
 const noPostgres = await pgUnavailable()

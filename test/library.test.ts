@@ -1,7 +1,7 @@
 import { Database } from "bun:sqlite"
 import { describe, expect, it } from "bun:test"
 import { join } from "node:path"
-import { list, run, tempQueue } from "./support.ts"
+import { list, run, tempQueue } from "@spool/test-support"
 
 const app = join(import.meta.dir, "apps/balances.ts")
 

@@ -4,7 +4,7 @@
 import { beforeAll, describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join, relative } from "node:path"
-import { repoRoot, run, spool, type TempDir, tempDir } from "./support.ts"
+import { repoRoot, run, spool, type TempDir, tempDir } from "@spool/test-support"
 
 beforeAll(async () => {
   const r = await run(["bun", join(repoRoot, "packages/ops/build.ts"), "--if-stale"])

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import { spool, tempQueue } from "./support.ts"
+import { spool, tempQueue } from "@spool/test-support"
 
 const lines = (stderr: string) => stderr.split("\n").filter(Boolean)
 

@@ -2,7 +2,7 @@
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import { repoRoot, run, spool, tempQueue } from "./support.ts"
+import { repoRoot, run, spool, tempQueue } from "@spool/test-support"
 
 const sqlSource = join(repoRoot, "packages/core/sql/order-check.sql")
 

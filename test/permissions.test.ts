@@ -6,7 +6,7 @@ import { Database } from "bun:sqlite"
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import { repoRoot, run, tempDir } from "./support.ts"
+import { repoRoot, run, tempDir } from "@spool/test-support"
 
 const slow = 60_000
 

@@ -4,10 +4,22 @@ import { Database } from "bun:sqlite"
 import { afterAll, describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
+import {
+  endState,
+  generateMessages,
+  list,
+  makeQueueFrom,
+  pgUnavailable,
+  repoRoot,
+  rng,
+  run,
+  spool,
+  startConsume,
+  tempDatabase,
+  tempDir,
+  tempQueue,
+} from "@spool/test-support"
 import { SQL } from "bun"
-import { pgUnavailable, tempDatabase } from "../packages/core/src/_pg-testing.ts"
-import { generateMessages, makeQueueFrom, rng, startConsume } from "./_chaos.ts"
-import { endState, list, repoRoot, run, spool, tempDir, tempQueue } from "./support.ts"
 
 const skip = await pgUnavailable()
 if (skip) console.warn(skip)

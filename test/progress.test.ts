@@ -1,6 +1,6 @@
 import { describe, expect, it } from "bun:test"
 import { join } from "node:path"
-import { list, repoRoot, run, spool, tempQueue } from "./support.ts"
+import { list, repoRoot, run, spool, tempQueue } from "@spool/test-support"
 
 const consumeBin = join(repoRoot, "packages/consumer/bin/consume.ts")
 

@@ -5,9 +5,8 @@ import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
 import { createConsumer } from "@spool/core"
+import { consumeBounded, ledgerRows, queueListing, readErrorCsv, tempQueue } from "@spool/test-support"
 import fc from "fast-check"
-import { consumeBounded, ledgerRows, queueListing, readErrorCsv } from "./_hostile.ts"
-import { tempQueue } from "./support.ts"
 
 type Reason = "parse" | "missing-field" | "invalid-field"
 

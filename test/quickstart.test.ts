@@ -3,7 +3,7 @@ import { Database } from "bun:sqlite"
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import { list, run, tempDir } from "./support.ts"
+import { list, run, tempDir } from "@spool/test-support"
 
 function processedRows(root: string): number {
   const db = new Database(join(root, "ledger.db"), { readonly: true })

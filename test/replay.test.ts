@@ -5,8 +5,7 @@ import { Database } from "bun:sqlite"
 import { afterAll, beforeAll, describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import { parseCsv } from "./_hostile.ts"
-import { list, repoRoot, run, snapshot, spool, type TempDir, tempDir, tempQueue } from "./support.ts"
+import { list, parseCsv, repoRoot, run, snapshot, spool, type TempDir, tempDir, tempQueue } from "@spool/test-support"
 
 const replaySh = join(repoRoot, "packages/ops/dist/replay.sh")
 

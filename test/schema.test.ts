@@ -2,7 +2,7 @@
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import { spool, tempQueue } from "./support.ts"
+import { spool, tempQueue } from "@spool/test-support"
 
 const sampleSchema = `field,type,role
 msg_id,string,idempotency-key

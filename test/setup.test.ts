@@ -2,7 +2,7 @@
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import { fixturesDir, list, repoRoot, run, snapshot, spool, tempDir } from "./support.ts"
+import { fixturesDir, list, repoRoot, run, snapshot, spool, tempDir } from "@spool/test-support"
 
 /** The 20 messages of the sample: not README.txt, not evt-partial.json.tmp, not archive/evt-old.json. */
 const sampleMessages = [

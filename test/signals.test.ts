@@ -4,8 +4,18 @@ import { Database } from "bun:sqlite"
 import { afterAll, beforeAll, describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import { consumeToEnd, diffSnapshots, generateMessages, makeQueueFrom, type Snapshot, startConsume } from "./_chaos.ts"
-import { list, snapshot, type TempDir, tempDir } from "./support.ts"
+import {
+  consumeToEnd,
+  diffSnapshots,
+  generateMessages,
+  list,
+  makeQueueFrom,
+  type Snapshot,
+  snapshot,
+  startConsume,
+  type TempDir,
+  tempDir,
+} from "@spool/test-support"
 
 describe("consume stopped by a signal", () => {
   let t: TempDir

@@ -6,7 +6,7 @@
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import { repoRoot, run, tempDir, tempQueue } from "./support.ts"
+import { repoRoot, run, tempDir, tempQueue } from "@spool/test-support"
 
 /** A module's entry file, as the plugin's filter matches it. */
 const entries = {

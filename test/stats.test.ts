@@ -1,7 +1,7 @@
 import { Database } from "bun:sqlite"
 import { afterAll, beforeAll, describe, expect, it } from "bun:test"
 import { join } from "node:path"
-import { repoRoot, run, spool, type TempQueue, tempQueue } from "./support.ts"
+import { repoRoot, run, spool, type TempQueue, tempQueue } from "@spool/test-support"
 
 const stats = (args: readonly string[]) => run(["bun", join(repoRoot, "packages/consumer/bin/stats.ts"), ...args])
 

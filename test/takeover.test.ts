@@ -11,8 +11,8 @@ import { Database } from "bun:sqlite"
 import { afterAll, describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
+import { list, pgUnavailable, repoRoot, tempDatabase, tempQueue } from "@spool/test-support"
 import { SQL } from "bun"
-import { pgUnavailable, tempDatabase } from "../packages/core/src/_pg-testing.ts"
 import {
   type AcceptedOutcome,
   consume,
@@ -24,7 +24,6 @@ import {
   PostgresLedger,
   rootId,
 } from "../packages/core/src/index.ts"
-import { list, repoRoot, tempQueue } from "./support.ts"
 
 const pgSkip = await pgUnavailable()
 if (pgSkip) console.warn(pgSkip)

@@ -5,9 +5,8 @@ import { Database } from "bun:sqlite"
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
+import { list, pgUnavailable, repoRoot, run, spool, tempDatabase, tempQueue } from "@spool/test-support"
 import { SQL } from "bun"
-import { pgUnavailable, tempDatabase } from "../packages/core/src/_pg-testing.ts"
-import { list, repoRoot, run, spool, tempQueue } from "./support.ts"
 
 const slow = 60_000
 const noPostgres = await pgUnavailable()

@@ -2,7 +2,7 @@ import { Database } from "bun:sqlite"
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import { list, repoRoot, spool, tempQueue } from "./support.ts"
+import { list, repoRoot, spool, tempQueue } from "@spool/test-support"
 
 const consumeBin = join(repoRoot, "packages/consumer/bin/consume.ts")
 

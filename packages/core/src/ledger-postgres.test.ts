@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from "bun:test"
-import { pgUnavailable, tempDatabase } from "./_pg-testing.ts"
+import { pgUnavailable, tempDatabase } from "@spool/test-support"
 import type { Outcome } from "./ledger.ts"
 import { PostgresLedger } from "./ledger-postgres.ts"
 import { currentOwner } from "./owner.ts"

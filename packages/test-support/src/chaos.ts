@@ -5,7 +5,8 @@ import { Database } from "bun:sqlite"
 import fs from "node:fs"
 import { join } from "node:path"
 import { SQL } from "bun"
-import { repoRoot, type snapshot } from "./support.ts"
+import type { Snapshot } from "./end-state.ts"
+import { repoRoot } from "./repo.ts"
 
 export const consumeBin = join(repoRoot, "packages/consumer/bin/consume.ts")
 
@@ -440,8 +441,6 @@ function untilInboxEmpty(root: string, hasExited: () => boolean) {
     },
   }
 }
-
-export type Snapshot = ReturnType<typeof snapshot>
 
 /**
  * Every difference between two end states, as short readable lines (empty when equivalent):

@@ -3,8 +3,9 @@ import { Database } from "bun:sqlite"
 import fs from "node:fs"
 import { join } from "node:path"
 import { SQL } from "bun"
-import { pgUnavailable, tempDatabase } from "../packages/core/src/_pg-testing.ts"
-import { list, repoRoot } from "./support.ts"
+import { list } from "./end-state.ts"
+import { pgUnavailable, tempDatabase } from "./postgres.ts"
+import { repoRoot } from "./repo.ts"
 
 /** What a bounded consume run did; `signal` is set when the bound killed it (a hang). */
 export interface BoundedRun {
@@ -194,7 +195,7 @@ export async function testLedger(kind: LedgerKind): Promise<TestLedger> {
  * by the sha256 of its bytes, anything else by its kind), the reports, and the ledger's rows
  * sorted by code unit.
  */
-export async function endState(root: string, ledger: TestLedger) {
+export async function corpusEndState(root: string, ledger: TestLedger) {
   // By the names' bytes: a name that is not UTF-8 (left in inbox/ when hidden) has no string to open.
   const entries = (d: string) =>
     Object.fromEntries(
