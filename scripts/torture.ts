@@ -8,19 +8,13 @@ import os from "node:os"
 import { join } from "node:path"
 import { parseArgs } from "node:util"
 import {
-  consumeUntilDone,
-  consumeWithRandomKills,
   diffIgnoringWinners,
   diffSnapshots,
-  endState,
-  expectedAfterKills,
   generateMessages,
-  makeQueueFrom,
+  killedAgainstReference,
   pgUnavailable,
-  rng,
   summarizeKills,
   tempDatabase,
-  timeConsume,
 } from "@spool/test-support"
 
 const usage = `Usage: bun run torture [options]
@@ -151,23 +145,21 @@ async function torture(o: ReturnType<typeof parse>): Promise<number> {
     const dir = fs.mkdtempSync(join(os.tmpdir(), "spool-torture-"))
     const refLedger = await ledgerFor(backend)
     const killedLedger = await ledgerFor(backend)
-    const withLedger = (url: string | undefined) => [...args, ...(url === undefined ? [] : ["--ledger", url])]
     const started = performance.now()
     const mix = generateMessages(join(dir, "src"), o.messages, seed)
-    makeQueueFrom(join(dir, "src"), join(dir, "reference"))
-    makeQueueFrom(join(dir, "src"), join(dir, "killed"))
-    const reference = await timeConsume(join(dir, "reference"), withLedger(refLedger.url))
-    const activeMs = o.activeMs ?? Math.max(20, Math.round(reference.activeMs / (o.consumers > 1 ? 2.5 : 8)))
-    let run: Awaited<ReturnType<typeof consumeWithRandomKills>>
+    let checked: Awaited<ReturnType<typeof killedAgainstReference>>
     try {
-      run = await consumeWithRandomKills(join(dir, "killed"), {
-        random: rng(seed),
+      checked = await killedAgainstReference({
+        dir,
         args,
+        seed,
+        consumers: o.consumers,
         maxKills: o.kills,
         budgetMs: o.budgetMs,
-        activeMs,
-        consumers: o.consumers,
-        ...(killedLedger.url !== undefined && { ledgerUrl: killedLedger.url }),
+        activeMs: (ms) => o.activeMs ?? Math.max(20, Math.round(ms / (o.consumers > 1 ? 2.5 : 8))),
+        ledgers: { reference: refLedger.url, killed: killedLedger.url },
+        newLedger: () => ledgerFor(backend),
+        ...(o.maxAttempts !== undefined && { maxAttempts: o.maxAttempts }),
       })
     } catch (error) {
       // A run that failed on its own (not killed) is a finding too: say what it printed.
@@ -177,19 +169,7 @@ async function torture(o: ReturnType<typeof parse>): Promise<number> {
       console.log(`  queues kept in ${dir} (reference/ and killed/)${ledgersKept(refLedger, killedLedger)}`)
       continue
     }
-    const actual = await endState(join(dir, "killed"), killedLedger.url)
-    const { expected, poisonedByKills } = await expectedAfterKills({
-      reference: await endState(join(dir, "reference"), refLedger.url),
-      actual,
-      kills: run.kills,
-      ...(o.maxAttempts !== undefined && { maxAttempts: o.maxAttempts }),
-      rerun: async (env) => {
-        await using crashLedger = await ledgerFor(backend)
-        makeQueueFrom(join(dir, "src"), join(dir, "crash-on"))
-        await consumeUntilDone(join(dir, "crash-on"), withLedger(crashLedger.url), env)
-        return await endState(join(dir, "crash-on"), crashLedger.url)
-      },
-    })
+    const { expected, actual, run, activeMs, poisonedByKills } = checked
     const diff = o.consumers > 1 ? diffIgnoringWinners(expected, actual) : diffSnapshots(expected, actual)
     const k = summarizeKills(run.kills)
     for (const key of ["kills", "inFlight", "committedNotMoved", "idle"] as const) totals[key] += k[key]

@@ -6,20 +6,14 @@ import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
 import {
-  consumeUntilDone,
-  consumeWithRandomKills,
   diffIgnoringWinners,
   diffSnapshots,
-  endState,
-  expectedAfterKills,
   generateMessages,
-  makeQueueFrom,
+  killedAgainstReference,
   pgUnavailable,
-  rng,
   summarizeKills,
   tempDatabase,
   tempDir,
-  timeConsume,
 } from "@spool/test-support"
 
 const pgSkip = await pgUnavailable()
@@ -55,36 +49,19 @@ for (const backend of backends)
       await using refLedger = await backend.ledger()
       await using killedLedger = await backend.ledger()
       generateMessages(join(t.path, "src"), o.messages, o.seed)
-      const ref = join(t.path, "ref")
-      const killed = join(t.path, "killed")
-      makeQueueFrom(join(t.path, "src"), ref)
-      makeQueueFrom(join(t.path, "src"), killed)
-      const withLedger = (url: string | undefined) => [...o.args, ...(url === undefined ? [] : ["--ledger", url])]
-      const reference = await timeConsume(ref, withLedger(refLedger.url))
-      const run = await consumeWithRandomKills(killed, {
-        random: rng(o.seed),
+      const { expected, actual, run, poisonedByKills } = await killedAgainstReference({
+        dir: t.path,
         args: o.args,
+        seed: o.seed,
+        consumers: o.consumers,
         maxKills: o.maxKills,
         budgetMs: 40_000,
         // Several consumers drain the queue faster than the one the reference ran; one alone
         // gets kills landing, on average, a sixteenth of its work after each restart.
-        activeMs: Math.max(50, reference.activeMs * (o.consumers > 1 ? 0.4 : 0.125)),
-        consumers: o.consumers,
-        ...(killedLedger.url !== undefined && { ledgerUrl: killedLedger.url }),
+        activeMs: (ms) => Math.max(50, ms * (o.consumers > 1 ? 0.4 : 0.125)),
+        ledgers: { reference: refLedger.url, killed: killedLedger.url },
+        newLedger: backend.ledger,
         ...(o.env !== undefined && { env: o.env }),
-      })
-      const actual = await endState(killed, killedLedger.url)
-      const { expected, poisonedByKills } = await expectedAfterKills({
-        reference: await endState(ref, refLedger.url),
-        actual,
-        kills: run.kills,
-        rerun: async (env) => {
-          await using crashLedger = await backend.ledger()
-          const root = join(t.path, "crash-on")
-          makeQueueFrom(join(t.path, "src"), root)
-          await consumeUntilDone(root, withLedger(crashLedger.url), env)
-          return await endState(root, crashLedger.url)
-        },
       })
       if (poisonedByKills.length > 0)
         console.warn(`kill-storm: ${poisonedByKills.join(", ")} was in hand at two kills, so poison by design`)

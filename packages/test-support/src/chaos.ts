@@ -5,7 +5,7 @@ import { Database } from "bun:sqlite"
 import fs from "node:fs"
 import { join } from "node:path"
 import { SQL } from "bun"
-import type { Snapshot } from "./end-state.ts"
+import { endState, type Snapshot } from "./end-state.ts"
 import { repoRoot } from "./repo.ts"
 
 export const consumeBin = join(repoRoot, "packages/consumer/bin/consume.ts")
@@ -299,6 +299,60 @@ export async function expectedAfterKills(o: {
   // reference that crashes on both, which SPOOL_CRASH_ON (one name) cannot make.
   if (explained.length !== 1 || poisoned.length !== 1) return { expected: o.reference, poisonedByKills: [] }
   return { expected: await o.rerun({ SPOOL_CRASH_ON: explained[0] as string }), poisonedByKills: explained }
+}
+
+/**
+ * The random-kill check on the generated queue in `dir/src`: a copy consumed once,
+ * uninterrupted, in `dir/reference`, and another under rounds of `consumers` SIGKILLed at
+ * random in `dir/killed`, each on its own ledger (`ledgers`: undefined for SQLite in the root,
+ * or a PostgreSQL URL). Returns both end states, the expected one accounting for poison by
+ * design (see expectedAfterKills, whose rerun gets a ledger from `newLedger`), and the run.
+ */
+export async function killedAgainstReference(o: {
+  readonly dir: string
+  readonly args: readonly string[]
+  readonly seed: number
+  readonly consumers: number
+  readonly maxKills: number
+  readonly budgetMs: number
+  /** The kill window, from the time the uninterrupted run worked. */
+  readonly activeMs: (referenceActiveMs: number) => number
+  readonly ledgers: { readonly reference: string | undefined; readonly killed: string | undefined }
+  readonly newLedger: () => Promise<{ readonly url: string | undefined } & AsyncDisposable>
+  readonly env?: Record<string, string>
+  readonly maxAttempts?: number
+}) {
+  const src = join(o.dir, "src")
+  const withLedger = (url: string | undefined) => [...o.args, ...(url === undefined ? [] : ["--ledger", url])]
+  makeQueueFrom(src, join(o.dir, "reference"))
+  makeQueueFrom(src, join(o.dir, "killed"))
+  const reference = await timeConsume(join(o.dir, "reference"), withLedger(o.ledgers.reference))
+  const activeMs = o.activeMs(reference.activeMs)
+  const run = await consumeWithRandomKills(join(o.dir, "killed"), {
+    random: rng(o.seed),
+    args: o.args,
+    maxKills: o.maxKills,
+    budgetMs: o.budgetMs,
+    activeMs,
+    consumers: o.consumers,
+    ...(o.ledgers.killed !== undefined && { ledgerUrl: o.ledgers.killed }),
+    ...(o.env !== undefined && { env: o.env }),
+  })
+  const actual = await endState(join(o.dir, "killed"), o.ledgers.killed)
+  const { expected, poisonedByKills } = await expectedAfterKills({
+    reference: await endState(join(o.dir, "reference"), o.ledgers.reference),
+    actual,
+    kills: run.kills,
+    ...(o.maxAttempts !== undefined && { maxAttempts: o.maxAttempts }),
+    rerun: async (env) => {
+      await using crashLedger = await o.newLedger()
+      const root = join(o.dir, "crash-on")
+      makeQueueFrom(src, root)
+      await consumeUntilDone(root, withLedger(crashLedger.url), env)
+      return await endState(root, crashLedger.url)
+    },
+  })
+  return { expected, actual, run, activeMs, poisonedByKills }
 }
 
 /** Runs consume on `root` again and again until a run exits 0 (each other run must end by SIGKILL). */

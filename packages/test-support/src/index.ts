@@ -9,6 +9,7 @@ export {
   diffSnapshots,
   expectedAfterKills,
   generateMessages,
+  killedAgainstReference,
   makeQueueFrom,
   poisonedByKills,
   rng,
