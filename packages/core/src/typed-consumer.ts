@@ -63,7 +63,7 @@ export interface PostgresConsumerConfig<T extends Message> extends ConsumerOptio
   /** The ledger's `postgres://` URL; default `$SPOOL_LEDGER_URL`, as the commands' `--ledger`. */
   readonly ledger?: string
   /** Creates or upgrades your tables in the ledger's database; runs in one transaction at open. */
-  readonly setup?: (sql: SQL) => void | Promise<void>
+  readonly setup?: (sql: SQL) => void | PromiseLike<void>
   /**
    * Applies a message the first time its msg_id is seen, inside the commit transaction: your
    * writes on `tx` (never on another connection) commit together with the processed row, or
@@ -71,7 +71,7 @@ export interface PostgresConsumerConfig<T extends Message> extends ConsumerOptio
    * error/ with reason `handler` (its writes are rolled back to a savepoint of its own) and
    * lets the rest of the batch commit. Keep it to database work.
    */
-  readonly handle?: (message: T, tx: SQL, delivery: Delivery) => void | Promise<void>
+  readonly handle?: (message: T, tx: SQL, delivery: Delivery) => void | PromiseLike<void>
 }
 
 /** A consumer bound to one queue and its SQLite ledger. Dispose it (or call close) when done. */
@@ -184,11 +184,12 @@ export async function createPostgresConsumer<T extends Message>(
  */
 function refuseOtherLedger(queue: Queue): void {
   const url = process.env.SPOOL_LEDGER_URL || undefined
-  const isBoundToPostgres = readBinding(queue.root)?.binding.backend === "postgres"
+  const bound = readBinding(queue.root)
+  const isBoundToPostgres = bound?.binding.backend === "postgres"
   if (url === undefined && !isBoundToPostgres) return
   const why =
     url === undefined
-      ? `this root (${queue.root}) is bound to a PostgreSQL ledger (${bindingFile(queue.root)})`
+      ? `this root (${queue.root}) is bound to a PostgreSQL ledger (${bound?.isRecorded ? bindingFile(queue.root) : "its .spool-root-id, and no ledger.db"})`
       : `SPOOL_LEDGER_URL names a PostgreSQL ledger (${redact(url)})`
   throw new SpoolError(
     "unsafe-ledger",
@@ -225,10 +226,16 @@ async function drainOnce<T extends Message, E extends AnyEffect>(
   return summary
 }
 
+/** A close asked for, and the promise close() returns. */
+interface Closing {
+  readonly close: () => void | Promise<void>
+  readonly done: PromiseWithResolvers<void>
+}
+
 /** A consumer's drains in flight: closing waits for them rather than closing the ledger under one. */
 class Drains {
-  readonly #inFlight = new Set<Promise<void>>()
-  #closing: Promise<void> | undefined
+  readonly #inFlight = new Set<Promise<unknown>>()
+  #closing: Closing | undefined
 
   /** Runs `drain`, unless the consumer is closed or closing. */
   start<R>(drain: () => Promise<R>): Promise<R> {
@@ -237,18 +244,35 @@ class Drains {
         new SpoolError("usage", "this consumer is closed; create a new one to drain the queue again"),
       )
     const running = drain()
-    const settled = running.then(
+    this.#inFlight.add(running)
+    // A close asked for meanwhile is done by the last drain to end, before its caller resumes.
+    return running.finally(() => {
+      this.#inFlight.delete(running)
+      if (this.#inFlight.size === 0 && this.#closing !== undefined) return this.#closeNow(this.#closing)
+    })
+  }
+
+  /** Refuses new drains and runs `close`: at once when no drain is in flight, else after the last one. */
+  close(close: () => void | Promise<void>): Promise<void> {
+    if (this.#closing === undefined) {
+      this.#closing = { close, done: Promise.withResolvers<void>() }
+      if (this.#inFlight.size === 0) void this.#closeNow(this.#closing)
+    }
+    return this.#closing.done.promise
+  }
+
+  /** Runs the close; the promise returned settles with it but never rejects (its error is close()'s). */
+  #closeNow(c: Closing): Promise<void> {
+    let closed: Promise<void>
+    try {
+      closed = Promise.resolve(c.close())
+    } catch (error) {
+      closed = Promise.reject(error)
+    }
+    c.done.resolve(closed)
+    return closed.then(
       () => {},
       () => {},
     )
-    this.#inFlight.add(settled)
-    void settled.then(() => this.#inFlight.delete(settled))
-    return running
-  }
-
-  /** Refuses new drains and runs `close` once none is in flight (at once, and synchronously, when none is). */
-  close(close: () => void | Promise<void>): Promise<void> {
-    this.#closing ??= this.#inFlight.size === 0 ? Promise.resolve(close()) : Promise.all(this.#inFlight).then(close)
-    return this.#closing
   }
 }
