@@ -74,14 +74,35 @@ describe("a root bound to its SQLite ledger", () => {
     expect(binding(q.root)).toEqual({ backend: "sqlite" })
   })
 
-  it("refuses a createConsumer told to use PostgreSQL, creating nothing", async () => {
+  it("refuses a createConsumer told to use PostgreSQL, whose handler runs on SQLite, creating nothing", async () => {
     await using q = await tempQueue({ seed: "fixtures" })
     const app = join(repoRoot, "test/apps/balances.ts")
     const r = await run(["bun", app, q.root], { env: { SPOOL_LEDGER_URL: "postgres://nobody@127.0.0.1:1/none" } })
     expect(r.stderr).toContain("SPOOL_LEDGER_URL names a PostgreSQL ledger")
+    expect(r.stderr).toContain("build this consumer with createPostgresConsumer")
     expect(r.exitCode).not.toBe(0)
     expect(list(q.root)).not.toContain("ledger.db")
     expect(list(join(q.root, "inbox"))).toHaveLength(20)
+  })
+
+  it("refuses a PostgreSQL URL given to either consumer of the library, without touching that database", async () => {
+    await using q = await tempQueue({ seed: "fixtures" })
+    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+    fs.copyFileSync(join(q.root, "done", "evt-03bdf456.json"), join(q.root, "inbox", "redelivered.json"))
+    const url = "postgres://nobody@127.0.0.1:1/none"
+    const sqliteApp = await run(["bun", join(repoRoot, "test/apps/balances.ts"), q.root], {
+      env: { SPOOL_LEDGER_URL: url },
+    })
+    expect(sqliteApp.stderr).toContain("SPOOL_LEDGER_URL names a PostgreSQL ledger")
+    expect(sqliteApp.exitCode).not.toBe(0)
+    const postgresApp = await run(["bun", join(repoRoot, "test/apps/balances-postgres.ts"), q.root, url], {
+      env: { SPOOL_LEDGER_URL: "" },
+    })
+    expect(postgresApp.stderr).toContain(`is bound to its SQLite ledger ${join(q.root, "ledger.db")}`)
+    expect(postgresApp.exitCode).not.toBe(0)
+    expect(fs.existsSync(join(q.root, ".spool-root-id"))).toBe(false)
+    expect(binding(q.root)).toEqual({ backend: "sqlite" })
+    expect(list(join(q.root, "inbox"))).toEqual(["redelivered.json"])
   })
 })
 
@@ -157,13 +178,41 @@ pg("a root bound to a PostgreSQL ledger", () => {
     expect(binding(t.q.root).ledger_id).toMatch(/^[0-9a-f-]{36}$/)
   })
 
-  it("refuses createConsumer, whose handler runs on SQLite, instead of starting a second ledger", async () => {
+  it("is consumed by createPostgresConsumer with its URL, and refused to createConsumer, whose handler runs on SQLite", async () => {
     await using t = await boundRoot()
-    const r = await run(["bun", join(repoRoot, "test/apps/balances.ts"), t.q.root], { env: { SPOOL_LEDGER_URL: "" } })
-    expect(r.stderr).toContain("set SPOOL_LEDGER_URL or pass --ledger")
-    expect(r.exitCode).not.toBe(0)
+    const sqliteApp = await run(["bun", join(repoRoot, "test/apps/balances.ts"), t.q.root], {
+      env: { SPOOL_LEDGER_URL: "" },
+    })
+    expect(sqliteApp.stderr).toContain("is bound to a PostgreSQL ledger")
+    expect(sqliteApp.stderr).toContain("build this consumer with createPostgresConsumer")
+    expect(sqliteApp.exitCode).not.toBe(0)
     expect(list(t.q.root)).not.toContain("ledger.db")
     expect(list(join(t.q.root, "inbox"))).toEqual(["redelivered.json"])
+    // Without its URL, the PostgreSQL consumer is refused as the commands are.
+    const noUrl = await run(["bun", join(repoRoot, "test/apps/balances-postgres.ts"), t.q.root], {
+      env: { SPOOL_LEDGER_URL: "" },
+    })
+    expect(noUrl.stderr).toContain("pass ledger")
+    expect(noUrl.exitCode).not.toBe(0)
+    expect(list(join(t.q.root, "inbox"))).toEqual(["redelivered.json"])
+    // With it, the redelivery of a message the consume command processed is a duplicate.
+    const before = binding(t.q.root)
+    const ok = await run(["bun", join(repoRoot, "test/apps/balances-postgres.ts"), t.q.root, t.db.url], {
+      env: { SPOOL_LEDGER_URL: "" },
+    })
+    expect(ok.stderr).toBe("")
+    expect(JSON.parse(ok.stdout)).toMatchObject({ processed: 0, duplicates: 1 })
+    expect(ok.exitCode).toBe(0)
+    expect(list(t.q.root)).not.toContain("ledger.db")
+    expect(binding(t.q.root)).toEqual(before)
+    // Another database is refused by the ledger's identity, untouched.
+    await using other = await tempDatabase()
+    const wrong = await run(["bun", join(repoRoot, "test/apps/balances-postgres.ts"), t.q.root, other.url], {
+      env: { SPOOL_LEDGER_URL: "" },
+    })
+    expect(wrong.stderr).toContain("names a database with no spool ledger")
+    expect(wrong.exitCode).not.toBe(0)
+    expect(await spoolTables(other.url)).toEqual([])
   })
 
   it("is bound from the start by setup --ledger, and moved only by setup --rebind", async () => {

@@ -1,9 +1,17 @@
+// The library API end to end, on both ledgers: the balances app (createConsumer on SQLite,
+// createPostgresConsumer on PostgreSQL) as a real process, and the consume command after it.
+// The PostgreSQL half is skipped, with the reason printed, when no server answers.
 import { Database } from "bun:sqlite"
 import { describe, expect, it } from "bun:test"
+import fs from "node:fs"
 import { join } from "node:path"
-import { list, run, tempQueue } from "@spool/test-support"
+import { list, pgUnavailable, type RunResult, run, spool, tempDatabase, tempQueue } from "@spool/test-support"
+import { SQL } from "bun"
 
-const app = join(import.meta.dir, "apps/balances.ts")
+const apps = join(import.meta.dir, "apps")
+
+const pgSkip = await pgUnavailable()
+if (pgSkip) console.warn(pgSkip)
 
 function payments() {
   const files: Record<string, object> = {}
@@ -28,58 +36,153 @@ function payments() {
   return { files, expected }
 }
 
-function balances(root: string): Map<string, number> {
-  const db = new Database(join(root, "ledger.db"), { readonly: true })
-  try {
-    const rows = db.query("SELECT order_no, cents FROM balances").all() as { order_no: string; cents: number }[]
-    return new Map(rows.map((r) => [r.order_no, r.cents]))
-  } finally {
-    db.close()
+/** A seeded queue whose ledger is on one backend, the balances app for it, and that ledger's rows. */
+interface Setup extends AsyncDisposable {
+  readonly root: string
+  /** Runs the balances app on the queue. */
+  app(env?: Record<string, string>): Promise<RunResult>
+  /** Runs the consume command on the queue, with the same ledger. */
+  consume(): Promise<RunResult>
+  /** The rows a query (in SQL both backends read alike) returns from the ledger's database. */
+  rows(query: string): Promise<unknown[]>
+}
+
+async function onSqlite(files: Record<string, object>): Promise<Setup> {
+  const q = await tempQueue({ seed: files })
+  const env = { SPOOL_LEDGER_URL: "" }
+  return {
+    root: q.root,
+    app: (extra = {}) => run(["bun", join(apps, "balances.ts"), q.root], { env: { ...env, ...extra } }),
+    consume: () => spool("consume", ["--root", q.root], env),
+    async rows(query) {
+      const db = new Database(join(q.root, "ledger.db"), { readonly: true })
+      try {
+        return db.query(query).all()
+      } finally {
+        db.close()
+      }
+    },
+    [Symbol.asyncDispose]: q[Symbol.asyncDispose],
   }
 }
 
-function failures(root: string) {
-  const db = new Database(join(root, "ledger.db"), { readonly: true })
-  try {
-    return db.query("SELECT file, reason FROM failures ORDER BY file").all()
-  } finally {
-    db.close()
+async function onPostgres(files: Record<string, object>): Promise<Setup> {
+  const db = await tempDatabase()
+  const q = await tempQueue({ seed: files })
+  return {
+    root: q.root,
+    // The app finds its ledger as the commands do: in SPOOL_LEDGER_URL.
+    app: (extra = {}) =>
+      run(["bun", join(apps, "balances-postgres.ts"), q.root], { env: { SPOOL_LEDGER_URL: db.url, ...extra } }),
+    consume: () => spool("consume", ["--root", q.root, "--ledger", db.url], { SPOOL_LEDGER_URL: "" }),
+    async rows(query) {
+      const sql = new SQL({ url: db.url, max: 1 })
+      try {
+        return [...(await sql.unsafe(query))]
+      } finally {
+        await sql.close()
+      }
+    },
+    async [Symbol.asyncDispose]() {
+      await q[Symbol.asyncDispose]()
+      await db[Symbol.asyncDispose]()
+    },
   }
 }
 
-describe("the library API (createConsumer with a typed message and a handler)", () => {
-  it("applies each payment exactly once, in the same transaction as its processed row", async () => {
-    const { files, expected } = payments()
-    await using q = await tempQueue({ seed: files })
-    const r = await run(["bun", app, q.root])
-    expect(r.stderr).toBe("")
-    expect(r.exitCode).toBe(0)
-    expect(JSON.parse(r.stdout)).toMatchObject({ processed: 40, duplicates: 2, rejected: 2 })
-    expect(balances(q.root)).toEqual(expected)
-    expect(failures(q.root)).toEqual([
-      { file: "x-gbp.json", reason: "invalid-field" },
-      { file: "x-refund.json", reason: "handler" },
-    ])
-    expect(list(join(q.root, "error"))).toEqual(["x-gbp.json", "x-refund.json"])
-    expect(list(join(q.root, "done"))).toHaveLength(42)
-    expect(list(join(q.root, "processing"))).toEqual([])
-  })
+const backends = [
+  { name: "SQLite", open: onSqlite, skip: undefined },
+  { name: "PostgreSQL", open: onPostgres, skip: pgSkip },
+] as const
 
-  it("never applies an effect twice when the process dies between commit and move", async () => {
-    const { files, expected } = payments()
-    await using q = await tempQueue({ seed: files })
-    for (let kill = 1; kill <= 3; kill++) {
-      const r = await run(["bun", app, q.root], { env: { SPOOL_FAULT: "after-commit" } })
-      expect(r.exitCode).not.toBe(0) // killed by SIGKILL right after a commit
-    }
-    const r = await run(["bun", app, q.root])
-    expect(r.exitCode).toBe(0)
-    expect(balances(q.root)).toEqual(expected)
-    expect(list(join(q.root, "processing"))).toEqual([])
-    expect(list(join(q.root, "inbox"))).toEqual([])
-    const db = new Database(join(q.root, "ledger.db"), { readonly: true })
-    const dups = db.query("SELECT COUNT(*) AS n FROM duplicates").get() as { n: number }
-    db.close()
-    expect(dups.n).toBe(2) // only the two real redeliveries, no recovery counted as one
-  })
-})
+async function balances(s: Setup): Promise<Map<string, number>> {
+  const rows = (await s.rows("SELECT order_no, CAST(cents AS INTEGER) AS cents FROM balances")) as {
+    order_no: string
+    cents: number
+  }[]
+  return new Map(rows.map((r) => [r.order_no, r.cents]))
+}
+
+const failures = (s: Setup) => s.rows("SELECT file, reason FROM failures ORDER BY file")
+
+for (const backend of backends)
+  (backend.skip ? describe.skip : describe)(
+    `the library API on ${backend.name} (a typed message and a handler in the commit transaction)`,
+    () => {
+      it("applies each payment exactly once, in the same transaction as its processed row", async () => {
+        const { files, expected } = payments()
+        await using s = await backend.open(files)
+        const r = await s.app()
+        expect(r.stderr).toBe("")
+        expect(r.exitCode).toBe(0)
+        expect(JSON.parse(r.stdout)).toMatchObject({ processed: 40, duplicates: 2, rejected: 2 })
+        expect(await balances(s)).toEqual(expected)
+        expect(await failures(s)).toEqual([
+          { file: "x-gbp.json", reason: "invalid-field" },
+          { file: "x-refund.json", reason: "handler" },
+        ])
+        expect(list(join(s.root, "error"))).toEqual(["x-gbp.json", "x-refund.json"])
+        expect(list(join(s.root, "done"))).toHaveLength(42)
+        expect(list(join(s.root, "processing"))).toEqual([])
+      })
+
+      it("sends a message whose handler throws to error/ as handler, and commits the rest of its batch", async () => {
+        const { files } = payments()
+        // One batch (the app's batchSize is 7): the refund among three payments.
+        const batch = {
+          "p-001.json": files["p-001.json"] as object,
+          "p-002.json": files["p-002.json"] as object,
+          "x-refund.json": files["x-refund.json"] as object,
+          "p-003.json": files["p-003.json"] as object,
+        }
+        await using s = await backend.open(batch)
+        const r = await s.app()
+        expect(r.stderr).toBe("")
+        expect(r.exitCode).toBe(0)
+        expect(JSON.parse(r.stdout)).toMatchObject({ processed: 3, duplicates: 0, rejected: 1 })
+        expect(await failures(s)).toEqual([{ file: "x-refund.json", reason: "handler" }])
+        expect(await s.rows("SELECT msg_id FROM processed ORDER BY msg_id")).toEqual([
+          { msg_id: "pay-1" },
+          { msg_id: "pay-2" },
+          { msg_id: "pay-3" },
+        ])
+        expect(await balances(s)).toEqual(
+          new Map([
+            ["O-1", 101],
+            ["O-2", 202],
+            ["O-3", 303],
+          ]),
+        )
+        expect(list(join(s.root, "error"))).toEqual(["x-refund.json"])
+        expect(list(join(s.root, "done"))).toEqual(["p-001.json", "p-002.json", "p-003.json"])
+      })
+
+      it("records into its ledger: a redelivery consumed by the consume command is a duplicate, applied once", async () => {
+        const { files, expected } = payments()
+        await using s = await backend.open(files)
+        expect((await s.app()).exitCode).toBe(0)
+        fs.copyFileSync(join(s.root, "done", "p-005.json"), join(s.root, "inbox", "p-005-again.json"))
+        const r = await s.consume()
+        expect(r.stderr).toContain("processed=0 duplicates=1")
+        expect(r.exitCode).toBe(0)
+        expect(list(join(s.root, "done"))).toContain("p-005-again.json")
+        expect(await balances(s)).toEqual(expected)
+      })
+
+      it("never applies an effect twice when the process dies between commit and move", async () => {
+        const { files, expected } = payments()
+        await using s = await backend.open(files)
+        for (let kill = 1; kill <= 3; kill++) {
+          const r = await s.app({ SPOOL_FAULT: "after-commit" })
+          expect(r.exitCode).not.toBe(0) // killed by SIGKILL right after a commit
+        }
+        const r = await s.app()
+        expect(r.exitCode).toBe(0)
+        expect(await balances(s)).toEqual(expected)
+        expect(list(join(s.root, "processing"))).toEqual([])
+        expect(list(join(s.root, "inbox"))).toEqual([])
+        // Only the two real redeliveries, no recovery counted as one.
+        expect(await s.rows("SELECT CAST(COUNT(*) AS INTEGER) AS n FROM duplicates")).toEqual([{ n: 2 }])
+      })
+    },
+  )

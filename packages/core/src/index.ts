@@ -11,5 +11,12 @@ export {
 export { Message } from "./message-type.ts"
 export type { FieldInfo, FieldRole, JsonType } from "./schema.ts"
 export { formatSchema, inferSchema } from "./schema.ts"
-export type { ConsumerConfig, Delivery, SpoolConsumer } from "./typed-consumer.ts"
-export { createConsumer } from "./typed-consumer.ts"
+export type {
+  ConsumerConfig,
+  ConsumerOptions,
+  Delivery,
+  PostgresConsumer,
+  PostgresConsumerConfig,
+  SpoolConsumer,
+} from "./typed-consumer.ts"
+export { createConsumer, createPostgresConsumer } from "./typed-consumer.ts"

@@ -104,23 +104,33 @@ export function resolveLedgerUrl(flag: string | undefined, env: NodeJS.ProcessEn
  * PostgreSQL, or one that names another PostgreSQL ledger is refused (exit 2) before anything
  * is created. A writer records the binding the first time, so a root's first ledger is its own.
  */
+export function openLedger(queue: Queue, options: OpenLedgerOptions & { readonly url: string }): Promise<PostgresLedger>
+export function openLedger(queue: Queue, options?: OpenLedgerOptions): Promise<Ledger | PostgresLedger>
 export async function openLedger(queue: Queue, options: OpenLedgerOptions = {}): Promise<Ledger | PostgresLedger> {
   const url = options.url
+  if (url === undefined) return openSqliteLedger(queue, options)
   const bound = await checkRootLedger(queue, url)
-  if (url === undefined) {
-    const ledger = Ledger.open(queue.ledger, {
-      ...(options.durable !== undefined && { durable: options.durable }),
-      ...(options.busyTimeoutMs !== undefined && { busyTimeoutMs: options.busyTimeoutMs }),
-      ...(options.readonly !== undefined && { readonly: options.readonly }),
-      ...(options.isNewLedgerAllowed !== undefined && { isNewLedgerAllowed: options.isNewLedgerAllowed }),
-    })
-    if (!options.readonly && bound?.isRecorded !== true) recordBinding(queue, { backend: "sqlite" }, ledger)
-    return ledger
-  }
   const ledger = await PostgresLedger.open(url, rootId(queue), { migrate: !options.readonly })
   const b = bound?.binding
   if (!options.readonly && (bound?.isRecorded !== true || (b?.backend === "postgres" && b.ledgerId === undefined)))
     recordBinding(queue, { backend: "postgres", ledgerId: await ledger.ledgerId(), where: redact(url) }, ledger)
+  return ledger
+}
+
+/**
+ * `openLedger` without a URL, synchronously: the SQLite ledger in the root, by the same rules
+ * (a root bound to PostgreSQL is refused with exit 2, a writer records the binding the first time).
+ */
+export function openSqliteLedger(queue: Queue, options: Omit<OpenLedgerOptions, "url"> = {}): Ledger {
+  const bound = readBinding(queue.root)
+  checkBinding(queue.root, bound, undefined, undefined)
+  const ledger = Ledger.open(queue.ledger, {
+    ...(options.durable !== undefined && { durable: options.durable }),
+    ...(options.busyTimeoutMs !== undefined && { busyTimeoutMs: options.busyTimeoutMs }),
+    ...(options.readonly !== undefined && { readonly: options.readonly }),
+    ...(options.isNewLedgerAllowed !== undefined && { isNewLedgerAllowed: options.isNewLedgerAllowed }),
+  })
+  if (!options.readonly && bound?.isRecorded !== true) recordBinding(queue, { backend: "sqlite" }, ledger)
   return ledger
 }
 
