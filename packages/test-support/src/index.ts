@@ -1,25 +1,17 @@
 // Test support shared by test/, bench/ and scripts/torture.ts; production modules never import it.
-export type { Consumer, GeneratedMix, KillObservation, KillRun } from "./chaos.ts"
 export {
-  consumeBin,
-  consumeToEnd,
-  consumeUntilDone,
-  consumeWithRandomKills,
   diffIgnoringWinners,
   diffSnapshots,
   expectedAfterKills,
-  generateMessages,
   killedAgainstReference,
-  makeQueueFrom,
-  poisonedByKills,
-  rng,
-  startConsume,
-  summarizeKills,
-  timeConsume,
   withoutWinners,
-} from "./chaos.ts"
+} from "./compare.ts"
+export type { Consumer } from "./consumers.ts"
+export { consumeBin, consumeToEnd, consumeUntilDone, startConsume, timeConsume } from "./consumers.ts"
 export type { Snapshot } from "./end-state.ts"
 export { endState, list, snapshot } from "./end-state.ts"
+export type { GeneratedMix } from "./generate.ts"
+export { generateMessages, makeQueueFrom, rng } from "./generate.ts"
 export type { BoundedRun, LedgerKind, LedgerRows, TestLedger } from "./hostile.ts"
 export {
   availableLedgers,
@@ -31,6 +23,8 @@ export {
   readErrorCsv,
   testLedger,
 } from "./hostile.ts"
+export type { KillObservation, KillRun } from "./kills.ts"
+export { consumeWithRandomKills, poisonedByKills, summarizeKills } from "./kills.ts"
 export { pgUnavailable, tempDatabase } from "./postgres.ts"
 export type { RunResult } from "./process.ts"
 export { run, spool } from "./process.ts"

@@ -1,0 +1,248 @@
+// Random SIGKILLs of the real consume process, and what each kill left: which step of the
+// protocol it interrupted, and which files it caught in hand.
+import { Database } from "bun:sqlite"
+import fs from "node:fs"
+import { join } from "node:path"
+import { SQL } from "bun"
+import { mtimes, startConsume } from "./consumers.ts"
+
+/** What the ledger and processing/ held right after a kill: which step of the protocol the kill interrupted. */
+export interface KillObservation {
+  /** Time from spawn to kill. */
+  readonly delayMs: number
+  /** Files in processing/ (claimed, renamed, not yet moved out), whoever holds them. */
+  readonly inProcessing: number
+  /** Claim rows of the killed process not yet committed: it had a batch in hand. */
+  readonly claimed: number
+  /** Claim rows of the killed process committed whose file was still in processing/: the kill fell between commit and move. */
+  readonly committedNotMoved: number
+  /**
+   * Files the killed process was retrying alone (an attempt counted, not yet committed), with
+   * the attempts: a death with the file in hand, which is what the poison counter counts.
+   */
+  readonly inHandAlone: readonly { readonly name: string; readonly attempts: number }[]
+  readonly inbox: number
+}
+
+/** What a kill of process `pid` left: its own claims in the ledger, and the queue directories. */
+export async function observe(
+  root: string,
+  delayMs: number,
+  pid: number,
+  ledgerUrl?: string,
+): Promise<KillObservation> {
+  const processing = new Set(fs.readdirSync(join(root, "processing")))
+  let claimed = 0
+  let committedNotMoved = 0
+  const inHandAlone: { name: string; attempts: number }[] = []
+  for (const r of await claimStates(root, ledgerUrl)) {
+    if (r.pid !== pid) continue
+    if (r.state === "claimed") {
+      claimed++
+      if (r.attempts >= 2) inHandAlone.push({ name: r.name, attempts: r.attempts })
+    } else if (processing.has(r.name)) committedNotMoved++
+  }
+  return {
+    delayMs,
+    inProcessing: processing.size,
+    claimed,
+    committedNotMoved,
+    inHandAlone,
+    inbox: fs.readdirSync(join(root, "inbox")).length,
+  }
+}
+
+interface ClaimState {
+  readonly name: string
+  readonly state: string
+  readonly attempts: number
+  /** The owner's pid, from its consumers row. */
+  readonly pid: number | null
+}
+
+const claimStatesSql =
+  "SELECT c.name, c.state, c.attempts, o.pid FROM claims c LEFT JOIN consumers o ON o.owner_id = c.owner_id"
+
+/** The claim rows of a root's ledger with their owners' pids (none if it has no ledger yet). */
+async function claimStates(root: string, ledgerUrl?: string): Promise<ClaimState[]> {
+  if (ledgerUrl !== undefined) {
+    const sql = new SQL({ url: ledgerUrl, max: 1 })
+    try {
+      return (await sql.unsafe(claimStatesSql)).map((r: ClaimState) => ({
+        ...r,
+        pid: r.pid === null ? null : Number(r.pid),
+      }))
+    } catch {
+      return [] // the kill can fall before the ledger's schema exists
+    } finally {
+      await sql.close()
+    }
+  }
+  if (!fs.existsSync(join(root, "ledger.db"))) return []
+  const db = new Database(join(root, "ledger.db"))
+  try {
+    db.exec("PRAGMA busy_timeout = 10000")
+    return db.query(claimStatesSql).all() as ClaimState[]
+  } catch {
+    return [] // the kill can fall before the ledger's schema exists
+  } finally {
+    db.close()
+  }
+}
+
+/**
+ * The files random kills made poison by design: each was in hand, retried alone, at enough
+ * kills to reach the poison threshold (`--max-attempts`, at least 2; the first claim is the
+ * batch's). A count is credited once: a claim adopted with the attempts of an earlier death
+ * and killed before its own count is not a second death in hand.
+ */
+export function poisonedByKills(kills: readonly KillObservation[], maxAttempts = 3): string[] {
+  const credited = new Map<string, number>()
+  const highest = new Map<string, number>()
+  for (const k of kills)
+    for (const { name, attempts } of k.inHandAlone) {
+      if (attempts <= (highest.get(name) ?? 1)) continue
+      highest.set(name, attempts)
+      credited.set(name, (credited.get(name) ?? 0) + 1)
+    }
+  const deaths = Math.max(maxAttempts, 2) - 1
+  return [...credited].filter(([, n]) => n >= deaths).map(([name]) => name)
+}
+
+/** What a random-kill run did. */
+export interface KillRun {
+  readonly kills: KillObservation[]
+  /** Runs started, the final one included. */
+  readonly starts: number
+  readonly stderr: string[]
+}
+
+/**
+ * Runs consume on `root` again and again, SIGKILLing each run at a random point, until a round
+ * ends with an empty inbox/ or the kill budget (count or time) is spent; then one more run to
+ * completion, which must exit 0. With `consumers` > 1, each round starts that many processes at
+ * once, each with its own kill time. Start-up time varies a lot on a loaded machine, so most
+ * kills are timed from the moment the round starts changing the queue (inbox/ or processing/
+ * changes its mtime; polled every 10 ms): a random delay in [0, activeMs). One kill in five is
+ * timed from the spawn instead, to land in start-up and recovery. A run still going when inbox/
+ * is empty is killed then, whatever its delay: the reference run that `activeMs` comes from may
+ * have been slowed by the machine's load, and a round that drained the queue unharmed would
+ * leave the test without a kill. A run that ends on its own must exit 0 and never report a
+ * locked ledger.
+ */
+export async function consumeWithRandomKills(
+  root: string,
+  options: {
+    readonly random: () => number
+    readonly args?: readonly string[]
+    readonly maxKills: number
+    readonly budgetMs: number
+    readonly activeMs: number
+    readonly consumers?: number
+    /** The root's PostgreSQL ledger; passed to every run as --ledger. */
+    readonly ledgerUrl?: string
+    /** Environment for every run (a test hook such as SPOOL_CRASH_ON). */
+    readonly env?: Record<string, string>
+  },
+): Promise<KillRun> {
+  const args = [...(options.args ?? []), ...(options.ledgerUrl === undefined ? [] : ["--ledger", options.ledgerUrl])]
+  const kills: KillObservation[] = []
+  const stderr: string[] = []
+  const started = performance.now()
+  let starts = 0
+  let startupMs = 500
+  while (kills.length < options.maxKills && performance.now() - started < options.budgetMs) {
+    const before = mtimes(root)
+    const spawnedAt = performance.now()
+    const round = Array.from({ length: options.consumers ?? 1 }, () => {
+      const fromSpawn = options.random() < 0.2
+      const delayMs = Math.round(options.random() * (fromSpawn ? startupMs * 1.5 : options.activeMs))
+      const c = startConsume(root, args, options.env)
+      let hasExited = false
+      void c.finished.then(() => {
+        hasExited = true
+      })
+      return { c, fromSpawn, delayMs, hasExited: () => hasExited }
+    })
+    starts += round.length
+    const allExited = () => round.every((p) => p.hasExited())
+    const activity = (async () => {
+      for (const deadline = performance.now() + 60_000; performance.now() < deadline && !allExited(); ) {
+        await Bun.sleep(10)
+        if (mtimes(root) !== before) return performance.now()
+      }
+      return undefined
+    })()
+    await Promise.all(
+      round.map(async (p) => {
+        const from = p.fromSpawn ? spawnedAt : await activity
+        if (from !== undefined) {
+          let timer: Timer | undefined
+          const wait = Math.max(0, from + p.delayMs - performance.now())
+          const drained = untilInboxEmpty(root, p.hasExited)
+          await Promise.race([
+            p.c.finished,
+            drained.promise,
+            new Promise((resolve) => (timer = setTimeout(resolve, wait))),
+          ])
+          clearTimeout(timer)
+          drained.stop()
+        }
+        if (!p.hasExited()) p.c.proc.kill("SIGKILL")
+        const r = await p.c.finished
+        if (r.signalCode === "SIGKILL")
+          kills.push(await observe(root, Math.round(performance.now() - spawnedAt), p.c.proc.pid, options.ledgerUrl))
+        else if (r.exitCode !== 0 || /database is locked/i.test(r.stderr))
+          throw new Error(`consume exited ${r.exitCode} between kills:\n${r.stderr}`)
+        else stderr.push(r.stderr)
+      }),
+    )
+    const activeAt = await activity
+    if (activeAt !== undefined) startupMs = activeAt - spawnedAt
+    if (fs.readdirSync(join(root, "inbox")).length === 0) break
+  }
+  // The last run goes to its end; only a crash hook in `env` can kill it (a file that crashes
+  // every consumer that reads it), and then the next one goes on until the file is poison.
+  for (let i = 0; ; i++) {
+    starts++
+    const spawnedAt = performance.now()
+    const c = startConsume(root, args, options.env)
+    const r = await c.finished
+    if (r.exitCode === 0) {
+      stderr.push(r.stderr)
+      break
+    }
+    if (r.signalCode !== "SIGKILL" || options.env === undefined || i >= 20)
+      throw new Error(`consume --root ${root} ${args.join(" ")} exited ${r.exitCode ?? r.signalCode}:\n${r.stderr}`)
+    kills.push(await observe(root, Math.round(performance.now() - spawnedAt), c.proc.pid, options.ledgerUrl))
+  }
+  return { kills, starts, stderr }
+}
+
+/** Resolves once inbox/ is empty (polled every 10 ms) while `hasExited` is false; `stop` ends the polling. */
+function untilInboxEmpty(root: string, hasExited: () => boolean) {
+  let stopped = false
+  const promise = (async () => {
+    while (!stopped && !hasExited()) {
+      await Bun.sleep(10)
+      if (fs.readdirSync(join(root, "inbox")).length === 0) return
+    }
+    await new Promise(() => {}) // never: the other racers decide
+  })()
+  return {
+    promise,
+    stop: () => {
+      stopped = true
+    },
+  }
+}
+
+/** Sums kill observations into the protocol windows they interrupted. */
+export function summarizeKills(kills: readonly KillObservation[]) {
+  return {
+    kills: kills.length,
+    inFlight: kills.filter((k) => k.claimed > 0).length,
+    committedNotMoved: kills.filter((k) => k.committedNotMoved > 0).length,
+    idle: kills.filter((k) => k.claimed === 0 && k.committedNotMoved === 0).length,
+  }
+}
