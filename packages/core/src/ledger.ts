@@ -1,123 +1,47 @@
-import { Database, type Statement } from "bun:sqlite"
+import { Database } from "bun:sqlite"
 import fs from "node:fs"
 import { dirname } from "node:path"
 import orderCheckSql from "../sql/order-check.sql" with { type: "text" }
-import init0001 from "../sql/sqlite/0001-init.sql" with { type: "text" }
-import horizon0002 from "../sql/sqlite/0002-horizon.sql" with { type: "text" }
-import indexes0003 from "../sql/sqlite/0003-fewer-indexes.sql" with { type: "text" }
 import { SpoolError } from "./errors.ts"
-import {
-  damaged,
-  describeAccess,
-  historyOf,
-  isLeftOpen,
-  newLedgerRefusal,
-  quickCheck,
-  refuseLinks,
-} from "./ledger-files.ts"
+import { historyOf, isLeftOpen, newLedgerRefusal, quickCheck, refuseLinks } from "./ledger-files.ts"
 import type { LedgerPort } from "./ledger-port.ts"
+import { commitBatch } from "./ledger-sqlite-commit.ts"
+import { asLedgerError, describe, untilNotBusy } from "./ledger-sqlite-errors.ts"
+import { migrate, prepare, userVersion } from "./ledger-sqlite-schema.ts"
+import {
+  type AcceptedOutcome,
+  type AdoptedRow,
+  adopted,
+  type Claim,
+  type ClaimRow,
+  type CompactSummary,
+  type ConflictRow,
+  type OrderProblem,
+  type Outcome,
+  type RawClaimRow,
+  type RawOwner,
+  toClaimRow,
+  toOwner,
+  type Verdict,
+} from "./ledger-types.ts"
 import { type LedgerCheck, verifySqlite } from "./ledger-verify.ts"
 import type { Owner } from "./owner.ts"
-import { toStorableText } from "./storable-text.ts"
 
-/** Schema migrations, applied in order; the index + 1 is the schema version. */
-const migrations: readonly string[] = [init0001, horizon0002, indexes0003]
-
-/** The newest schema version this spool writes. */
-export const schemaVersion = migrations.length
-
-/** A file a consumer has claimed. */
-export interface Claim {
-  readonly name: string
-  readonly claimId: string
-  readonly attempts: number
-}
-
-/** A claim as stored, with what is known of its owner. */
-export interface ClaimRow extends Claim {
-  readonly ownerId: string | null
-  readonly state: "claimed" | "committed"
-  readonly dest: "done" | "error" | null
-  readonly destName: string | null
-  readonly payloadHash: string | null
-  readonly owner: (Owner & { readonly heartbeatAt: string }) | undefined
-}
-
-/** What the consumer decided for one claimed file, to be committed with its batch. */
-export type Outcome =
-  | {
-      readonly kind: "accepted"
-      readonly name: string
-      readonly claimId: string
-      readonly msgId: string
-      readonly orderNo: string
-      readonly seq: number
-      readonly amount: string
-      readonly hash: string
-      /** sha256 of the message's canonical JSON: equal for the same content however it is formatted. */
-      readonly contentHash: string
-      /** The validated message, handed to the effect. */
-      readonly message: unknown
-    }
-  | {
-      readonly kind: "rejected"
-      readonly name: string
-      readonly claimId: string
-      /** The name the file will have in error/ (chosen before commit so reports can join on it). */
-      readonly destName: string
-      readonly reason: string
-      readonly detail: string
-      readonly hash: string | null
-    }
-  | {
-      /** The file left processing/ before it could be read: nothing to record but the claim's end. */
-      readonly kind: "vanished"
-      readonly name: string
-      readonly claimId: string
-    }
-
-/**
- * What the ledger made of an outcome. `handler-rejected`: the effect threw; `beyond-horizon`:
- * an unknown msg_id at or below its order's pruned seq (see compact). Both go to error/.
- * `lost`: the claim is no longer the committing consumer's (another one took it over after
- * this one's lease ran out), so nothing was recorded and the file is not this consumer's to
- * move. `vanished`: the consumer still held the claim but the file was gone; the claim is
- * deleted. Neither moves a file.
- */
-export type Verdict =
-  | "processed"
-  | "duplicate"
-  | "conflict"
-  | "rejected"
-  | "handler-rejected"
-  | "beyond-horizon"
-  | "lost"
-  | "vanished"
-
-/** What compact removed from the ledger. */
-export interface CompactSummary {
-  readonly duplicates: number
-  readonly failures: number
-  readonly replays: number
-  /** processed rows (idempotency keys) pruned past the horizon */
-  readonly keys: number
-}
-
-/** A redelivery whose content differs from the processed message with the same msg_id. */
-export interface ConflictRow {
-  readonly msg_id: string
-  readonly file: string
-  readonly content_hash: string
-  readonly processed_file: string
-  readonly processed_content_hash: string
-}
-
-/** One row of the order check. */
-export interface OrderProblem {
-  readonly order_no: string
-  readonly seq: number
-  readonly problem: "duplicate" | "missing"
-}
+export { schemaVersion } from "./ledger-sqlite-schema.ts"
+export type {
+  AcceptedOutcome,
+  AdoptedRow,
+  Claim,
+  ClaimRow,
+  CompactSummary,
+  ConflictRow,
+  OrderProblem,
+  Outcome,
+  RawClaimRow,
+  RawOwner,
+  Verdict,
+} from "./ledger-types.ts"
+export { adopted, toClaimRow, toOwner } from "./ledger-types.ts"
 
 /** Options for opening a ledger. */
 export interface LedgerOptions {
@@ -133,9 +57,6 @@ export interface LedgerOptions {
    */
   readonly isNewLedgerAllowed?: boolean
 }
-
-/** An accepted outcome, as an effect sees it. */
-export type AcceptedOutcome = Extract<Outcome, { kind: "accepted" }>
 
 /**
  * A business effect that runs inside the commit transaction of a message processed for the
@@ -304,74 +225,11 @@ export class Ledger implements LedgerPort<Effect> {
   }
 
   /**
-   * Commits a batch of outcomes in one transaction: processed rows (the PRIMARY KEY decides
-   * duplicates), duplicate and failure history, and each claim marked committed. Fenced: an
-   * outcome whose claim `ownerId` no longer holds records nothing and is `lost`.
+   * Commits a batch of outcomes in one transaction (see commitBatch). Fenced: an outcome whose
+   * claim `ownerId` no longer holds records nothing and is `lost`.
    */
   commit(ownerId: string, outcomes: readonly Outcome[], now: string, effect?: Effect): Verdict[] {
-    const s = this.#s
-    return this.transaction(() => {
-      const hasHorizon = s.hasHorizon.get() !== null
-      const verdicts = outcomes.map((o): Verdict => {
-        // The claim is marked first, and only if it is still this owner's: that is the fence.
-        if (o.kind === "vanished")
-          return s.releaseClaim.run(o.name, o.claimId, ownerId).changes === 1 ? "vanished" : "lost"
-        if (o.kind === "rejected") {
-          if (s.commitClaim.run("error", o.destName, o.hash, o.name, o.claimId, ownerId).changes === 0) return "lost"
-          this.#recordFailure(o.destName, o.name, o.reason, o.detail, o.hash, o.claimId, now)
-          return "rejected"
-        }
-        if (s.commitClaimDone.run(o.name, o.claimId, ownerId).changes === 0) return "lost"
-        if (hasHorizon && s.processedHash.get(o.msgId) === null) {
-          const h = s.horizonOf.get(o.orderNo) as { max_seq: number } | null
-          if (h !== null && o.seq <= h.max_seq) {
-            const detail = `msg_id unknown, but seq ${o.seq} <= ${h.max_seq}, the highest seq of order ${o.orderNo} pruned by compact: older than the deduplication horizon`
-            this.#recordFailure(o.name, o.name, "beyond-horizon", detail, o.hash, o.claimId, now)
-            s.commitClaim.run("error", o.name, o.hash, o.name, o.claimId, ownerId)
-            return "beyond-horizon"
-          }
-        }
-        if (effect !== undefined) this.db.exec("SAVEPOINT spool_effect")
-        if (
-          s.insertProcessed.run(o.msgId, o.orderNo, o.seq, o.amount, o.name, o.hash, o.contentHash, o.claimId, now)
-            .changes === 1
-        ) {
-          if (effect !== undefined) {
-            try {
-              effect(o, this.db)
-              this.db.exec("RELEASE spool_effect")
-            } catch (error) {
-              this.db.exec("ROLLBACK TO spool_effect")
-              this.db.exec("RELEASE spool_effect")
-              const detail = error instanceof Error ? error.message : String(error)
-              this.#recordFailure(o.name, o.name, "handler", detail, o.hash, o.claimId, now)
-              s.commitClaim.run("error", o.name, o.hash, o.name, o.claimId, ownerId)
-              return "handler-rejected"
-            }
-          }
-          return "processed"
-        }
-        if (effect !== undefined) this.db.exec("RELEASE spool_effect")
-        const first = s.processedHash.get(o.msgId) as { content_hash: string } | null
-        const isConflict = first !== null && first.content_hash !== o.contentHash
-        s.insertDuplicate.run(o.msgId, o.name, o.hash, o.contentHash, isConflict ? 1 : 0, o.claimId, now)
-        return isConflict ? "conflict" : "duplicate"
-      })
-      return verdicts
-    })
-  }
-
-  /** A failures row. Its detail is free text (a parser's message, a handler's error): made storable. */
-  #recordFailure(
-    file: string,
-    original: string,
-    reason: string,
-    detail: string,
-    hash: string | null,
-    claimId: string,
-    now: string,
-  ): void {
-    this.#s.insertFailure.run(file, original, reason, toStorableText(detail), hash, claimId, now)
+    return this.transaction(() => commitBatch(this.db, this.#s, ownerId, outcomes, now, effect))
   }
 
   /**
@@ -555,219 +413,6 @@ export class Ledger implements LedgerPort<Effect> {
     for (const statement of Object.values(this.#s)) statement.finalize()
     this.db.close()
   }
-}
-
-function prepare(db: Database) {
-  const q = (sql: string): Statement => db.prepare(sql)
-  return {
-    registerConsumer: q(
-      "INSERT OR REPLACE INTO consumers (owner_id, host, pid, boot_id, start_ticks, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-    ),
-    unregisterConsumer: q("DELETE FROM consumers WHERE owner_id = ?"),
-    listConsumers: q("SELECT owner_id, host, pid, boot_id, start_ticks FROM consumers"),
-    forgetConsumer: q(
-      "DELETE FROM consumers WHERE owner_id = ? AND NOT EXISTS (SELECT 1 FROM claims WHERE claims.owner_id = consumers.owner_id)",
-    ),
-    heartbeat: q("UPDATE consumers SET heartbeat_at = ? WHERE owner_id = ?"),
-    deleteCommittedClaims: q("DELETE FROM claims WHERE owner_id = ? AND state = 'committed'"),
-    forgetClaim: q("DELETE FROM claims WHERE name = ? AND claim_id = ? AND state = 'committed'"),
-    insertClaim: q(
-      `INSERT INTO claims (name, claim_id, owner_id, attempts, state, claimed_at)
-       VALUES (?, ?, ?, 1, 'claimed', ?) ON CONFLICT (name) DO NOTHING`,
-    ),
-    releaseClaim: q("DELETE FROM claims WHERE name = ? AND claim_id = ? AND owner_id = ?"),
-    commitClaim: q(
-      "UPDATE claims SET state = 'committed', dest = ?, dest_name = ?, payload_hash = ? WHERE name = ? AND claim_id = ? AND owner_id = ?",
-    ),
-    commitClaimDone: q(
-      "UPDATE claims SET state = 'committed', dest = 'done' WHERE name = ? AND claim_id = ? AND owner_id = ?",
-    ),
-    insertProcessed: q(
-      "INSERT INTO processed (msg_id, order_no, seq, amount, file, payload_hash, content_hash, claim_id, processed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (msg_id) DO NOTHING",
-    ),
-    processedHash: q("SELECT content_hash FROM processed WHERE msg_id = ?"),
-    hasHorizon: q("SELECT 1 FROM horizon LIMIT 1"),
-    horizonOf: q("SELECT max_seq FROM horizon WHERE order_no = ?"),
-    insertDuplicate: q(
-      "INSERT INTO duplicates (msg_id, file, payload_hash, content_hash, is_conflict, claim_id, seen_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-    ),
-    insertFailure: q(
-      "INSERT INTO failures (file, original, reason, detail, payload_hash, claim_id, failed_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-    ),
-    listClaims: q(
-      `SELECT c.name, c.claim_id, c.owner_id, c.attempts, c.state, c.dest, c.dest_name, c.payload_hash,
-              o.host, o.pid, o.boot_id, o.start_ticks, o.heartbeat_at
-       FROM claims c LEFT JOIN consumers o ON o.owner_id = c.owner_id ORDER BY c.rowid`,
-    ),
-    adoptClaim: q(
-      `UPDATE claims SET owner_id = ?, attempts = attempts + ? WHERE name = ? AND claim_id = ? AND owner_id IS ?
-       RETURNING attempts, state, dest, dest_name, payload_hash`,
-    ),
-    dropClaim: q("DELETE FROM claims WHERE name = ? AND claim_id = ?"),
-    uncountAttempt: q(
-      "UPDATE claims SET attempts = attempts - 1 WHERE name = ? AND claim_id = ? AND owner_id = ? AND state = 'claimed' AND attempts > 1",
-    ),
-    renameFailure: q("UPDATE failures SET file = ? WHERE claim_id = ?"),
-    holdsClaim: q("SELECT 1 FROM claims WHERE name = ? AND claim_id = ? AND owner_id = ?"),
-    duplicateIds: q("SELECT DISTINCT msg_id FROM duplicates ORDER BY msg_id"),
-    conflicts: q(
-      `SELECT d.msg_id, d.file, d.content_hash, p.file AS processed_file, p.content_hash AS processed_content_hash
-       FROM duplicates d JOIN processed p ON p.msg_id = d.msg_id
-       WHERE d.is_conflict = 1 ORDER BY d.msg_id, d.id`,
-    ),
-    failureReason: q("SELECT reason FROM failures WHERE file = ? AND replayed_at IS NULL ORDER BY id DESC LIMIT 1"),
-    latestFailure: q("SELECT id FROM failures WHERE file = ? AND replayed_at IS NULL ORDER BY id DESC LIMIT 1"),
-    markReplayed: q("UPDATE failures SET replayed_at = ? WHERE id = ?"),
-    insertReplay: q("INSERT INTO replays (file, failure_id, replayed_at) VALUES (?, ?, ?)"),
-    replayCount: q("SELECT count(*) AS n FROM replays WHERE file = ?"),
-  }
-}
-
-/** A claims row joined with its owner, as both backends select it. */
-export interface RawClaimRow {
-  name: string
-  claim_id: string
-  owner_id: string | null
-  attempts: number
-  state: "claimed" | "committed"
-  dest: "done" | "error" | null
-  dest_name: string | null
-  payload_hash: string | null
-  host: string | null
-  pid: number | null
-  boot_id: string | null
-  start_ticks: string | null
-  heartbeat_at: string | null
-}
-
-/** The columns a takeover returns: the claim's state as the adopting transaction found it. */
-export type AdoptedRow = Pick<RawClaimRow, "attempts" | "state" | "dest" | "dest_name" | "payload_hash">
-
-/** A taken-over claim's current columns, as the engine sees them. */
-export function adopted(r: AdoptedRow): Pick<ClaimRow, "attempts" | "state" | "dest" | "destName" | "payloadHash"> {
-  return { attempts: r.attempts, state: r.state, dest: r.dest, destName: r.dest_name, payloadHash: r.payload_hash }
-}
-
-/** A selected consumers row. */
-export interface RawOwner {
-  owner_id: string
-  host: string
-  pid: number
-  boot_id: string
-  start_ticks: string
-}
-
-/** A consumers row as the engine sees it. */
-export function toOwner(r: RawOwner): Owner {
-  return { ownerId: r.owner_id, host: r.host, pid: r.pid, bootId: r.boot_id, startTicks: r.start_ticks }
-}
-
-/** A selected claims row as the engine sees it. */
-export function toClaimRow(r: RawClaimRow): ClaimRow {
-  return {
-    name: r.name,
-    claimId: r.claim_id,
-    ownerId: r.owner_id,
-    attempts: r.attempts,
-    state: r.state,
-    dest: r.dest,
-    destName: r.dest_name,
-    payloadHash: r.payload_hash,
-    // The joined consumers row, when there is one: its columns are NOT NULL, so a host means
-    // the whole row is there.
-    owner:
-      r.owner_id !== null && r.host !== null
-        ? { ...toOwner(r as RawClaimRow & RawOwner), heartbeatAt: r.heartbeat_at ?? "" }
-        : undefined,
-  }
-}
-
-function userVersion(db: Database): number {
-  return (db.query("PRAGMA user_version").get() as { user_version: number }).user_version
-}
-
-function migrate(db: Database, path: string): void {
-  if (userVersion(db) >= migrations.length) {
-    if (userVersion(db) > migrations.length)
-      throw new SpoolError("ledger", `${path} was written by a newer spool (schema ${userVersion(db)}); upgrade spool`)
-    return
-  }
-  // IMMEDIATE, and the version read again inside: two consumers starting at once must not
-  // both run the same migration.
-  db.transaction(() => {
-    for (let v = userVersion(db); v < migrations.length; v++) {
-      db.exec(migrations[v] as string)
-      db.exec(`PRAGMA user_version = ${v + 1}`)
-    }
-  }).immediate()
-}
-
-/** Runs `fn`, again every few milliseconds while SQLite reports the database busy, up to `timeoutMs`. */
-function untilNotBusy<T>(timeoutMs: number, fn: () => T): T {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    try {
-      return fn()
-    } catch (error) {
-      const code = typeof error === "object" && error !== null && "code" in error ? String(error.code) : ""
-      if (!code.startsWith("SQLITE_BUSY") || Date.now() >= deadline) throw error
-      Bun.sleepSync(5)
-    }
-  }
-}
-
-function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
-}
-
-/**
- * Turns SQLite's errors into ones that say what to do; `fallback` is the message for an error
- * of SQLite's with no more specific one.
- */
-function asLedgerError(error: unknown, path: string, fallback?: string): unknown {
-  if (error instanceof SpoolError) return error
-  const message = describe(error)
-  const code = typeof error === "object" && error !== null && "code" in error ? String(error.code) : ""
-  if (code.startsWith("SQLITE_BUSY") || /database is locked/i.test(message))
-    return new SpoolError(
-      "ledger",
-      `the ledger ${path} stayed locked by another process for longer than the busy timeout; find the process holding it (fuser ${path}) or raise --busy-timeout`,
-      { cause: error },
-    )
-  // Read-only, or not openable at all: most often one file of the ledger's (the root, the
-  // ledger, its -wal or -shm) that this user may not write. Name that file when there is one.
-  const isAccessError =
-    code.startsWith("SQLITE_READONLY") || /readonly/i.test(message) || code.startsWith("SQLITE_CANTOPEN")
-  const access = isAccessError ? describeAccess(path) : undefined
-  if (access !== undefined) return new SpoolError("ledger", access, { cause: error })
-  if (code.startsWith("SQLITE_READONLY") || /readonly/i.test(message))
-    return new SpoolError(
-      "ledger",
-      `the ledger ${path} is read-only; give the consumer write access to it and to its directory`,
-      { cause: error },
-    )
-  if (code.startsWith("SQLITE_FULL") || /disk is full|database or disk is full/i.test(message))
-    return new SpoolError("io", `the disk holding ${path} is full; free space and run again`, { cause: error })
-  // A full disk often surfaces as an I/O error instead (SQLITE_IOERR_SHMSIZE: the -shm file
-  // could not grow), so say both things to look at.
-  if (code.startsWith("SQLITE_IOERR"))
-    return new SpoolError(
-      "io",
-      `the ledger ${path} could not be written (${code}: ${message}); check free space on its disk (df) and the system log for disk errors, then run again`,
-      { cause: error },
-    )
-  if (code.startsWith("SQLITE_CORRUPT") || code.startsWith("SQLITE_NOTADB"))
-    return damaged(path, `${code}: ${message}`, { cause: error })
-  // In WAL mode SQLite must create ledger.db-wal and -shm beside the ledger, even to read it.
-  if (code.startsWith("SQLITE_CANTOPEN"))
-    return new SpoolError(
-      "ledger",
-      `cannot open the ledger ${path} (${message}); give this user write access to it and to its directory, where SQLite keeps its -wal and -shm files`,
-      { cause: error },
-    )
-  if (fallback !== undefined) return new SpoolError("ledger", fallback, { cause: error })
-  if (code.startsWith("SQLITE_")) return new SpoolError("ledger", `ledger ${path}: ${message}`, { cause: error })
-  return error
 }
 
 const rollback = new Error("roll back the dry run")

@@ -1,0 +1,163 @@
+// The ledger's domain types, the same for both backends: a claim, an outcome and the verdict a
+// commit gives it, and the rows both adapters select, with their mapping to the engine's types.
+import type { Owner } from "./owner.ts"
+
+/** A file a consumer has claimed. */
+export interface Claim {
+  readonly name: string
+  readonly claimId: string
+  readonly attempts: number
+}
+
+/** A claim as stored, with what is known of its owner. */
+export interface ClaimRow extends Claim {
+  readonly ownerId: string | null
+  readonly state: "claimed" | "committed"
+  readonly dest: "done" | "error" | null
+  readonly destName: string | null
+  readonly payloadHash: string | null
+  readonly owner: (Owner & { readonly heartbeatAt: string }) | undefined
+}
+
+/** What the consumer decided for one claimed file, to be committed with its batch. */
+export type Outcome =
+  | {
+      readonly kind: "accepted"
+      readonly name: string
+      readonly claimId: string
+      readonly msgId: string
+      readonly orderNo: string
+      readonly seq: number
+      readonly amount: string
+      readonly hash: string
+      /** sha256 of the message's canonical JSON: equal for the same content however it is formatted. */
+      readonly contentHash: string
+      /** The validated message, handed to the effect. */
+      readonly message: unknown
+    }
+  | {
+      readonly kind: "rejected"
+      readonly name: string
+      readonly claimId: string
+      /** The name the file will have in error/ (chosen before commit so reports can join on it). */
+      readonly destName: string
+      readonly reason: string
+      readonly detail: string
+      readonly hash: string | null
+    }
+  | {
+      /** The file left processing/ before it could be read: nothing to record but the claim's end. */
+      readonly kind: "vanished"
+      readonly name: string
+      readonly claimId: string
+    }
+
+/**
+ * What the ledger made of an outcome. `handler-rejected`: the effect threw; `beyond-horizon`:
+ * an unknown msg_id at or below its order's pruned seq (see compact). Both go to error/.
+ * `lost`: the claim is no longer the committing consumer's (another one took it over after
+ * this one's lease ran out), so nothing was recorded and the file is not this consumer's to
+ * move. `vanished`: the consumer still held the claim but the file was gone; the claim is
+ * deleted. Neither moves a file.
+ */
+export type Verdict =
+  | "processed"
+  | "duplicate"
+  | "conflict"
+  | "rejected"
+  | "handler-rejected"
+  | "beyond-horizon"
+  | "lost"
+  | "vanished"
+
+/** What compact removed from the ledger. */
+export interface CompactSummary {
+  readonly duplicates: number
+  readonly failures: number
+  readonly replays: number
+  /** processed rows (idempotency keys) pruned past the horizon */
+  readonly keys: number
+}
+
+/** A redelivery whose content differs from the processed message with the same msg_id. */
+export interface ConflictRow {
+  readonly msg_id: string
+  readonly file: string
+  readonly content_hash: string
+  readonly processed_file: string
+  readonly processed_content_hash: string
+}
+
+/** One row of the order check. */
+export interface OrderProblem {
+  readonly order_no: string
+  readonly seq: number
+  readonly problem: "duplicate" | "missing"
+}
+
+/** An accepted outcome, as an effect sees it. */
+export type AcceptedOutcome = Extract<Outcome, { kind: "accepted" }>
+
+/** A claims row joined with its owner, as both backends select it. */
+export interface RawClaimRow {
+  name: string
+  claim_id: string
+  owner_id: string | null
+  attempts: number
+  state: "claimed" | "committed"
+  dest: "done" | "error" | null
+  dest_name: string | null
+  payload_hash: string | null
+  host: string | null
+  pid: number | null
+  boot_id: string | null
+  start_ticks: string | null
+  heartbeat_at: string | null
+}
+
+/** The columns a takeover returns: the claim's state as the adopting transaction found it. */
+export type AdoptedRow = Pick<RawClaimRow, "attempts" | "state" | "dest" | "dest_name" | "payload_hash">
+
+/** A taken-over claim's current columns, as the engine sees them. */
+export function adopted(r: AdoptedRow): Pick<ClaimRow, "attempts" | "state" | "dest" | "destName" | "payloadHash"> {
+  return { attempts: r.attempts, state: r.state, dest: r.dest, destName: r.dest_name, payloadHash: r.payload_hash }
+}
+
+/** A selected consumers row. */
+export interface RawOwner {
+  owner_id: string
+  host: string
+  pid: number
+  boot_id: string
+  start_ticks: string
+}
+
+/** A consumers row as the engine sees it. */
+export function toOwner(r: RawOwner): Owner {
+  return { ownerId: r.owner_id, host: r.host, pid: r.pid, bootId: r.boot_id, startTicks: r.start_ticks }
+}
+
+/** A selected claims row as the engine sees it. */
+export function toClaimRow(r: RawClaimRow): ClaimRow {
+  return {
+    name: r.name,
+    claimId: r.claim_id,
+    ownerId: r.owner_id,
+    attempts: r.attempts,
+    state: r.state,
+    dest: r.dest,
+    destName: r.dest_name,
+    payloadHash: r.payload_hash,
+    // The joined consumers row, when there is one: its columns are NOT NULL, so a host means
+    // the whole row is there.
+    owner:
+      r.owner_id !== null && r.host !== null
+        ? { ...toOwner(r as RawClaimRow & RawOwner), heartbeatAt: r.heartbeat_at ?? "" }
+        : undefined,
+  }
+}
+
+/** The detail of a `beyond-horizon` rejection, the same on both backends. */
+export function beyondHorizon(seq: number | string, maxSeq: number | string, orderNo: string): string {
+  return `msg_id unknown, but seq ${seq} <= ${maxSeq}, the highest seq of order ${orderNo} pruned by compact: older than the deduplication horizon`
+}
