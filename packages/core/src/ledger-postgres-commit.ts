@@ -1,16 +1,17 @@
-// The PostgreSQL ledger's batch commit, set-wise: a few statements for a whole batch, inside the
-// transaction PostgresLedger.commit opens (and retries whole on deadlock or serialization
-// failure).
+// The PostgreSQL ledger's batch commit: the questions of the verdict rules (ledger-verdicts.ts)
+// asked set-wise, a few statements for a whole batch, inside the transaction
+// PostgresLedger.commit opens (and retries whole on deadlock or serialization failure), and the
+// rows the Judgement decides written.
 import type { TransactionSQL } from "bun"
 import type { PostgresEffect } from "./ledger-postgres.ts"
-import { beyondHorizon, type Outcome, type Verdict } from "./ledger-types.ts"
-import { toStorableText } from "./storable-text.ts"
+import type { AcceptedOutcome, Outcome, Verdict } from "./ledger-types.ts"
+import { destinationOf, Judgement } from "./ledger-verdicts.ts"
 
 /**
- * Commits a batch in one transaction, set-wise: failures, then processed rows inserted in
- * msg_id order (a fixed lock order across hosts) with ON CONFLICT DO NOTHING, then duplicates
- * for the rest, then every claim marked committed. Within a batch the first delivery of a
- * msg_id (in batch order) wins, as in a sequential run.
+ * Commits a batch in one transaction: every claim marked (the fence), then processed rows
+ * inserted in msg_id order (a fixed lock order across hosts) with ON CONFLICT DO NOTHING, then
+ * duplicates and failures. Within a batch the first delivery of a msg_id (in batch order) wins,
+ * as in a sequential run.
  */
 export async function commitBatch(
   tx: TransactionSQL,
@@ -20,27 +21,113 @@ export async function commitBatch(
   now: string,
   effect: PostgresEffect | undefined,
 ): Promise<Verdict[]> {
-  const verdicts = new Map<string, Verdict>()
-  // The fence, first: each claim is marked committed only if this owner still holds it
-  // (its row lock then keeps a takeover out until this transaction ends). An outcome whose
-  // claim another consumer took over, after this one's lease ran out, records nothing.
-  // The rows are found through the primary key (name = ANY), as in claim: left to join the
-  // list, the planner misjudges the owner filter and rescans claims, dead rows and all,
-  // for every file (4x slower); an owner_id = condition would bitmap-scan the
-  // (owner_id, state) index full of dead entries instead.
-  const marks = all.flatMap((o) =>
-    o.kind === "vanished"
-      ? []
-      : [
-          {
-            name: o.name,
-            claim_id: o.claimId,
-            dest: o.kind === "rejected" ? "error" : "done",
-            dest_name: o.kind === "rejected" ? o.destName : null,
-            hash: o.hash,
-          },
-        ],
-  )
+  const j = new Judgement(all)
+  const held = await fence(tx, root, ownerId, all)
+  for (const o of all) j.fence(o, held.has(o.claimId))
+  await horizon(tx, j)
+  for (let round = j.nextRound(); round.length > 0; round = j.nextRound()) {
+    const rows = round.map((o, ord) => ({
+      ord,
+      name: o.name,
+      claim_id: o.claimId,
+      msg_id: o.msgId,
+      order_no: o.orderNo,
+      seq: o.seq,
+      amount: o.amount,
+      hash: o.hash,
+      content_hash: o.contentHash,
+    }))
+    const inserted = new Set(
+      (
+        (await tx`
+          INSERT INTO processed (msg_id, order_no, seq, amount, file, root_id, payload_hash, content_hash, claim_id, processed_at)
+          SELECT t.msg_id, t.order_no, t.seq, t.amount, t.name, ${root}, t.hash, t.content_hash, t.claim_id, ${now}
+          FROM jsonb_to_recordset(${rows}::jsonb)
+            AS t(ord bigint, name text, claim_id text, msg_id text, order_no text, seq bigint, amount text, hash text, content_hash text)
+          ORDER BY t.msg_id COLLATE "C", t.ord
+          ON CONFLICT (msg_id) DO NOTHING
+          RETURNING claim_id`) as { claim_id: string }[]
+      ).map((r) => r.claim_id),
+    )
+    const refused: AcceptedOutcome[] = []
+    for (const o of round) {
+      if (!inserted.has(o.claimId)) refused.push(o)
+      else if (effect === undefined) j.inserted(o)
+      else await runEffect(tx, j, o, effect)
+    }
+    if (refused.length === 0) continue
+    // The processed row each refused delivery repeats, read after the effects: a row whose
+    // effect failed is gone, and its key free for the next round.
+    const firsts = new Map(
+      (
+        (await tx`
+          SELECT msg_id, content_hash FROM processed
+          WHERE msg_id = ANY (ARRAY(SELECT jsonb_array_elements_text(${refused.map((o) => o.msgId)}::jsonb)))`) as {
+          msg_id: string
+          content_hash: string
+        }[]
+      ).map((r) => [r.msg_id, r.content_hash]),
+    )
+    for (const o of refused) j.refused(o, firsts.get(o.msgId))
+  }
+  if (j.duplicates.length > 0) {
+    const dups = j.duplicates.map((d, ord) => ({
+      ord,
+      msg_id: d.outcome.msgId,
+      name: d.outcome.name,
+      hash: d.outcome.hash,
+      content_hash: d.outcome.contentHash,
+      is_conflict: d.isConflict ? 1 : 0,
+      claim_id: d.outcome.claimId,
+    }))
+    await tx`
+      INSERT INTO duplicates (msg_id, file, root_id, payload_hash, content_hash, is_conflict, claim_id, seen_at)
+      SELECT t.msg_id, t.name, ${root}, t.hash, t.content_hash, t.is_conflict, t.claim_id, ${now}
+      FROM jsonb_to_recordset(${dups}::jsonb)
+        AS t(ord bigint, msg_id text, name text, hash text, content_hash text, is_conflict integer, claim_id text)
+      ORDER BY t.ord`
+  }
+  if (j.failures.length > 0) {
+    const failures = j.failures.map((f, ord) => ({
+      ord,
+      file: f.file,
+      original: f.original,
+      reason: f.reason,
+      detail: f.detail,
+      hash: f.hash,
+      claim_id: f.claimId,
+    }))
+    await tx`
+      INSERT INTO failures (root_id, file, original, reason, detail, payload_hash, claim_id, failed_at)
+      SELECT ${root}, t.file, t.original, t.reason, t.detail, t.hash, t.claim_id, ${now}
+      FROM jsonb_to_recordset(${failures}::jsonb)
+        AS t(ord bigint, file text, original text, reason text, detail text, hash text, claim_id text)
+      ORDER BY t.ord`
+  }
+  const redirected = j.redirected().map((o) => ({ name: o.name, claim_id: o.claimId }))
+  if (redirected.length > 0)
+    await tx`
+      UPDATE claims c SET dest = 'error', dest_name = t.name
+      FROM jsonb_to_recordset(${redirected}::jsonb) AS t(name text, claim_id text)
+      WHERE c.root_id = ${root} AND c.name = t.name AND c.claim_id = t.claim_id`
+  return j.verdicts()
+}
+
+/**
+ * The fence: each claim is marked committed (a vanished file's deleted) only if `ownerId` still
+ * holds it, and its row lock then keeps a takeover out until this transaction ends. Returns the
+ * claim ids it found held. The rows are found through the primary key (name = ANY), as in
+ * claim: left to join the list, the planner misjudges the owner filter and rescans claims, dead
+ * rows and all, for every file (4x slower); an owner_id = condition would bitmap-scan the
+ * (owner_id, state) index full of dead entries instead.
+ */
+async function fence(tx: TransactionSQL, root: string, ownerId: string, all: readonly Outcome[]): Promise<Set<string>> {
+  const marks = all.flatMap((o) => {
+    if (o.kind === "vanished") return []
+    const { dest, destName } = destinationOf(o)
+    return [{ name: o.name, claim_id: o.claimId, dest, dest_name: destName, hash: o.hash }]
+  })
+  const gone = all.flatMap((o) => (o.kind === "vanished" ? [{ name: o.name, claim_id: o.claimId }] : []))
   const committed =
     marks.length === 0
       ? []
@@ -50,7 +137,6 @@ export async function commitBatch(
           WHERE c.root_id = ${root} AND c.name = ANY (ARRAY(SELECT jsonb_array_elements(${marks}::jsonb) ->> 'name'))
             AND c.name = t.name AND c.claim_id = t.claim_id AND c.owner_id IS NOT DISTINCT FROM ${ownerId}
           RETURNING c.claim_id`
-  const gone = all.flatMap((o) => (o.kind === "vanished" ? [{ name: o.name, claim_id: o.claimId }] : []))
   const ended =
     gone.length === 0
       ? []
@@ -59,146 +145,39 @@ export async function commitBatch(
           WHERE c.root_id = ${root} AND c.name = ANY (ARRAY(SELECT jsonb_array_elements(${gone}::jsonb) ->> 'name'))
             AND c.name = t.name AND c.claim_id = t.claim_id AND c.owner_id IS NOT DISTINCT FROM ${ownerId}
           RETURNING c.claim_id`
-  const owned = new Set([...committed, ...ended].map((r) => (r as { claim_id: string }).claim_id))
-  for (const o of all)
-    if (!owned.has(o.claimId)) verdicts.set(o.claimId, "lost")
-    else if (o.kind === "vanished") verdicts.set(o.claimId, "vanished")
-  const outcomes = all.filter((o) => o.kind !== "vanished" && owned.has(o.claimId))
-  const accepted = outcomes.flatMap((o, ord) =>
-    o.kind === "accepted"
-      ? [
-          {
-            ord,
-            name: o.name,
-            claim_id: o.claimId,
-            msg_id: o.msgId,
-            order_no: o.orderNo,
-            seq: o.seq,
-            amount: o.amount,
-            hash: o.hash,
-            content_hash: o.contentHash,
-          },
-        ]
-      : [],
-  )
-  const failures: {
-    file: string
-    original: string
-    reason: string
-    detail: string
-    hash: string | null
-    claim_id: string
-  }[] = []
-  for (const o of outcomes)
-    if (o.kind === "rejected") {
-      failures.push({
-        file: o.destName,
-        original: o.name,
-        reason: o.reason,
-        detail: o.detail,
-        hash: o.hash,
-        claim_id: o.claimId,
-      })
-      verdicts.set(o.claimId, "rejected")
-    }
+  return new Set([...committed, ...ended].map((r) => (r as { claim_id: string }).claim_id))
+}
 
-  // Beyond the deduplication horizon: unknown msg_id at or below its order's pruned seq.
-  if (accepted.length > 0) {
-    const [h] = await tx`SELECT EXISTS (SELECT 1 FROM horizon) AS any`
-    if (h?.any) {
-      const beyond = await tx`
-        SELECT t.claim_id, t.name, t.hash, t.seq, t.order_no, h.max_seq
-        FROM jsonb_to_recordset(${accepted}::jsonb) AS t(claim_id text, name text, hash text, msg_id text, order_no text, seq bigint)
-        JOIN horizon h ON h.order_no = t.order_no
-        WHERE t.seq <= h.max_seq AND NOT EXISTS (SELECT 1 FROM processed p WHERE p.msg_id = t.msg_id)`
-      for (const b of beyond as {
-        claim_id: string
-        name: string
-        hash: string
-        seq: string
-        order_no: string
-        max_seq: string
-      }[]) {
-        verdicts.set(b.claim_id, "beyond-horizon")
-        failures.push({
-          file: b.name,
-          original: b.name,
-          reason: "beyond-horizon",
-          detail: beyondHorizon(b.seq, b.max_seq, b.order_no),
-          hash: b.hash,
-          claim_id: b.claim_id,
-        })
-      }
-    }
+/** The horizon's answers for the undecided accepted outcomes whose orders compact has pruned. */
+async function horizon(tx: TransactionSQL, j: Judgement): Promise<void> {
+  const accepted = j.undecided()
+  if (accepted.length === 0) return
+  const [h] = await tx`SELECT EXISTS (SELECT 1 FROM horizon) AS any`
+  if (!h?.any) return
+  const rows = accepted.map((o) => ({ claim_id: o.claimId, msg_id: o.msgId, order_no: o.orderNo }))
+  const found = new Map(
+    (
+      (await tx`
+        SELECT t.claim_id, h.max_seq, EXISTS (SELECT 1 FROM processed p WHERE p.msg_id = t.msg_id) AS known
+        FROM jsonb_to_recordset(${rows}::jsonb) AS t(claim_id text, msg_id text, order_no text)
+        JOIN horizon h ON h.order_no = t.order_no`) as { claim_id: string; max_seq: string; known: boolean }[]
+    ).map((r) => [r.claim_id, r]),
+  )
+  for (const o of accepted) {
+    const f = found.get(o.claimId)
+    if (f !== undefined) j.horizon(o, f.max_seq, f.known)
   }
-  const candidates = accepted.filter((a) => !verdicts.has(a.claim_id))
-  if (candidates.length > 0) {
-    const inserted = await tx`
-      INSERT INTO processed (msg_id, order_no, seq, amount, file, root_id, payload_hash, content_hash, claim_id, processed_at)
-      SELECT t.msg_id, t.order_no, t.seq, t.amount, t.name, ${root}, t.hash, t.content_hash, t.claim_id, ${now}
-      FROM jsonb_to_recordset(${candidates}::jsonb)
-        AS t(ord bigint, name text, claim_id text, msg_id text, order_no text, seq bigint, amount text, hash text, content_hash text)
-      ORDER BY t.msg_id COLLATE "C", t.ord
-      ON CONFLICT (msg_id) DO NOTHING
-      RETURNING claim_id`
-    for (const r of inserted as { claim_id: string }[]) verdicts.set(r.claim_id, "processed")
-    if (effect !== undefined) {
-      for (const o of outcomes) {
-        if (o.kind !== "accepted" || verdicts.get(o.claimId) !== "processed") continue
-        try {
-          await tx.savepoint(async (sp) => {
-            await effect(o, sp)
-          })
-        } catch (error) {
-          await tx`DELETE FROM processed WHERE claim_id = ${o.claimId}`
-          verdicts.set(o.claimId, "handler-rejected")
-          failures.push({
-            file: o.name,
-            original: o.name,
-            reason: "handler",
-            detail: error instanceof Error ? error.message : String(error),
-            hash: o.hash,
-            claim_id: o.claimId,
-          })
-        }
-      }
-    }
-    const dups = candidates.filter((a) => !verdicts.has(a.claim_id))
-    if (dups.length > 0) {
-      const recorded = await tx`
-        INSERT INTO duplicates (msg_id, file, root_id, payload_hash, content_hash, is_conflict, claim_id, seen_at)
-        SELECT t.msg_id, t.name, ${root}, t.hash, t.content_hash,
-               CASE WHEN p.content_hash IS DISTINCT FROM t.content_hash THEN 1 ELSE 0 END, t.claim_id, ${now}
-        FROM jsonb_to_recordset(${dups}::jsonb)
-          AS t(ord bigint, name text, claim_id text, msg_id text, hash text, content_hash text)
-        LEFT JOIN processed p ON p.msg_id = t.msg_id
-        ORDER BY t.ord
-        RETURNING claim_id, is_conflict`
-      for (const r of recorded as { claim_id: string; is_conflict: number }[])
-        verdicts.set(r.claim_id, r.is_conflict ? "conflict" : "duplicate")
-    }
+}
+
+/** Runs the effect of an inserted outcome in a savepoint; when it throws, its processed row goes too. */
+async function runEffect(tx: TransactionSQL, j: Judgement, o: AcceptedOutcome, effect: PostgresEffect): Promise<void> {
+  try {
+    await tx.savepoint(async (sp) => {
+      await effect(o, sp)
+    })
+    j.inserted(o)
+  } catch (error) {
+    await tx`DELETE FROM processed WHERE claim_id = ${o.claimId}`
+    j.effectFailed(o, error)
   }
-  // A detail is free text (a parser's message, an effect's error): made storable, or one
-  // U+0000 in it would abort the whole batch's commit.
-  for (const f of failures) f.detail = toStorableText(f.detail)
-  if (failures.length > 0)
-    await tx`
-      INSERT INTO failures (root_id, file, original, reason, detail, payload_hash, claim_id, failed_at)
-      SELECT ${root}, t.file, t.original, t.reason, t.detail, t.hash, t.claim_id, ${now}
-      FROM jsonb_to_recordset(${failures}::jsonb)
-        AS t(file text, original text, reason text, detail text, hash text, claim_id text)`
-  // Accepted messages the ledger refused after all (the effect threw, or beyond the
-  // horizon) go to error/ under their own name: their claims say so.
-  const refused = outcomes.flatMap((o) => {
-    const v = verdicts.get(o.claimId)
-    return o.kind === "accepted" && (v === "handler-rejected" || v === "beyond-horizon")
-      ? [{ name: o.name, claim_id: o.claimId }]
-      : []
-  })
-  if (refused.length > 0)
-    await tx`
-      UPDATE claims c SET dest = 'error', dest_name = t.name
-      FROM jsonb_to_recordset(${refused}::jsonb) AS t(name text, claim_id text)
-      WHERE c.root_id = ${root} AND c.name = t.name AND c.claim_id = t.claim_id`
-  return all.map((o) => verdicts.get(o.claimId) ?? "processed")
 }

@@ -1,17 +1,18 @@
-// The SQLite ledger's batch commit, statement by statement inside the IMMEDIATE transaction
-// Ledger.commit opens: the claim marked first (the fence), then the PRIMARY KEY decides.
+// The SQLite ledger's batch commit: the questions of the verdict rules (ledger-verdicts.ts)
+// asked statement by statement inside the IMMEDIATE transaction Ledger.commit opens, and the
+// rows the Judgement decides written.
 import type { Database } from "bun:sqlite"
 import type { Effect } from "./ledger.ts"
 import type { prepare } from "./ledger-sqlite-schema.ts"
-import { beyondHorizon, type Outcome, type Verdict } from "./ledger-types.ts"
-import { toStorableText } from "./storable-text.ts"
+import type { AcceptedOutcome, Outcome, Verdict } from "./ledger-types.ts"
+import { Judgement } from "./ledger-verdicts.ts"
 
 type Statements = ReturnType<typeof prepare>
 
 /**
- * Commits a batch of outcomes: processed rows (the PRIMARY KEY decides duplicates), duplicate
- * and failure history, and each claim marked committed, in batch order, so the first delivery
- * of a msg_id wins as in a sequential run.
+ * Commits a batch of outcomes: each claim marked first (the fence), then processed rows in batch
+ * order (the PRIMARY KEY decides duplicates, and the first delivery of a msg_id wins as in a
+ * sequential run), then the duplicate and failure history.
  */
 export function commitBatch(
   db: Database,
@@ -21,72 +22,66 @@ export function commitBatch(
   now: string,
   effect: Effect | undefined,
 ): Verdict[] {
-  const hasHorizon = s.hasHorizon.get() !== null
-  const verdicts = outcomes.map((o): Verdict => {
-    // The claim is marked first, and only if it is still this owner's: that is the fence.
-    if (o.kind === "vanished") return s.releaseClaim.run(o.name, o.claimId, ownerId).changes === 1 ? "vanished" : "lost"
-    if (o.kind === "rejected") {
-      if (s.commitClaim.run("error", o.destName, o.hash, o.name, o.claimId, ownerId).changes === 0) return "lost"
-      recordFailure(s, o.destName, o.name, o.reason, o.detail, o.hash, o.claimId, now)
-      return "rejected"
-    }
-    if (s.commitClaimDone.run(o.name, o.claimId, ownerId).changes === 0) return "lost"
-    if (hasHorizon && s.processedHash.get(o.msgId) === null) {
+  const j = new Judgement(outcomes)
+  for (const o of outcomes) j.fence(o, isHeld(s, o, ownerId))
+  if (s.hasHorizon.get() !== null)
+    for (const o of j.undecided()) {
       const h = s.horizonOf.get(o.orderNo) as { max_seq: number } | null
-      if (h !== null && o.seq <= h.max_seq) {
-        recordFailure(
-          s,
-          o.name,
-          o.name,
-          "beyond-horizon",
-          beyondHorizon(o.seq, h.max_seq, o.orderNo),
-          o.hash,
-          o.claimId,
-          now,
-        )
-        s.commitClaim.run("error", o.name, o.hash, o.name, o.claimId, ownerId)
-        return "beyond-horizon"
-      }
+      if (h !== null) j.horizon(o, h.max_seq, s.processedHash.get(o.msgId) !== null)
     }
-    if (effect !== undefined) db.exec("SAVEPOINT spool_effect")
-    if (
-      s.insertProcessed.run(o.msgId, o.orderNo, o.seq, o.amount, o.name, o.hash, o.contentHash, o.claimId, now)
-        .changes === 1
-    ) {
-      if (effect !== undefined) {
-        try {
-          effect(o, db)
-          db.exec("RELEASE spool_effect")
-        } catch (error) {
-          db.exec("ROLLBACK TO spool_effect")
-          db.exec("RELEASE spool_effect")
-          const detail = error instanceof Error ? error.message : String(error)
-          recordFailure(s, o.name, o.name, "handler", detail, o.hash, o.claimId, now)
-          s.commitClaim.run("error", o.name, o.hash, o.name, o.claimId, ownerId)
-          return "handler-rejected"
-        }
-      }
-      return "processed"
-    }
-    if (effect !== undefined) db.exec("RELEASE spool_effect")
-    const first = s.processedHash.get(o.msgId) as { content_hash: string } | null
-    const isConflict = first !== null && first.content_hash !== o.contentHash
-    s.insertDuplicate.run(o.msgId, o.name, o.hash, o.contentHash, isConflict ? 1 : 0, o.claimId, now)
-    return isConflict ? "conflict" : "duplicate"
-  })
-  return verdicts
+  // Row by row, a failed effect's rollback frees its key before the next delivery's insert, so
+  // one round decides them all.
+  for (let round = j.nextRound(); round.length > 0; round = j.nextRound())
+    for (const o of round) insert(db, s, j, o, now, effect)
+  for (const d of j.duplicates) {
+    const o = d.outcome
+    s.insertDuplicate.run(o.msgId, o.name, o.hash, o.contentHash, d.isConflict ? 1 : 0, o.claimId, now)
+  }
+  for (const f of j.failures) s.insertFailure.run(f.file, f.original, f.reason, f.detail, f.hash, f.claimId, now)
+  for (const o of j.redirected()) s.commitClaim.run("error", o.name, o.hash, o.name, o.claimId, ownerId)
+  return j.verdicts()
 }
 
-/** A failures row. Its detail is free text (a parser's message, a handler's error): made storable. */
-function recordFailure(
+/** The fence: marks the outcome's claim committed (ends it, for a vanished file) if `ownerId` still holds it. */
+function isHeld(s: Statements, o: Outcome, ownerId: string): boolean {
+  if (o.kind === "vanished") return s.releaseClaim.run(o.name, o.claimId, ownerId).changes === 1
+  if (o.kind === "rejected")
+    return s.commitClaim.run("error", o.destName, o.hash, o.name, o.claimId, ownerId).changes === 1
+  return s.commitClaimDone.run(o.name, o.claimId, ownerId).changes === 1
+}
+
+/** Inserts one processed row under the PRIMARY KEY and, when it takes, runs the effect in a savepoint. */
+function insert(
+  db: Database,
   s: Statements,
-  file: string,
-  original: string,
-  reason: string,
-  detail: string,
-  hash: string | null,
-  claimId: string,
+  j: Judgement,
+  o: AcceptedOutcome,
   now: string,
+  effect: Effect | undefined,
 ): void {
-  s.insertFailure.run(file, original, reason, toStorableText(detail), hash, claimId, now)
+  const row = [o.msgId, o.orderNo, o.seq, o.amount, o.name, o.hash, o.contentHash, o.claimId, now] as const
+  if (effect === undefined) {
+    if (s.insertProcessed.run(...row).changes === 1) j.inserted(o)
+    else j.refused(o, processedHash(s, o.msgId))
+    return
+  }
+  db.exec("SAVEPOINT spool_effect")
+  if (s.insertProcessed.run(...row).changes === 0) {
+    db.exec("RELEASE spool_effect")
+    j.refused(o, processedHash(s, o.msgId))
+    return
+  }
+  try {
+    effect(o, db)
+    db.exec("RELEASE spool_effect")
+    j.inserted(o)
+  } catch (error) {
+    db.exec("ROLLBACK TO spool_effect")
+    db.exec("RELEASE spool_effect")
+    j.effectFailed(o, error)
+  }
+}
+
+function processedHash(s: Statements, msgId: string): string | undefined {
+  return (s.processedHash.get(msgId) as { content_hash: string } | null)?.content_hash
 }
