@@ -5,6 +5,7 @@ import type { LedgerPort } from "./ledger-port.ts"
 import { commitBatch } from "./ledger-postgres-commit.ts"
 import { asLedgerError, pgCode, redact } from "./ledger-postgres-errors.ts"
 import { ledgerIdOf, migrate } from "./ledger-postgres-schema.ts"
+import { prune, runStepsAsync, statements } from "./ledger-statements.ts"
 import {
   type AcceptedOutcome,
   type AdoptedRow,
@@ -122,8 +123,8 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
 
   async unregisterConsumer(ownerId: string): Promise<void> {
     await this.transaction(async (tx) => {
-      await tx`DELETE FROM claims WHERE owner_id = ${ownerId} AND state = 'committed'`
-      await tx`DELETE FROM consumers WHERE owner_id = ${ownerId}`
+      await tx.unsafe(statements.deleteCommittedClaims, [ownerId])
+      await tx.unsafe(statements.deleteConsumer, [ownerId])
     })
   }
 
@@ -160,7 +161,7 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
           DELETE FROM claims c
           WHERE c.root_id = ${this.rootId} AND c.name = ANY (ARRAY(SELECT jsonb_array_elements_text(${gone}::jsonb)))
             AND c.owner_id = ${ownerId} AND c.state = 'committed'`
-      await tx`UPDATE consumers SET heartbeat_at = ${now} WHERE owner_id = ${ownerId}`
+      await tx.unsafe(statements.heartbeat, [now, ownerId])
       // Inserted in name order (one lock order for every consumer of the root), numbered in the
       // caller's order: seq_no is the claim order recovery redoes a crashed batch in, and it must
       // be the order the batch is processed in, or a retry could let another delivery of a
@@ -257,7 +258,7 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
 
   /** Refreshes the owner's heartbeat (its lease, as seen from other hosts). */
   async flush(ownerId: string, now: string): Promise<void> {
-    await this.sql`UPDATE consumers SET heartbeat_at = ${now} WHERE owner_id = ${ownerId}`
+    await this.sql.unsafe(statements.heartbeat, [now, ownerId])
   }
 
   async claimOrphan(name: string, ownerId: string, now: string): Promise<Claim | undefined> {
@@ -281,7 +282,7 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
   }
 
   async renameFailure(claimId: string, file: string): Promise<void> {
-    await this.sql`UPDATE failures SET file = ${file} WHERE claim_id = ${claimId}`
+    await this.sql.unsafe(statements.renameFailure, [file, claimId])
   }
 
   /** The distinct msg_ids ever seen as duplicates (by any root), ascending by code point. */
@@ -378,12 +379,12 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
     now: string,
     options: { dryRun?: boolean } = {},
   ): Promise<CompactSummary> {
-    if (!options.dryRun) return this.transaction((tx) => prune(tx, historyCutoff, keyCutoff, now))
+    if (!options.dryRun) return this.transaction((tx) => pruneIn(tx, historyCutoff, keyCutoff, now))
     return this.transaction(async (tx) => {
       let summary: CompactSummary | undefined
       try {
         await tx.savepoint(async (sp) => {
-          summary = await prune(sp, historyCutoff, keyCutoff, now)
+          summary = await pruneIn(sp, historyCutoff, keyCutoff, now)
           throw rollback
         })
       } catch (error) {
@@ -405,25 +406,10 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
 
 const rollback = new Error("roll back the dry run")
 
-/** compact's statements, in the caller's transaction (or savepoint). */
-async function prune(
-  tx: SQL,
-  historyCutoff: string,
-  keyCutoff: string | undefined,
-  now: string,
-): Promise<CompactSummary> {
-  const duplicates = (await tx`DELETE FROM duplicates WHERE seen_at < ${historyCutoff}`).count
-  const failures = (await tx`DELETE FROM failures WHERE replayed_at IS NOT NULL AND replayed_at < ${historyCutoff}`)
-    .count
-  const replays = (await tx`DELETE FROM replays WHERE replayed_at < ${historyCutoff}`).count
-  let keys = 0
-  if (keyCutoff !== undefined) {
-    await tx`
-      INSERT INTO horizon (order_no, max_seq, pruned, pruned_at)
-      SELECT order_no, MAX(seq), COUNT(*), ${now} FROM processed WHERE processed_at < ${keyCutoff} GROUP BY order_no
-      ON CONFLICT (order_no) DO UPDATE SET max_seq = GREATEST(horizon.max_seq, excluded.max_seq),
-        pruned = horizon.pruned + excluded.pruned, pruned_at = excluded.pruned_at`
-    keys = (await tx`DELETE FROM processed WHERE processed_at < ${keyCutoff}`).count
-  }
-  return { duplicates, failures, replays, keys }
+/** compact's statements (ledger-statements.ts), in the caller's transaction or savepoint. */
+function pruneIn(tx: SQL, historyCutoff: string, keyCutoff: string | undefined, now: string): Promise<CompactSummary> {
+  return runStepsAsync(
+    prune(historyCutoff, keyCutoff, now),
+    async (statement, params) => (await tx.unsafe(statement, [...params])).count,
+  )
 }

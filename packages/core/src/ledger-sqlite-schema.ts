@@ -5,6 +5,7 @@ import init0001 from "../sql/sqlite/0001-init.sql" with { type: "text" }
 import horizon0002 from "../sql/sqlite/0002-horizon.sql" with { type: "text" }
 import indexes0003 from "../sql/sqlite/0003-fewer-indexes.sql" with { type: "text" }
 import { SpoolError } from "./errors.ts"
+import { forSqlite, statements } from "./ledger-statements.ts"
 
 /** Schema migrations, applied in order; the index + 1 is the schema version. */
 const migrations: readonly string[] = [init0001, horizon0002, indexes0003]
@@ -19,13 +20,13 @@ export function prepare(db: Database) {
     registerConsumer: q(
       "INSERT OR REPLACE INTO consumers (owner_id, host, pid, boot_id, start_ticks, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
     ),
-    unregisterConsumer: q("DELETE FROM consumers WHERE owner_id = ?"),
+    unregisterConsumer: q(forSqlite(statements.deleteConsumer)),
     listConsumers: q("SELECT owner_id, host, pid, boot_id, start_ticks FROM consumers"),
     forgetConsumer: q(
       "DELETE FROM consumers WHERE owner_id = ? AND NOT EXISTS (SELECT 1 FROM claims WHERE claims.owner_id = consumers.owner_id)",
     ),
-    heartbeat: q("UPDATE consumers SET heartbeat_at = ? WHERE owner_id = ?"),
-    deleteCommittedClaims: q("DELETE FROM claims WHERE owner_id = ? AND state = 'committed'"),
+    heartbeat: q(forSqlite(statements.heartbeat)),
+    deleteCommittedClaims: q(forSqlite(statements.deleteCommittedClaims)),
     forgetClaim: q("DELETE FROM claims WHERE name = ? AND claim_id = ? AND state = 'committed'"),
     insertClaim: q(
       `INSERT INTO claims (name, claim_id, owner_id, attempts, state, claimed_at)
@@ -63,7 +64,7 @@ export function prepare(db: Database) {
     uncountAttempt: q(
       "UPDATE claims SET attempts = attempts - 1 WHERE name = ? AND claim_id = ? AND owner_id = ? AND state = 'claimed' AND attempts > 1",
     ),
-    renameFailure: q("UPDATE failures SET file = ? WHERE claim_id = ?"),
+    renameFailure: q(forSqlite(statements.renameFailure)),
     holdsClaim: q("SELECT 1 FROM claims WHERE name = ? AND claim_id = ? AND owner_id = ?"),
     duplicateIds: q("SELECT DISTINCT msg_id FROM duplicates ORDER BY msg_id"),
     conflicts: q(

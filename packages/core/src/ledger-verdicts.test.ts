@@ -208,4 +208,20 @@ for (const backend of backends)
         { name: "below.json", dest: "error" },
       ])
     })
+
+    it("keeps each order's highest pruned seq in the horizon across compactions, never lowering it", async () => {
+      const s = await open()
+      const far = "2999-01-01T00:00:00.000Z"
+      const [high, low] = await s.claim(["high.json", "low.json"])
+      await s.commit("a", [accepted(high as Claim, "m-high", { seq: 7 })], "2026-01-01T00:00:00.000Z")
+      await s.commit("a", [accepted(low as Claim, "m-low", { seq: 2 })], "2026-01-03T00:00:00.000Z")
+      const summary = { duplicates: 0, failures: 0, replays: 0, keys: 1 }
+      expect(await s.ledger.compact(far, "2026-01-02T00:00:00.000Z", NOW)).toEqual(summary)
+      expect(await s.ledger.compact(far, far, NOW)).toEqual(summary)
+      expect(
+        await s.rows(
+          "SELECT order_no, CAST(max_seq AS INTEGER) AS max_seq, CAST(pruned AS INTEGER) AS pruned FROM horizon",
+        ),
+      ).toEqual([{ order_no: "A-1", max_seq: 7, pruned: 2 }])
+    })
   })

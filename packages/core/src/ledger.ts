@@ -8,6 +8,7 @@ import type { LedgerPort } from "./ledger-port.ts"
 import { commitBatch } from "./ledger-sqlite-commit.ts"
 import { asLedgerError, describe, untilNotBusy } from "./ledger-sqlite-errors.ts"
 import { migrate, prepare, userVersion } from "./ledger-sqlite-schema.ts"
+import { forSqlite, prune, runSteps } from "./ledger-statements.ts"
 import {
   type AcceptedOutcome,
   type AdoptedRow,
@@ -257,25 +258,14 @@ export class Ledger implements LedgerPort<Effect> {
       }
       return summary as CompactSummary
     }
-    return this.transaction(() => {
-      const duplicates = this.db.run("DELETE FROM duplicates WHERE seen_at < ?", [historyCutoff]).changes
-      const failures = this.db.run("DELETE FROM failures WHERE replayed_at IS NOT NULL AND replayed_at < ?", [
-        historyCutoff,
-      ]).changes
-      const replays = this.db.run("DELETE FROM replays WHERE replayed_at < ?", [historyCutoff]).changes
-      let keys = 0
-      if (keyCutoff !== undefined) {
-        this.db.run(
-          `INSERT INTO horizon (order_no, max_seq, pruned, pruned_at)
-           SELECT order_no, MAX(seq), COUNT(*), ? FROM processed WHERE processed_at < ? GROUP BY order_no
-           ON CONFLICT (order_no) DO UPDATE SET max_seq = MAX(max_seq, excluded.max_seq),
-             pruned = pruned + excluded.pruned, pruned_at = excluded.pruned_at`,
-          [now, keyCutoff],
-        )
-        keys = this.db.run("DELETE FROM processed WHERE processed_at < ?", [keyCutoff]).changes
-      }
-      return { duplicates, failures, replays, keys }
-    })
+    return this.transaction(() =>
+      runSteps(prune(historyCutoff, keyCutoff, now), (statement, params) => this.#run(statement, params)),
+    )
+  }
+
+  /** Runs a shared statement (ledger-statements.ts) with SQLite's parameters; returns the rows it changed. */
+  #run(statement: string, params: readonly (string | number)[]): number {
+    return this.db.run(forSqlite(statement), params as (string | number)[]).changes
   }
 
   /**
