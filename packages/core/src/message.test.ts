@@ -1,6 +1,14 @@
 import { describe, expect, it } from "bun:test"
 import { ArkErrors } from "@ark/schema"
-import { canonicalJson, decodeMessage, type MessageType, rawNumberField, validateMessage } from "./message.ts"
+import {
+  canonicalContent,
+  canonicalJson,
+  decimalValue,
+  decodeMessage,
+  type MessageType,
+  rawNumberField,
+  validateMessage,
+} from "./message.ts"
 import { Message } from "./message-type.ts"
 import { isStorableText } from "./storable-text.ts"
 
@@ -185,5 +193,39 @@ describe("an application type that lets any string be an id", () => {
   it("accepts ids with other control characters or surrogate pairs, as its rules say", () => {
     for (const msg_id of ["a\nb", "🧨", "\u0001"])
       expect(decodeMessage(enc(JSON.stringify({ ...valid, msg_id })), loose)).toMatchObject({ ok: true })
+  })
+})
+
+describe("canonicalContent", () => {
+  const content = (text: string) => canonicalContent(JSON.parse(text), text)
+
+  it("compares numbers by their written decimal value: trailing zeros and exponents do not matter", () => {
+    expect(content('{"amount":1.0,"b":[2.50]}')).toBe(content('{"b":[2.5],"amount":1.00}'))
+    expect(content('{"amount":1.1000000000000000000}')).toBe(content('{"amount":1.1}'))
+    expect(content('{"amount":1.5e2}')).toBe(content('{"amount":150}'))
+    expect(content('{"amount":-0}')).toBe(content('{"amount":0.000}'))
+  })
+
+  it("tells apart numbers that one double would merge, at any depth", () => {
+    expect(content('{"amount":12345678901234567.88}')).not.toBe(content('{"amount":12345678901234567.89}'))
+    expect(content('{"x":{"y":[9007199254740993]}}')).not.toBe(content('{"x":{"y":[9007199254740992]}}'))
+    expect(content('{"amount":1.10000000000000000001}')).not.toBe(content('{"amount":1.1}'))
+    expect(content('{"a":1e400}')).not.toBe(content('{"a":2e400}'))
+  })
+
+  it("writes exactly canonicalJson's text when no number is rounded, on either path", () => {
+    for (const text of ['{"b":1,"a":"x"}', '{"id":"1234567890123456789","n":0.5}', '{"n":1e3,"m":[1.25,{"z":true}]}'])
+      expect(content(text)).toBe(canonicalJson(JSON.parse(text)))
+  })
+})
+
+describe("decimalValue", () => {
+  it("spells each value one way", () => {
+    expect(decimalValue("12.340")).toBe("1234e-2")
+    expect(decimalValue("-0.00")).toBe("0")
+    expect(decimalValue("1500")).toBe("15e2")
+    expect(decimalValue("1.5E+3")).toBe("15e2")
+    expect(decimalValue("007")).toBe("7e0")
+    expect(decimalValue("Infinity")).toBeUndefined()
   })
 })

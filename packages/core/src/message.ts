@@ -265,6 +265,53 @@ function endOfValue(s: string, i: number): number {
 }
 
 /**
+ * The canonical text of a decoded message's content, what its content hash is taken of, with
+ * numbers compared by their written decimal value: `1.0`, `1.00` and `1` are the same content,
+ * `12345678901234567.88` and `12345678901234567.89` are not (as doubles they are one number).
+ * `text` is the JSON the value was parsed from.
+ */
+export function canonicalContent(value: Record<string, unknown>, text: string): string {
+  // A number with at most 15 significant digits and no exponent survives JSON.parse exactly,
+  // so a text with no other is written from the parsed value, by the fast path. A longer run
+  // of digits (in a string too) takes the exact path, which writes the same text for every
+  // number a double holds exactly.
+  if (!mayRoundNumbers.test(text)) return canonicalJson(value)
+  return canonicalJson(JSON.parse(text, exactNumbers))
+}
+
+const mayRoundNumbers = /\d[\d.]{15}|\d[eE]/
+
+/** A number whose double is not its written value: written by that value, `<digits>e<exponent>`. */
+class ExactNumber {
+  readonly text: string
+  constructor(text: string) {
+    this.text = text
+  }
+  toJSON(): string {
+    return this.text
+  }
+}
+
+function exactNumbers(this: unknown, _key: string, value: unknown, context?: { source?: string }): unknown {
+  if (typeof value !== "number" || context?.source === undefined) return value
+  const written = decimalValue(context.source)
+  return written === decimalValue(String(value)) ? value : new ExactNumber(written ?? context.source)
+}
+
+/** The exact value of a JSON number literal, spelled one way: `-1234e-2` for `-12.340`; `0` for any zero. */
+export function decimalValue(literal: string): string | undefined {
+  const m = /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/.exec(literal)
+  if (!m) return undefined
+  const fraction = m[3] ?? ""
+  let digits = ((m[2] ?? "") + fraction).replace(/^0+/, "")
+  if (digits === "") return "0"
+  const trimmed = digits.replace(/0+$/, "")
+  const exponent = BigInt(m[4] ?? "0") - BigInt(fraction.length) + BigInt(digits.length - trimmed.length)
+  digits = trimmed
+  return `${m[1]}${digits}e${exponent}`
+}
+
+/**
  * JSON with object keys sorted at every level: two files that say the same thing, whatever
  * their whitespace or key order, have the same canonical text (conflict detection uses it).
  * Iterative, so hostile nesting depth cannot overflow the stack.
@@ -290,6 +337,10 @@ export function canonicalJson(value: unknown): string {
       continue
     }
     const v = item.value
+    if (v instanceof ExactNumber) {
+      out += v.text
+      continue
+    }
     if (v === null || typeof v !== "object") {
       out += JSON.stringify(v) ?? "null"
       continue

@@ -79,7 +79,7 @@ export class Decider {
       seq: m.seq,
       amount: decoded.amountText ?? String(m.amount),
       hash,
-      contentHash: Bun.CryptoHasher.hash("sha256", validation.canonicalJson(decoded.value), "hex"),
+      contentHash: Bun.CryptoHasher.hash("sha256", validation.canonicalContent(decoded.value, decoded.text), "hex"),
       message: m,
     }
   }
