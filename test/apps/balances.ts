@@ -1,7 +1,7 @@
 // A small application built on @spool/core's library API, used by library.test.ts: it keeps
 // a per-order balance in the ledger database, updated in the same transaction as the
 // idempotency record. Run: bun test/apps/balances.ts ROOT
-import { createConsumer, Message } from "@spool/core"
+import { createConsumer, Message, minorUnits } from "@spool/core"
 
 const Payment = Message.and({ currency: "'EUR' | 'USD'" })
 
@@ -13,10 +13,10 @@ using consumer = createConsumer({
     db.run("CREATE TABLE IF NOT EXISTS balances (order_no TEXT PRIMARY KEY, cents INTEGER NOT NULL)")
   },
   handle(payment, db) {
-    if (payment.amount < 0) throw new Error(`refunds are not accepted here (${payment.msg_id})`)
+    if (payment.amount.lt(0)) throw new Error(`refunds are not accepted here (${payment.msg_id})`)
     db.run(
       "INSERT INTO balances (order_no, cents) VALUES (?, ?) ON CONFLICT (order_no) DO UPDATE SET cents = cents + excluded.cents",
-      [payment.order_no, Math.round(payment.amount * 100)],
+      [payment.order_no, minorUnits(payment.amount)],
     )
   },
 })

@@ -1,7 +1,9 @@
 export * from "./engine.ts"
 export type { Accepted, Decoded, MessageType, Rejected, RejectReason } from "./message.ts"
 export {
+  canonicalContent,
   canonicalJson,
+  decimalValue,
   decodeMessage,
   messageSchema,
   rawNumberField,
@@ -15,8 +17,11 @@ export type {
   ConsumerConfig,
   ConsumerOptions,
   Delivery,
+  Exact,
+  HandledOutcome,
+  Json,
   PostgresConsumer,
   PostgresConsumerConfig,
   SpoolConsumer,
 } from "./typed-consumer.ts"
-export { createConsumer, createPostgresConsumer } from "./typed-consumer.ts"
+export { createConsumer, createPostgresConsumer, minorUnits } from "./typed-consumer.ts"

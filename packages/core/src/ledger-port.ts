@@ -68,6 +68,8 @@ export interface LedgerPort<E extends AnyEffect = never> {
   duplicateIds(): Iterable<string> | AsyncIterable<string>
   conflicts(): Iterable<ConflictRow> | AsyncIterable<ConflictRow>
   failureReason(file: string): Awaitable<string | undefined>
+  /** The result the effect of `msgId`'s processing returned and the ledger stored; undefined when none. */
+  resultOf(msgId: string): Awaitable<unknown>
   orderProblems(): Awaitable<OrderProblem[]>
   compact(historyCutoff: string, keyCutoff: string | undefined, now: string): Awaitable<CompactSummary>
   /** The backend's integrity check of its storage, then spool's consistency checks (`verify`). */

@@ -4,8 +4,9 @@
 // rows the Judgement decides written.
 import type { TransactionSQL } from "bun"
 import type { PostgresEffect } from "./ledger-postgres.ts"
+import { statements } from "./ledger-statements.ts"
 import type { AcceptedOutcome, Outcome, Verdict } from "./ledger-types.ts"
-import { destinationOf, Judgement } from "./ledger-verdicts.ts"
+import { destinationOf, Judgement, resultText } from "./ledger-verdicts.ts"
 
 /**
  * Commits a batch in one transaction: every claim marked (the fence), then processed rows
@@ -173,7 +174,8 @@ async function horizon(tx: TransactionSQL, j: Judgement): Promise<void> {
 async function runEffect(tx: TransactionSQL, j: Judgement, o: AcceptedOutcome, effect: PostgresEffect): Promise<void> {
   try {
     await tx.savepoint(async (sp) => {
-      await effect(o, sp)
+      const result = resultText(await effect(o, sp))
+      if (result !== undefined) await sp.unsafe(statements.storeResult, [result, o.msgId])
     })
     j.inserted(o)
   } catch (error) {

@@ -22,13 +22,17 @@ import {
   toOwner,
   type Verdict,
 } from "./ledger-types.ts"
+import { parseResult } from "./ledger-verdicts.ts"
 import { type LedgerCheck, verifyPostgres } from "./ledger-verify.ts"
 import type { Owner } from "./owner.ts"
 
 export { redact } from "./ledger-postgres-errors.ts"
 
-/** A business effect on the PostgreSQL ledger: runs inside the commit transaction. */
-export type PostgresEffect = (outcome: AcceptedOutcome, tx: SQL) => void | Promise<void>
+/**
+ * A business effect on the PostgreSQL ledger: runs inside the commit transaction, in a savepoint
+ * of its own. What it returns or resolves to (JSON-serialisable) is stored with the processed row.
+ */
+export type PostgresEffect = (outcome: AcceptedOutcome, tx: SQL) => unknown
 
 // Deadlocks and serialization failures are retried: the transaction rolled back whole.
 const RETRYABLE = new Set(["40P01", "40001"])
@@ -355,6 +359,12 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
     if (!row) return false
     await tx`UPDATE failures SET replayed_at = ${now} WHERE id = ${row.id}`
     return true
+  }
+
+  /** The result the effect of `msgId`'s processing returned; undefined when none was stored or the msg_id is unknown. */
+  async resultOf(msgId: string): Promise<unknown> {
+    const [row] = await this.sql.unsafe(statements.resultOf, [msgId])
+    return parseResult(row?.result as string | null | undefined)
   }
 
   /** Runs order-check.sql exactly as checked in (the same file the sqlite3 shell runs). */

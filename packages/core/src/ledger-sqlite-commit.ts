@@ -5,7 +5,7 @@ import type { Database } from "bun:sqlite"
 import type { Effect } from "./ledger.ts"
 import type { prepare } from "./ledger-sqlite-schema.ts"
 import type { AcceptedOutcome, Outcome, Verdict } from "./ledger-types.ts"
-import { Judgement } from "./ledger-verdicts.ts"
+import { Judgement, resultText } from "./ledger-verdicts.ts"
 
 type Statements = ReturnType<typeof prepare>
 
@@ -72,7 +72,8 @@ function insert(
     return
   }
   try {
-    effect(o, db)
+    const result = resultText(effect(o, db), true)
+    if (result !== undefined) s.storeResult.run(result, o.msgId)
     db.exec("RELEASE spool_effect")
     j.inserted(o)
   } catch (error) {

@@ -4,11 +4,12 @@ import type { Database, Statement } from "bun:sqlite"
 import init0001 from "../sql/sqlite/0001-init.sql" with { type: "text" }
 import horizon0002 from "../sql/sqlite/0002-horizon.sql" with { type: "text" }
 import indexes0003 from "../sql/sqlite/0003-fewer-indexes.sql" with { type: "text" }
+import results0004 from "../sql/sqlite/0004-results.sql" with { type: "text" }
 import { SpoolError } from "./errors.ts"
 import { forSqlite, statements } from "./ledger-statements.ts"
 
 /** Schema migrations, applied in order; the index + 1 is the schema version. */
-const migrations: readonly string[] = [init0001, horizon0002, indexes0003]
+const migrations: readonly string[] = [init0001, horizon0002, indexes0003, results0004]
 
 /** The newest schema version this spool writes. */
 export const schemaVersion = migrations.length
@@ -43,6 +44,8 @@ export function prepare(db: Database) {
       "INSERT INTO processed (msg_id, order_no, seq, amount, file, payload_hash, content_hash, claim_id, processed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (msg_id) DO NOTHING",
     ),
     processedHash: q("SELECT content_hash FROM processed WHERE msg_id = ?"),
+    storeResult: q(forSqlite(statements.storeResult)),
+    resultOf: q(forSqlite(statements.resultOf)),
     hasHorizon: q("SELECT 1 FROM horizon LIMIT 1"),
     horizonOf: q("SELECT max_seq FROM horizon WHERE order_no = ?"),
     insertDuplicate: q(

@@ -20,6 +20,9 @@ export const statements = {
       max_seq = CASE WHEN excluded.max_seq > horizon.max_seq THEN excluded.max_seq ELSE horizon.max_seq END,
       pruned = horizon.pruned + excluded.pruned, pruned_at = excluded.pruned_at`,
   pruneKeys: "DELETE FROM processed WHERE processed_at < $1",
+  /** The result an effect returned, kept with its processed row (JSON text). */
+  storeResult: "UPDATE processed SET result = $1 WHERE msg_id = $2",
+  resultOf: "SELECT result FROM processed WHERE msg_id = $1",
 } as const
 
 /** A shared statement with SQLite's spelling of its parameters. */

@@ -48,6 +48,32 @@ export function isConflict(processedContentHash: string, contentHash: string): b
   return processedContentHash !== contentHash
 }
 
+/**
+ * The stored text of an effect's result: its JSON, undefined for none. A result JSON cannot write
+ * (a function, a bigint, a cycle) or a promise where the effect must be synchronous is the
+ * effect's failure: the message goes to error/ as `handler`, never with half a result.
+ */
+export function resultText(result: unknown, isSync = false): string | undefined {
+  if (result === undefined) return undefined
+  if (isSync && typeof (result as PromiseLike<unknown>)?.then === "function")
+    throw new Error(
+      "the handler returned a promise: on the SQLite ledger it must be synchronous (its writes after an await would land outside the transaction)",
+    )
+  let text: string | undefined
+  try {
+    text = JSON.stringify(result)
+  } catch (error) {
+    throw new Error(`the handler's result cannot be stored as JSON: ${error instanceof Error ? error.message : error}`)
+  }
+  if (text === undefined) throw new Error(`the handler's result cannot be stored as JSON (a ${typeof result})`)
+  return text
+}
+
+/** A stored result as the effect returned it (its JSON parsed), undefined for none. */
+export function parseResult(text: string | null | undefined): unknown {
+  return text === null || text === undefined ? undefined : JSON.parse(text)
+}
+
 /** One batch's verdicts, decided from the answers its adapter gets from the database. */
 export class Judgement {
   readonly outcomes: readonly Outcome[]

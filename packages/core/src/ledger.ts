@@ -25,6 +25,7 @@ import {
   toOwner,
   type Verdict,
 } from "./ledger-types.ts"
+import { parseResult } from "./ledger-verdicts.ts"
 import { type LedgerCheck, verifySqlite } from "./ledger-verify.ts"
 import type { Owner } from "./owner.ts"
 
@@ -63,9 +64,10 @@ export interface LedgerOptions {
  * A business effect that runs inside the commit transaction of a message processed for the
  * first time (never for a duplicate); its writes commit or roll back with the ledger's. If it
  * throws, its writes and the processed row are rolled back and the message goes to error/
- * with reason `handler`; the rest of the batch commits.
+ * with reason `handler`; the rest of the batch commits. What it returns (JSON-serialisable,
+ * synchronously) is stored with the processed row: `resultOf` reads it back for a redelivery.
  */
-export type Effect = (outcome: AcceptedOutcome, db: Database) => void
+export type Effect = (outcome: AcceptedOutcome, db: Database) => unknown
 
 /** The SQLite ledger: one file next to the queue, WAL mode, short IMMEDIATE transactions. */
 export class Ledger implements LedgerPort<Effect> {
@@ -385,6 +387,11 @@ export class Ledger implements LedgerPort<Effect> {
       this.#s.markReplayed.run(now, row.id)
       return true
     })
+  }
+
+  /** The result the effect of `msgId`'s processing returned; undefined when none was stored or the msg_id is unknown. */
+  resultOf(msgId: string): unknown {
+    return parseResult((this.#s.resultOf.get(msgId) as { result: string | null } | null)?.result)
   }
 
   /** Runs order-check.sql as checked in. */

@@ -1,16 +1,53 @@
 import type { Database } from "bun:sqlite"
+import Big from "big.js"
 import type { SQL } from "bun"
 import { bindingFile, readBinding } from "./binding.ts"
 import { consume } from "./consume/engine.ts"
 import type { ConsumeSummary } from "./consume/summary.ts"
 import { SpoolError } from "./errors.ts"
-import type { AcceptedOutcome, Effect, Ledger } from "./ledger.ts"
+import type { AcceptedOutcome, Effect, Ledger, Outcome, Verdict } from "./ledger.ts"
 import { type AnyEffect, type LedgerPort, openLedger, openSqliteLedger, resolveLedgerUrl } from "./ledger-port.ts"
 import { type PostgresEffect, type PostgresLedger, redact } from "./ledger-postgres.ts"
+import { parseResult, resultText } from "./ledger-verdicts.ts"
 import type { Log } from "./log.ts"
 import type { Message, MessageType } from "./message.ts"
 import { openQueue, type Queue, resolveRoot } from "./queue.ts"
 import { writeReports } from "./reports.ts"
+
+/**
+ * A message as a handler sees it: its `amount` is the exact decimal the file wrote (a big.js
+ * `Big`: `12345678901234567.89` stays that, where a double would say `12345678901234568`); every
+ * other field as your type validated it.
+ */
+export type Exact<T extends Message> = Omit<T, "amount"> & { readonly amount: Big }
+
+/**
+ * An amount in minor units (cents for a scale of 2), exactly, as a bigint. An amount with more
+ * decimals than `scale` is refused (RangeError), never rounded: `minorUnits(new Big("1.005"))`
+ * throws, `minorUnits(new Big("12345678901234567.89"))` is `1234567890123456789n`.
+ */
+export function minorUnits(amount: Big, scale = 2): bigint {
+  const scaled = amount.times(new Big(10).pow(scale))
+  if (!scaled.eq(scaled.round(0, Big.roundDown)))
+    throw new RangeError(`${amount.toFixed()} has more than ${scale} decimal places`)
+  return BigInt(scaled.toFixed(0))
+}
+
+/** What a handler may return to have it stored with the processed row: JSON, or nothing. */
+export type Json = string | number | boolean | null | readonly Json[] | { readonly [key: string]: Json | undefined }
+
+/** What became of one message of a batch once its batch committed, as `onOutcome` is told. */
+export interface HandledOutcome {
+  readonly file: string
+  readonly msgId: string
+  /** `processed`, `duplicate`, `conflict`, `handler-rejected`, `beyond-horizon`, or `lost` (taken over). */
+  readonly verdict: Verdict
+  /**
+   * The result stored with the msg_id's processed row: the one the handler just returned
+   * (`processed`), or the first processing's (`duplicate`, `conflict`); undefined for none.
+   */
+  readonly result: unknown
+}
 
 /** Which delivery a handler is applying. */
 export interface Delivery {
@@ -35,6 +72,12 @@ export interface ConsumerOptions<T extends Message> {
   readonly minAgeMs?: number
   readonly durable?: boolean
   readonly log?: Log
+  /**
+   * Called once per message that passed validation, after its batch committed and before its
+   * file moves: a redelivery gets the first processing's stored result here. Informational:
+   * the commit is durable whatever it does, and an error it throws is logged as a warning.
+   */
+  readonly onOutcome?: (outcome: HandledOutcome) => void | PromiseLike<void>
 }
 
 /** How to build a consumer on the SQLite ledger in the root, for your own message type and business effect. */
@@ -46,10 +89,12 @@ export interface ConsumerConfig<T extends Message> extends ConsumerOptions<T> {
    * writes on `db` commit together with the processed row, or not at all. Never called for a
    * duplicate. Throwing sends the message to error/ with reason `handler` (your writes for it
    * are rolled back) and lets the rest of the batch commit. Synchronous, as bun:sqlite's
-   * transactions are: a handler that returns a promise is a handler failure. Keep it to database
-   * work: a call to another system here cannot be rolled back.
+   * transactions are: a handler that returns a promise is a handler failure. What it returns
+   * (JSON-serialisable) is stored with the processed row, for `onOutcome` and `ledger.resultOf`.
+   * Keep it to database work: a call to another system here cannot be rolled back.
    */
-  readonly handle?: (message: T, db: Database, delivery: Delivery) => void
+  // biome-ignore lint/suspicious/noConfusingVoidType: a handler that returns nothing is the usual one
+  readonly handle?: (message: Exact<T>, db: Database, delivery: Delivery) => Json | void
   /**
    * Start a new, empty ledger even though the queue has history (files in done/ or error/):
    * the messages it processed before are then unknown to it. Without this, such a queue with
@@ -69,9 +114,11 @@ export interface PostgresConsumerConfig<T extends Message> extends ConsumerOptio
    * writes on `tx` (never on another connection) commit together with the processed row, or
    * not at all. Never called for a duplicate. Throwing (or rejecting) sends the message to
    * error/ with reason `handler` (its writes are rolled back to a savepoint of its own) and
-   * lets the rest of the batch commit. Keep it to database work.
+   * lets the rest of the batch commit. What it returns or resolves to (JSON-serialisable) is
+   * stored with the processed row, for `onOutcome` and `ledger.resultOf`. Keep it to database work.
    */
-  readonly handle?: (message: T, tx: SQL, delivery: Delivery) => void | PromiseLike<void>
+  // biome-ignore lint/suspicious/noConfusingVoidType: a handler that returns nothing is the usual one
+  readonly handle?: (message: Exact<T>, tx: SQL, delivery: Delivery) => Json | void | PromiseLike<Json | void>
 }
 
 /** A consumer bound to one queue and its SQLite ledger. Dispose it (or call close) when done. */
@@ -117,21 +164,14 @@ export function createConsumer<T extends Message>(config: ConsumerConfig<T> = {}
     }
   }
   const handle = config.handle
-  const effect: Effect | undefined =
-    handle &&
-    ((o, db) => {
-      const result: unknown = handle(o.message as T, db, deliveryOf(o))
-      if (typeof (result as PromiseLike<unknown> | undefined)?.then === "function")
-        throw new Error(
-          "the handler returned a promise: on the SQLite ledger it must be synchronous (its writes after an await would land outside the transaction)",
-        )
-    })
+  const results = new Results(ledger, config.onOutcome)
+  const effect: Effect | undefined = handle && ((o, db) => results.keep(o, handle(exactOf<T>(o), db, deliveryOf(o))))
   const drains = new Drains()
   const close = () => void drains.close(() => ledger.close())
   return {
     queue,
     ledger,
-    drain: (signal) => drains.start(() => drainOnce(queue, ledger, config, effect, signal)),
+    drain: (signal) => drains.start(() => drainOnce(queue, ledger, config, effect, results, signal)),
     close,
     [Symbol.dispose]: close,
   }
@@ -166,13 +206,15 @@ export async function createPostgresConsumer<T extends Message>(
     }
   }
   const handle = config.handle
-  const effect: PostgresEffect | undefined = handle && (async (o, tx) => handle(o.message as T, tx, deliveryOf(o)))
+  const results = new Results(ledger, config.onOutcome)
+  const effect: PostgresEffect | undefined =
+    handle && (async (o, tx) => results.keep(o, await handle(exactOf<T>(o), tx, deliveryOf(o))))
   const drains = new Drains()
   const close = () => drains.close(() => ledger.close())
   return {
     queue,
     ledger,
-    drain: (signal) => drains.start(() => drainOnce(queue, ledger, config, effect, signal)),
+    drain: (signal) => drains.start(() => drainOnce(queue, ledger, config, effect, results, signal)),
     close,
     [Symbol.asyncDispose]: close,
   }
@@ -201,12 +243,60 @@ function deliveryOf(o: AcceptedOutcome): Delivery {
   return { file: o.name, msgId: o.msgId, payloadHash: o.hash }
 }
 
+/** The message with its amount as the exact decimal of its source spelling (`o.amount`). */
+function exactOf<T extends Message>(o: AcceptedOutcome): Exact<T> {
+  return { ...(o.message as T), amount: new Big(o.amount) }
+}
+
+/**
+ * The results handlers returned in the commit in flight, by claim, and the outcomes told to
+ * `onOutcome` once it committed: a redelivery's result is read back from the ledger.
+ */
+class Results {
+  readonly #ledger: LedgerPort<never>
+  readonly #onOutcome: ConsumerOptions<Message>["onOutcome"]
+  readonly #returned = new Map<string, unknown>()
+
+  constructor(ledger: LedgerPort<never>, onOutcome: ConsumerOptions<Message>["onOutcome"]) {
+    this.#ledger = ledger
+    this.#onOutcome = onOutcome
+  }
+
+  /** Keeps what a handler returned for its outcome, and returns it for the ledger to store. */
+  keep(o: AcceptedOutcome, result: unknown): unknown {
+    if (this.#onOutcome !== undefined) this.#returned.set(o.claimId, result)
+    return result
+  }
+
+  /** The engine's onCommit: each accepted outcome's verdict and stored result, to onOutcome. */
+  readonly committed = async (outcomes: readonly Outcome[], verdicts: readonly Verdict[]): Promise<void> => {
+    const onOutcome = this.#onOutcome
+    if (onOutcome === undefined) return
+    try {
+      for (const [i, o] of outcomes.entries()) {
+        if (o.kind !== "accepted") continue
+        const verdict = verdicts[i] as Verdict
+        const result =
+          verdict === "processed"
+            ? parseResult(resultText(this.#returned.get(o.claimId)))
+            : verdict === "duplicate" || verdict === "conflict"
+              ? await this.#ledger.resultOf(o.msgId)
+              : undefined
+        await onOutcome({ file: o.name, msgId: o.msgId, verdict, result })
+      }
+    } finally {
+      for (const o of outcomes) this.#returned.delete(o.claimId)
+    }
+  }
+}
+
 /** One drain: the engine with the consumer's settings, then the reports. */
 async function drainOnce<T extends Message, E extends AnyEffect>(
   queue: Queue,
   ledger: LedgerPort<E>,
   config: ConsumerOptions<T>,
   effect: E | undefined,
+  results: Results,
   signal: AbortSignal | undefined,
 ): Promise<ConsumeSummary> {
   const summary = await consume<T, E>({
@@ -221,6 +311,7 @@ async function drainOnce<T extends Message, E extends AnyEffect>(
     ...(config.minAgeMs !== undefined && { minAgeMs: config.minAgeMs }),
     ...(config.durable !== undefined && { durable: config.durable }),
     ...(config.log && { log: config.log }),
+    ...(config.onOutcome && { onCommit: results.committed }),
   })
   await writeReports(queue, ledger)
   return summary

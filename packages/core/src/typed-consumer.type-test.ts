@@ -6,16 +6,17 @@ import type { SQL } from "bun"
 import type { Ledger } from "./ledger.ts"
 import type { PostgresLedger } from "./ledger-postgres.ts"
 import { Message } from "./message-type.ts"
-import { createConsumer, createPostgresConsumer, type Delivery } from "./typed-consumer.ts"
+import { createConsumer, createPostgresConsumer, type Delivery, type Exact, minorUnits } from "./typed-consumer.ts"
 
 const Payment = Message.and({ currency: "'EUR' | 'USD'" })
 type Payment = typeof Payment.infer
 
-const onSqlite = (payment: Payment, db: Database, _d: Delivery) => {
-  db.run("INSERT INTO balances VALUES (?, ?)", [payment.order_no, payment.amount])
+const onSqlite = (payment: Exact<Payment>, db: Database, _d: Delivery) => {
+  db.run("INSERT INTO balances VALUES (?, ?)", [payment.order_no, minorUnits(payment.amount)])
 }
-const onPostgres = async (payment: Payment, tx: SQL, _d: Delivery) => {
-  await tx`INSERT INTO balances VALUES (${payment.order_no}, ${payment.amount})`
+const onPostgres = async (payment: Exact<Payment>, tx: SQL, _d: Delivery) => {
+  await tx`INSERT INTO balances VALUES (${payment.order_no}, ${minorUnits(payment.amount)})`
+  return { applied: payment.amount.toFixed(2) }
 }
 const setupSqlite = (db: Database) => {
   db.run("CREATE TABLE IF NOT EXISTS balances (order_no TEXT PRIMARY KEY, cents INTEGER NOT NULL)")
@@ -59,6 +60,26 @@ export async function typeTests(): Promise<void> {
       // @ts-expect-error a PostgreSQL transaction has no bun:sqlite methods
       tx.run("SELECT 1")
     },
+  })
+  createConsumer({
+    type: Payment,
+    handle(payment) {
+      // @ts-expect-error the amount is an exact decimal, not a double that arithmetic would round
+      const rounded: number = payment.amount
+      return { cents: String(minorUnits(payment.amount)), rounded }
+    },
+  })
+  createConsumer({
+    type: Payment,
+    // @ts-expect-error a SQLite handler must be synchronous: a promise's writes would land outside the transaction
+    async handle(payment, db) {
+      db.run("SELECT ?", [payment.currency])
+    },
+  })
+  createConsumer({
+    type: Payment,
+    // @ts-expect-error a result is stored as JSON: a function cannot be
+    handle: () => () => 1,
   })
   // @ts-expect-error the SQLite ledger lives in the root: a URL is createPostgresConsumer's
   createConsumer({ ledger: "postgres://db/spool" })

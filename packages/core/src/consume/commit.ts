@@ -15,6 +15,7 @@ export async function commit(c: Context, items: readonly Item[]): Promise<number
     item.verdict = verdicts[i] as Verdict
   }
   fault("after-commit")
+  await committed(c, outcomes, verdicts)
   return committedAt
 }
 
@@ -27,5 +28,16 @@ export async function commitAlone(c: Context, item: Item): Promise<number> {
   const committedAt = clockNow()
   item.committed = true
   fault("after-commit")
+  await committed(c, [outcome], [item.verdict])
   return committedAt
+}
+
+/** Tells the run's onCommit of a commit; what it throws cannot undo the commit, and is logged. */
+async function committed(c: Context, outcomes: readonly Outcome[], verdicts: readonly Verdict[]): Promise<void> {
+  if (c.options.onCommit === undefined) return
+  try {
+    await c.options.onCommit(outcomes, verdicts)
+  } catch (error) {
+    c.log.warn("on-commit-failed", { error: error instanceof Error ? error.message : String(error) })
+  }
 }

@@ -1,4 +1,5 @@
 import type { AnyEffect, LedgerPort } from "../ledger-port.ts"
+import type { Outcome, Verdict } from "../ledger-types.ts"
 import type { Log } from "../log.ts"
 import type { Message, MessageType } from "../message.ts"
 import type { Queue } from "../queue.ts"
@@ -41,6 +42,12 @@ export interface ConsumeOptions<T extends Message = Message, E extends AnyEffect
   readonly log?: Log
   /** Called after every committed batch, for progress displays. */
   readonly onBatch?: (summary: Readonly<ConsumeSummary>) => void
+  /**
+   * Called after each commit with its outcomes and their verdicts, before the files move. The
+   * commit is durable whatever it does: an error it throws is logged as a warning and changes
+   * nothing.
+   */
+  readonly onCommit?: (outcomes: readonly Outcome[], verdicts: readonly Verdict[]) => void | Promise<void>
 }
 
 export const defaults = {
