@@ -387,14 +387,14 @@ describe("schema migrations", () => {
     const r = await spool("consume", ["--root", q.root])
     expect(r.exitCode).toBe(0)
     const after = new Database(join(q.root, "ledger.db"), { readonly: true })
-    expect(after.query("PRAGMA user_version").get()).toEqual({ user_version: 3 })
+    expect(after.query("PRAGMA user_version").get()).toEqual({ user_version: 4 })
     // Version 3 dropped two indexes that every message paid for and no query of spool's needs.
     expect(
       after.query("SELECT name FROM sqlite_master WHERE name IN ('claims_owner', 'processed_order_seq')").all(),
     ).toEqual([])
-    expect(after.query("SELECT msg_id, amount FROM processed ORDER BY msg_id").all()).toEqual([
-      { msg_id: "new", amount: "2.5" },
-      { msg_id: "old", amount: "1.10" },
+    expect(after.query("SELECT msg_id, amount, result FROM processed ORDER BY msg_id").all()).toEqual([
+      { msg_id: "new", amount: "2.5", result: null },
+      { msg_id: "old", amount: "1.10", result: null },
     ])
     expect(after.query("SELECT COUNT(*) AS n FROM horizon").get()).toEqual({ n: 0 })
     after.close()
@@ -418,6 +418,7 @@ describe("schema migrations", () => {
         { version: 1 },
         { version: 2 },
         { version: 3 },
+        { version: 4 },
       ])
       expect(await sql`SELECT msg_id, amount FROM processed ORDER BY msg_id`).toEqual([
         { msg_id: "new", amount: "2.5" },

@@ -56,6 +56,8 @@ export {
   resolveRoot,
   scanDir,
 } from "./queue.ts"
+export type { ErrorClass, Reason } from "./reasons.ts"
+export { classOf, reasons } from "./reasons.ts"
 export { csvField, csvRow, formatOrderResult, reportFiles, writeReports } from "./reports.ts"
 export type { LedgerStats, StatsPeriod } from "./stats.ts"
 export { emptyStats, readSharedStats, readStats } from "./stats.ts"

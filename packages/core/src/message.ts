@@ -1,4 +1,5 @@
 import { ArkErrors, hasArkKind, type RootSchema, rootSchema } from "@ark/schema"
+import type { Reason } from "./reasons.ts"
 import { isStorableText } from "./storable-text.ts"
 
 // The rules of a spool message, written once as an @ark/schema node: the schema layer
@@ -58,17 +59,8 @@ export const validateMessage = rootSchema(messageSchema) as unknown as MessageTy
 /** The names of the required fields, in the order reports list them. */
 export const requiredFields = ["msg_id", "order_no", "seq", "amount"] as const
 
-/** Why a file went to error/. */
-export type RejectReason =
-  | "parse" // not UTF-8 JSON, or not a JSON object
-  | "missing-field" // a required field is absent or null
-  | "invalid-field" // a required field has the wrong type or range
-  | "too-large" // larger than the configured limit; never read
-  | "not-regular" // a directory, FIFO, socket or device named *.json
-  | "symlink" // a symbolic link; moved as a link, its target untouched
-  | "poison" // crashed the consumer on every one of its allowed attempts
-  | "handler" // a library handler rejected it
-  | "beyond-horizon" // unknown msg_id at or below its order's seq pruned by compact
+/** Why the consumer rejects a file before the ledger sees a message (reasons.ts has them all, with their classes). */
+export type RejectReason = Exclude<Reason, "expired">
 
 /** A message that passed validation, with what the ledger needs to record it. */
 export interface Accepted<T> {
