@@ -70,14 +70,17 @@ async function build(): Promise<number> {
   return 0
 }
 
-/** Newest mtime of the files a build reads: ops' own sources and core's. */
+/** Newest mtime of the files a build reads: ops' own sources, cli's and core's. */
 function newestInput(): number {
+  const cli = join(here, "..", "cli")
   const core = join(here, "..", "core")
   const roots = [
     join(here, "src"),
     join(here, "bin"),
     join(here, "build.ts"),
     join(here, "package.json"),
+    join(cli, "src"),
+    join(cli, "package.json"),
     join(core, "src"),
     join(core, "sql"),
     join(core, "package.json"),

@@ -1,16 +1,14 @@
 import fs from "node:fs"
 import { join } from "node:path"
+import { type CommandSpec, parseDuration, runCommand } from "@spool/cli"
 import {
-  type CommandSpec,
   ExitCode,
   openLedger,
   openQueue,
-  parseDuration,
   redact,
   renameNoReplace,
   resolveLedgerUrl,
   resolveRoot,
-  runCommand,
   SpoolError,
   scanDir,
 } from "@spool/core/engine"

@@ -1,6 +1,6 @@
 import fs from "node:fs"
+import { type CommandSpec, parseBytes, parseDuration, parseInteger, runCommand } from "@spool/cli"
 import {
-  type CommandSpec,
   collectGarbageEvery,
   consume,
   createLog,
@@ -12,13 +12,9 @@ import {
   type LogLevel,
   openLedger,
   openQueue,
-  parseBytes,
-  parseDuration,
-  parseInteger,
   type Queue,
   resolveLedgerUrl,
   resolveRoot,
-  runCommand,
   SpoolError,
   scanDir,
   writeReports,

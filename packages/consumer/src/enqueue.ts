@@ -1,7 +1,7 @@
 import fs from "node:fs"
 import { basename } from "node:path"
+import { type CommandSpec, runCommand } from "@spool/cli"
 import {
-  type CommandSpec,
   ExitCode,
   enqueueBytes,
   errnoOf,
@@ -10,7 +10,6 @@ import {
   type Queue,
   quoteName,
   resolveRoot,
-  runCommand,
   SpoolError,
 } from "@spool/core/engine"
 

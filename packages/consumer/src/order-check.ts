@@ -1,6 +1,6 @@
 import { join } from "node:path"
+import { type CommandSpec, runCommand } from "@spool/cli"
 import {
-  type CommandSpec,
   ExitCode,
   formatOrderResult,
   openLedger,
@@ -8,7 +8,6 @@ import {
   reportFiles,
   resolveLedgerUrl,
   resolveRoot,
-  runCommand,
   writeFileAtomic,
 } from "@spool/core/engine"
 import orderCheckSql from "@spool/core/sql/order-check.sql" with { type: "text" }

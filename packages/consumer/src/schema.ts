@@ -1,15 +1,6 @@
 import { join } from "node:path"
-import {
-  type CommandSpec,
-  ExitCode,
-  formatSchema,
-  inferSchema,
-  openQueue,
-  reportFiles,
-  resolveRoot,
-  runCommand,
-  writeFileAtomic,
-} from "@spool/core"
+import { type CommandSpec, runCommand } from "@spool/cli"
+import { ExitCode, formatSchema, inferSchema, openQueue, reportFiles, resolveRoot, writeFileAtomic } from "@spool/core"
 
 const spec = {
   name: "schema",

@@ -1,9 +1,9 @@
 import fs from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { type CommandSpec, runCommand } from "@spool/cli"
 import {
   type Binding,
-  type CommandSpec,
   createQueue,
   ExitCode,
   openLedger,
@@ -14,7 +14,6 @@ import {
   resolveLedgerUrl,
   resolveRoot,
   rootId,
-  runCommand,
   SpoolError,
   seedFrom,
   writeBinding,

@@ -1,6 +1,6 @@
 import fs from "node:fs"
+import { type CommandSpec, parseDuration, runCommand } from "@spool/cli"
 import {
-  type CommandSpec,
   checkRootLedger,
   ExitCode,
   emptyStats,
@@ -8,7 +8,6 @@ import {
   type LedgerStats,
   openQueue,
   PostgresLedger,
-  parseDuration,
   type Queue,
   readSharedStats,
   readStats,
@@ -16,7 +15,6 @@ import {
   resolveLedgerUrl,
   resolveRoot,
   rootId,
-  runCommand,
   SpoolError,
   type StatsPeriod,
 } from "@spool/core/engine"

@@ -1,5 +1,5 @@
+import { type CommandSpec, runCommand } from "@spool/cli"
 import {
-  type CommandSpec,
   ExitCode,
   type LedgerCheck,
   openLedger,
@@ -7,7 +7,6 @@ import {
   redact,
   resolveLedgerUrl,
   resolveRoot,
-  runCommand,
 } from "@spool/core/engine"
 
 const spec = {

@@ -1,14 +1,12 @@
 import fs from "node:fs"
 import { join, resolve } from "node:path"
+import { type CommandSpec, parseDuration, runCommand } from "@spool/cli"
 import {
-  type CommandSpec,
   countFiles,
   ExitCode,
   errnoOf,
   openQueue,
-  parseDuration,
   type Queue,
-  runCommand,
   SpoolError,
   scanDir,
   writeFileAtomic,

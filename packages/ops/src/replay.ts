@@ -1,21 +1,19 @@
 import fs from "node:fs"
 import { join } from "node:path"
+import { type CommandSpec, parseInteger, runCommand } from "@spool/cli"
 import {
-  type CommandSpec,
   checkRootLedger,
   ExitCode,
   errnoOf,
   Ledger,
   openQueue,
   PostgresLedger,
-  parseInteger,
   type Queue,
   quoteName,
   renameNoReplace,
   resolveLedgerUrl,
   resolveRoot,
   rootId,
-  runCommand,
   SpoolError,
   writeReports,
 } from "@spool/core/engine"

@@ -1,5 +1,5 @@
 import { type ParseArgsConfig, parseArgs } from "node:util"
-import { ExitCode, exitCodeFor, SpoolError } from "./errors.ts"
+import { ExitCode, exitCodeFor, SpoolError } from "@spool/core/engine"
 
 type Options = NonNullable<ParseArgsConfig["options"]>
 
