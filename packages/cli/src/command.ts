@@ -1,17 +1,29 @@
 import { type ParseArgsConfig, parseArgs } from "node:util"
 import { ExitCode, exitCodeFor, SpoolError } from "@spool/core/engine"
+import { type Argument, helpText } from "./help.ts"
+import { type Options, parseValue, type Values } from "./option.ts"
+import { help } from "./options.ts"
 
-type Options = NonNullable<ParseArgsConfig["options"]>
-
-/** A command's description, from which its --help text and argument parsing both come. */
-export interface CommandSpec<O extends Options> {
+/** A command's description, from which its argument parsing and its --help text both come. */
+export interface CommandSpec<O extends Options = Options> {
   readonly name: string
+  /** The synopsis after `Usage: `. */
   readonly usage: string
+  /** One line: what the command does. */
   readonly summary: string
+  /** The rest of --help's prose, when one line is not enough. */
+  readonly description?: string
+  /** The positional arguments; a command without them refuses any. */
+  readonly arguments?: readonly Argument[]
   readonly options: O
-  /** One line per option and positional, shown under "Options:". */
-  readonly help: readonly string[]
-  readonly allowPositionals?: boolean
+}
+
+/** What a command body gets: its options parsed, and the positional arguments. */
+export interface Parsed<O extends Options> {
+  readonly values: Values<O>
+  /** Each value option's text, as given or as its default, for output that repeats it. */
+  readonly texts: { readonly [K in keyof O]?: string }
+  readonly positionals: readonly string[]
 }
 
 /**
@@ -21,36 +33,30 @@ export interface CommandSpec<O extends Options> {
 export async function runCommand<O extends Options>(
   spec: CommandSpec<O>,
   argv: readonly string[],
-  body: (
-    args: ReturnType<typeof parseArgs<{ options: O; allowPositionals: true; strict: true }>>,
-  ) => Promise<number> | number,
+  body: (args: Parsed<O>) => Promise<number> | number,
 ): Promise<number> {
-  let args: ReturnType<typeof parseArgs<{ options: O; allowPositionals: true; strict: true }>>
+  const all: Options = { ...spec.options, help }
+  let raw: { values: Record<string, string | boolean | (string | boolean)[] | undefined>; positionals: string[] }
   try {
-    args = parseArgs({
-      args: [...argv],
-      options: { ...spec.options, help: { type: "boolean", short: "h" } } as O,
-      allowPositionals: true,
-      strict: true,
-    })
+    raw = parseArgs({ args: [...argv], options: parseArgsOptions(all), allowPositionals: true, strict: true })
   } catch (error) {
     process.stderr.write(
       `${spec.name}: ${error instanceof Error ? error.message : String(error)}\nRun with --help for usage.\n`,
     )
     return ExitCode.usage
   }
-  if ((args.values as Record<string, unknown>).help) {
+  if (raw.values.help === true) {
     process.stdout.write(helpText(spec))
     return ExitCode.ok
   }
-  if (!spec.allowPositionals && args.positionals.length > 0) {
+  if (spec.arguments === undefined && raw.positionals.length > 0) {
     process.stderr.write(
-      `${spec.name}: unexpected argument ${JSON.stringify(args.positionals[0])}\nRun with --help for usage.\n`,
+      `${spec.name}: unexpected argument ${JSON.stringify(raw.positionals[0])}\nRun with --help for usage.\n`,
     )
     return ExitCode.usage
   }
   try {
-    return await body(args)
+    return await body({ ...parseValues(spec.options, raw.values), positionals: raw.positionals })
   } catch (error) {
     if (error instanceof SpoolError) {
       process.stderr.write(`${spec.name}: ${error.message}\n`)
@@ -63,35 +69,38 @@ export async function runCommand<O extends Options>(
   }
 }
 
-/** The --help text of a command. */
-export function helpText(spec: CommandSpec<Options>): string {
-  return `Usage: ${spec.usage}\n\n${spec.summary}\n\nOptions:\n${[...spec.help, "-h, --help            show this help"].map((l) => `  ${l}`).join("\n")}\n\nExit codes: 0 ok, 1 check failed or refused (nothing changed), 2 usage or not a queue, 3 runtime failure.\n`
+type ParseArgsOptions = NonNullable<ParseArgsConfig["options"]>
+
+function parseArgsOptions(options: Options): ParseArgsOptions {
+  const out: ParseArgsOptions = {}
+  for (const [name, o] of Object.entries(options))
+    out[name] = {
+      type: o.kind === "flag" ? "boolean" : "string",
+      ...(o.short !== undefined && { short: o.short }),
+      ...(o.kind !== "flag" && o.multiple === true && { multiple: true }),
+    }
+  return out
 }
 
-/** Parses a size such as `1048576`, `512k`, `1m`, `2g` into bytes. */
-export function parseBytes(text: string, flag: string): number {
-  const m = /^(\d+)([kmg]i?b?)?$/i.exec(text.trim())
-  if (!m) throw new SpoolError("usage", `${flag} takes a size such as 1048576, 512k or 1m, not ${JSON.stringify(text)}`)
-  const unit = (m[2] ?? "").toLowerCase()[0]
-  const mult = unit === "k" ? 1024 : unit === "m" ? 1024 ** 2 : unit === "g" ? 1024 ** 3 : 1
-  return Number(m[1]) * mult
-}
-
-/** Parses a duration such as `500ms`, `30s`, `5m`, `2h`, `90d` into milliseconds. */
-export function parseDuration(text: string, flag: string): number {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(text.trim())
-  if (!m)
-    throw new SpoolError(
-      "usage",
-      `${flag} takes a duration such as 500ms, 30s, 5m, 2h or 90d, not ${JSON.stringify(text)}`,
-    )
-  const mult = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] ?? "s"] ?? 1000
-  return Number(m[1]) * mult
-}
-
-/** Parses a whole number option within bounds. */
-export function parseInteger(text: string, flag: string, min = 0): number {
-  if (!/^\d+$/.test(text.trim()) || Number(text) < min)
-    throw new SpoolError("usage", `${flag} takes a whole number >= ${min}, not ${JSON.stringify(text)}`)
-  return Number(text)
+/** Each option's value from its text (given, else its default); a text it does not take is a usage error. */
+function parseValues<O extends Options>(
+  options: O,
+  raw: Record<string, unknown>,
+): { values: Values<O>; texts: Parsed<O>["texts"] } {
+  const values: Record<string, unknown> = {}
+  const texts: Record<string, string> = {}
+  for (const [name, o] of Object.entries(options)) {
+    const given = raw[name]
+    if (o.kind === "flag") {
+      values[name] = given === true
+      continue
+    }
+    const text = typeof given === "string" ? given : given === undefined ? o.default : undefined
+    if (Array.isArray(given)) values[name] = given.map((t) => parseValue(name, o, String(t)))
+    else if (text !== undefined) {
+      values[name] = parseValue(name, o, text)
+      texts[name] = text
+    }
+  }
+  return { values: values as Values<O>, texts: texts as Parsed<O>["texts"] }
 }

@@ -4,6 +4,7 @@ import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import os from "node:os"
 import { join } from "node:path"
+import { captured } from "@spool/test-support"
 import { main as consume } from "./consume.ts"
 import { main as orderCheck } from "./order-check.ts"
 import { main as schema } from "./schema.ts"
@@ -12,25 +13,8 @@ import { bundledFixtures, main as setup } from "./setup.ts"
 type Main = (argv: readonly string[]) => Promise<number>
 
 /** Runs a main() with stdout and stderr captured instead of printed. */
-async function call(fn: Main, argv: readonly string[]): Promise<{ stdout: string; stderr: string; code: number }> {
-  const out: string[] = []
-  const err: string[] = []
-  const realOut = process.stdout.write
-  const realErr = process.stderr.write
-  const capture = (sink: string[]) =>
-    ((chunk: string | Uint8Array) => {
-      sink.push(typeof chunk === "string" ? chunk : Buffer.from(chunk).toString())
-      return true
-    }) as typeof process.stdout.write
-  process.stdout.write = capture(out)
-  process.stderr.write = capture(err)
-  try {
-    const code = await fn(argv)
-    return { stdout: out.join(""), stderr: err.join(""), code }
-  } finally {
-    process.stdout.write = realOut
-    process.stderr.write = realErr
-  }
+function call(fn: Main, argv: readonly string[]) {
+  return captured(() => fn(argv))
 }
 
 async function tempDir(): Promise<{ path: string } & AsyncDisposable> {

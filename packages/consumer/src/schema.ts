@@ -1,16 +1,17 @@
 import { join } from "node:path"
-import { type CommandSpec, runCommand } from "@spool/cli"
+import { type CommandSpec, root, runCommand } from "@spool/cli"
 import { ExitCode, formatSchema, inferSchema, openQueue, reportFiles, resolveRoot, writeFileAtomic } from "@spool/core"
 
-const spec = {
+/** `bun run schema`'s options and help. */
+export const spec = {
   name: "schema",
   usage: "bun run schema [--root DIR]",
-  summary:
+  summary: "Writes schema.csv (field,type,role) from the well-formed messages in the queue.",
+  description:
     "Works out the message structure from the well-formed messages in inbox/, processing/ and done/\n" +
-    "and writes ROOT/schema.csv (field,type,role), also printed to stdout.",
-  options: { root: { type: "string" } },
-  help: ["--root DIR            queue root (default: $SPOOL_ROOT, else ./spool)"],
-} satisfies CommandSpec<Record<string, { type: "string" }>>
+    "and writes ROOT/schema.csv, also printed to stdout.",
+  options: { root },
+} satisfies CommandSpec
 
 /** `bun run schema`: infer schema.csv from the queue's messages. */
 export async function main(argv: readonly string[]): Promise<number> {
