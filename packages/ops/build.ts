@@ -70,7 +70,7 @@ async function build(): Promise<number> {
   return 0
 }
 
-/** Newest mtime of the files a build reads: ops' own sources, cli's and core's. */
+/** Newest mtime of the files a build reads: ops' own sources, cli's and core's, and the root package.json (the version). */
 function newestInput(): number {
   const cli = join(here, "..", "cli")
   const core = join(here, "..", "core")
@@ -79,6 +79,7 @@ function newestInput(): number {
     join(here, "bin"),
     join(here, "build.ts"),
     join(here, "package.json"),
+    join(here, "..", "..", "package.json"),
     join(cli, "src"),
     join(cli, "package.json"),
     join(core, "src"),

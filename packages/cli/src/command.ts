@@ -2,7 +2,8 @@ import { type ParseArgsConfig, parseArgs } from "node:util"
 import { ExitCode, exitCodeFor, SpoolError } from "@spool/core/engine"
 import { type Argument, helpText } from "./help.ts"
 import { type Options, parseValue, type Values } from "./option.ts"
-import { help } from "./options.ts"
+import { help, version } from "./options.ts"
+import { versionLine } from "./version.ts"
 
 /** A command's description, from which its argument parsing and its --help text both come. */
 export interface CommandSpec<O extends Options = Options> {
@@ -27,7 +28,7 @@ export interface Parsed<O extends Options> {
 }
 
 /**
- * Runs a command body with spool's conventions: strict argument parsing, `--help`,
+ * Runs a command body with spool's conventions: strict argument parsing, `--help`, `--version`,
  * SpoolErrors printed as one clear line on stderr and turned into the README's exit codes.
  */
 export async function runCommand<O extends Options>(
@@ -35,7 +36,7 @@ export async function runCommand<O extends Options>(
   argv: readonly string[],
   body: (args: Parsed<O>) => Promise<number> | number,
 ): Promise<number> {
-  const all: Options = { ...spec.options, help }
+  const all: Options = { ...spec.options, help, version }
   let raw: { values: Record<string, string | boolean | (string | boolean)[] | undefined>; positionals: string[] }
   try {
     raw = parseArgs({ args: [...argv], options: parseArgsOptions(all), allowPositionals: true, strict: true })
@@ -47,6 +48,10 @@ export async function runCommand<O extends Options>(
   }
   if (raw.values.help === true) {
     process.stdout.write(helpText(spec))
+    return ExitCode.ok
+  }
+  if (raw.values.version === true) {
+    process.stdout.write(versionLine())
     return ExitCode.ok
   }
   if (spec.arguments === undefined && raw.positionals.length > 0) {

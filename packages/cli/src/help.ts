@@ -1,5 +1,5 @@
 import type { OptionSpec, Options } from "./option.ts"
-import { help } from "./options.ts"
+import { help, version } from "./options.ts"
 
 /** A positional argument of a command, for its --help. */
 export interface Argument {
@@ -24,14 +24,14 @@ const exitCodes =
 
 /**
  * The --help text of a command, made from its spec: every option's line comes from the option
- * itself, and the options every command takes (`--help`) come last.
+ * itself, and the options every command takes (`--help`, `--version`) come last.
  */
 export function helpText(spec: HelpSpec): string {
   const sections = [`Usage: ${spec.usage}`, spec.summary]
   if (spec.description !== undefined) sections.push(spec.description)
   if (spec.arguments !== undefined && spec.arguments.length > 0)
     sections.push(`Arguments:\n${table(spec.arguments.map((a) => [a.name, a.help]))}`)
-  const options = Object.entries({ ...spec.options, help }).map(([name, o]): [string, string] => [
+  const options = Object.entries({ ...spec.options, help, version }).map(([name, o]): [string, string] => [
     label(name, o),
     line(o),
   ])

@@ -19,3 +19,6 @@ export const dryRun = flag("say what would change, change nothing")
 
 /** `-h, --help`, which every command takes. */
 export const help = flag("show this help", { short: "h" })
+
+/** `-V, --version`, which every command takes. */
+export const version = flag("print spool's version", { short: "V" })
