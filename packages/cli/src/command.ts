@@ -1,5 +1,5 @@
-import { type ParseArgsConfig, parseArgs } from "node:util"
-import { ExitCode, exitCodeFor, SpoolError } from "@spool/core/engine"
+import { ExitCode, exitCodeFor, quoteName, SpoolError } from "@spool/core/engine"
+import { ArgvProblem, type RawArgs, readArgv } from "./_parse.ts"
 import { type Argument, helpText } from "./help.ts"
 import { type Options, parseValue, type Values } from "./option.ts"
 import { help, version } from "./options.ts"
@@ -28,8 +28,9 @@ export interface Parsed<O extends Options> {
 }
 
 /**
- * Runs a command body with spool's conventions: strict argument parsing, `--help`, `--version`,
- * SpoolErrors printed as one clear line on stderr and turned into the README's exit codes.
+ * Runs a command body with spool's conventions: strict argument parsing, with one line that names
+ * what is wrong and says what to do; `--help`, `--version`; SpoolErrors printed as one clear line
+ * on stderr and turned into the README's exit codes.
  */
 export async function runCommand<O extends Options>(
   spec: CommandSpec<O>,
@@ -37,14 +38,16 @@ export async function runCommand<O extends Options>(
   body: (args: Parsed<O>) => Promise<number> | number,
 ): Promise<number> {
   const all: Options = { ...spec.options, help, version }
-  let raw: { values: Record<string, string | boolean | (string | boolean)[] | undefined>; positionals: string[] }
-  try {
-    raw = parseArgs({ args: [...argv], options: parseArgsOptions(all), allowPositionals: true, strict: true })
-  } catch (error) {
-    process.stderr.write(
-      `${spec.name}: ${error instanceof Error ? error.message : String(error)}\nRun with --help for usage.\n`,
-    )
+  const usage = (problem: string) => {
+    process.stderr.write(`${spec.name}: ${problem}; run ${spec.name} --help for the options\n`)
     return ExitCode.usage
+  }
+  let raw: RawArgs
+  try {
+    raw = readArgv(all, argv, spec.arguments?.[0]?.name.replace(/\.\.\.$/, ""))
+  } catch (error) {
+    if (error instanceof ArgvProblem) return usage(error.message)
+    throw error
   }
   if (raw.values.help === true) {
     process.stdout.write(helpText(spec))
@@ -54,12 +57,8 @@ export async function runCommand<O extends Options>(
     process.stdout.write(versionLine())
     return ExitCode.ok
   }
-  if (spec.arguments === undefined && raw.positionals.length > 0) {
-    process.stderr.write(
-      `${spec.name}: unexpected argument ${JSON.stringify(raw.positionals[0])}\nRun with --help for usage.\n`,
-    )
-    return ExitCode.usage
-  }
+  if (spec.arguments === undefined && raw.positionals.length > 0)
+    return usage(`unexpected argument ${quoteName(raw.positionals[0] ?? "")}: ${spec.name} takes no arguments`)
   try {
     return await body({ ...parseValues(spec.options, raw.values), positionals: raw.positionals })
   } catch (error) {
@@ -72,19 +71,6 @@ export async function runCommand<O extends Options>(
     )
     return ExitCode.failure
   }
-}
-
-type ParseArgsOptions = NonNullable<ParseArgsConfig["options"]>
-
-function parseArgsOptions(options: Options): ParseArgsOptions {
-  const out: ParseArgsOptions = {}
-  for (const [name, o] of Object.entries(options))
-    out[name] = {
-      type: o.kind === "flag" ? "boolean" : "string",
-      ...(o.short !== undefined && { short: o.short }),
-      ...(o.kind !== "flag" && o.multiple === true && { multiple: true }),
-    }
-  return out
 }
 
 /** Each option's value from its text (given, else its default); a text it does not take is a usage error. */

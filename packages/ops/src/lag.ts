@@ -211,6 +211,8 @@ function formatSeconds(s: number): string {
 /** THRESHOLD: a whole number, written plainly (no sign, no exponent, no spaces). */
 export function parseThreshold(text: string | undefined): number {
   if (text === undefined) throw new SpoolError("usage", "missing THRESHOLD (the inbox size above which lag exits 1)")
+  if (/^-[0-9]/.test(text))
+    throw new SpoolError("usage", `THRESHOLD must be a whole number >= 0, not the negative number ${text}`)
   if (!/^[0-9]+$/.test(text) || !Number.isSafeInteger(Number(text)))
     throw new SpoolError("usage", `THRESHOLD must be a whole number >= 0, not ${JSON.stringify(text)}`)
   return Number(text)
