@@ -28,6 +28,8 @@ export interface ValueOption {
   readonly min?: number
   /** The values a `choice` takes. */
   readonly choices?: readonly string[]
+  /** A value to show in a message about a text it does not take (a duration's, when no default fits). */
+  readonly example?: string
 }
 
 /** One option of a command: everything its parsing and its --help line need. */
@@ -57,6 +59,7 @@ export type Values<O extends Options> = { readonly [K in keyof O]: ValueOf<O[K]>
 
 interface ValueDetails {
   readonly short?: string
+  readonly example?: string
   readonly default?: string
   readonly fallback?: string
   readonly multiple?: boolean
@@ -82,7 +85,7 @@ export function text<const D extends ValueDetails = Empty>(
   return { kind: "text", value, help, ...(details as D) }
 }
 
-/** An option whose value is a duration (`30s`, `5m`, `90d`), parsed into milliseconds. */
+/** An option whose value is a duration with its unit (`30s`, `5m`, `90d`), parsed into milliseconds. */
 export function duration<const D extends ValueDetails = Empty>(
   help: string,
   details?: D,
@@ -132,7 +135,7 @@ export function parseValue(name: string, option: ValueOption, text: string): str
     case "bytes":
       return atLeast(flag, option, parseBytes(text, flag), text)
     case "duration":
-      return atLeast(flag, option, parseDuration(text, flag), text)
+      return atLeast(flag, option, parseDuration(text, flag, option.example ?? option.default), text)
     case "choice": {
       const choices = option.choices ?? []
       if (choices.includes(text)) return text

@@ -9,16 +9,24 @@ export function parseBytes(text: string, flag: string): number {
   return Number(m[1]) * mult
 }
 
-/** Parses a duration such as `500ms`, `30s`, `5m`, `2h`, `90d` into milliseconds. */
-export function parseDuration(text: string, flag: string): number {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(text.trim())
-  if (!m)
-    throw new SpoolError(
-      "usage",
-      `${flag} takes a duration such as 500ms, 30s, 5m, 2h or 90d, not ${JSON.stringify(text)}`,
-    )
-  const mult = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[m[2] ?? "s"] ?? 1000
-  return Number(m[1]) * mult
+const durationUnits = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const
+
+/**
+ * Parses a duration such as `500ms`, `30s`, `5m`, `2h`, `90d` into milliseconds. The unit is
+ * required: a bare number is refused, since no one unit is what every reader means by it
+ * (`compact --older-than 90` meant 90 seconds, and archived nearly everything).
+ */
+export function parseDuration(text: string, flag: string, example = "30s"): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(text.trim())
+  if (m?.[1] !== undefined && m[2] !== undefined)
+    return Number(m[1]) * durationUnits[m[2] as keyof typeof durationUnits]
+  const needs = `${flag} takes a duration with a unit (ms, s, m, h, d), such as ${example}`
+  throw new SpoolError(
+    "usage",
+    /^\d+(\.\d+)?$/.test(text.trim())
+      ? `${needs}; ${JSON.stringify(text)} has none`
+      : `${needs}, not ${JSON.stringify(text)}`,
+  )
 }
 
 /** Parses a whole number option within bounds. */

@@ -30,8 +30,12 @@ export const spec = {
   options: {
     root,
     ledger,
-    "older-than": duration("age of done/ files and ledger history to remove, e.g. 90d (required)"),
-    horizon: duration("deduplication horizon: prune idempotency keys older than this (>= --older-than)"),
+    "older-than": duration("age of done/ files and ledger history to remove, e.g. 90d (required)", {
+      example: "90d",
+    }),
+    horizon: duration("deduplication horizon: prune idempotency keys older than this (>= --older-than)", {
+      example: "365d",
+    }),
     delete: flag("delete old done/ files instead of archiving them"),
     "dry-run": { ...dryRun, help: "say what would be removed, change nothing" },
   },

@@ -43,7 +43,7 @@ export const spec = {
       min: 1,
     }),
     "max-bytes": bytes("larger files go to error/ as too-large, unread", { default: "1m" }),
-    "min-age": duration("skip files modified more recently than this, e.g. 2s", { default: "0s" }),
+    "min-age": duration("skip files modified more recently than this, e.g. 5s", { default: "0s", example: "5s" }),
     "busy-timeout": duration("wait this long for another process's ledger lock", { default: "10s" }),
     "no-fsync": flag("skip fsyncs: survives a process crash, not a power loss (see README)"),
     "one-thread": flag(

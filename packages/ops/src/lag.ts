@@ -241,7 +241,10 @@ export const spec = {
       "PATH",
       "with --format prometheus: write to PATH atomically instead of stdout, for the node_exporter textfile collector (PATH should end in .prom)",
     ),
-    "max-age": { ...duration("also exit 1 when the oldest inbox file is older than AGE (30s, 5m, 2h)"), value: "AGE" },
+    "max-age": {
+      ...duration("also exit 1 when the oldest inbox file is older than AGE (30s, 5m, 2h)", { example: "5m" }),
+      value: "AGE",
+    },
   },
 } satisfies CommandSpec
 
