@@ -1,5 +1,7 @@
 export type { CommandSpec, Parsed } from "./command.ts"
 export { runCommand } from "./command.ts"
+export type { CommandModule, CommandTable, DispatcherSpec } from "./dispatch.ts"
+export { dispatch, dispatcherHelp } from "./dispatch.ts"
 export type { Argument, HelpSpec } from "./help.ts"
 export { helpText } from "./help.ts"
 export type { FlagOption, OptionSpec, Options, ValueOption, Values } from "./option.ts"

@@ -1,6 +1,6 @@
 import { join } from "node:path"
 import { type CommandSpec, root, runCommand } from "@spool/cli"
-import { ExitCode, formatSchema, inferSchema, openQueue, reportFiles, resolveRoot, writeFileAtomic } from "@spool/core"
+import { ExitCode, openQueue, reportFiles, resolveRoot, writeFileAtomic } from "@spool/core/engine"
 
 /** `bun run schema`'s options and help. */
 export const spec = {
@@ -15,8 +15,11 @@ export const spec = {
 
 /** `bun run schema`: infer schema.csv from the queue's messages. */
 export async function main(argv: readonly string[]): Promise<number> {
-  return runCommand(spec, argv, ({ values }) => {
+  return runCommand(spec, argv, async ({ values }) => {
     const queue = openQueue(resolveRoot(values.root))
+    // Imported here, not at the top: @spool/core whole loads arktype (see engine.ts), which
+    // `spool --help`, importing this module for its summary, does not need.
+    const { formatSchema, inferSchema } = await import("@spool/core")
     const { fields, sampled } = inferSchema(queue)
     const text = formatSchema(fields)
     writeFileAtomic(join(queue.root, reportFiles.schema), text)
