@@ -26,6 +26,11 @@ case $here in
   /*) ;;
   *) here=./$here ;;
 esac
+# bun drops a -- that comes right after the script as its own: give it one, so that the
+# user's (replay.sh -- -1.json) reaches the command.
+case \${1-} in
+  --) set -- -- "$@" ;;
+esac
 if [ -L "$0" ]; then
   # A symlink to this file: let bun resolve it, as plain sh has no readlink.
   exec bun -e 'await import(require("node:fs").realpathSync(process.argv[1]).replace(/\\.sh$/, ".js"))' "$0" "$@"
