@@ -16,8 +16,20 @@ beforeAll(async () => {
 const lagSh = join(dist, "lag.sh")
 const replaySh = join(dist, "replay.sh")
 
-/** The root package scripts, one per command. */
-const scripts = ["setup", "schema", "consume", "enqueue", "order-check", "compact", "stats", "verify", "lag", "replay"]
+/** The root package scripts, one per command, and the random-kill check's. */
+const scripts = [
+  "setup",
+  "schema",
+  "consume",
+  "enqueue",
+  "order-check",
+  "compact",
+  "stats",
+  "verify",
+  "lag",
+  "replay",
+  "torture",
+]
 
 /** Every way a user starts a command. */
 const entryPoints: [string, string[]][] = [
