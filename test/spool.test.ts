@@ -51,6 +51,7 @@ describe("spool", () => {
     ["an unknown command", ["stat"], "spool: unknown command stat (did you mean stats?); the commands are:\n"],
     ["no command", [], "spool: give a command; the commands are:\n"],
     ["help for an unknown command", ["help", "bogus"], "spool: unknown command bogus; the commands are:\n"],
+    ["a name every object has", ["constructor"], "spool: unknown command constructor; the commands are:\n"],
   ])("exits 2 with the list of commands for %s", async (_case, args, first) => {
     const r = await spool(args)
     expect(r.stdout).toBe("")

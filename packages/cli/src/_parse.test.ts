@@ -48,6 +48,8 @@ describe("readArgv", () => {
     [["-qz"], "unknown option -z in -qz"],
     [["-zq"], "unknown option -zq"],
     [["--a b"], "unknown option '--a b'"],
+    [["--constructor"], "unknown option --constructor"],
+    [["--__proto__=x"], "unknown option --__proto__"],
     [["--root"], "--root needs a value (DIR)"],
     [["--root", "--json"], "--root needs a value (DIR) before --json"],
     [["--window", "-5"], "--window takes DURATION, not the negative number -5"],

@@ -48,7 +48,8 @@ export function readArgv(options: Options, argv: readonly string[], argumentName
       negativeAt = t.index
       continue
     }
-    const option = options[t.name]
+    // Own names only: "--constructor" must not find Object.prototype's.
+    const option = Object.hasOwn(options, t.name) ? options[t.name] : undefined
     const why =
       option === undefined
         ? unknownOption(options, t.name, t.rawName, arg, argumentName)
@@ -119,6 +120,7 @@ function valueProblem(
   if (/^-\d/.test(value))
     return `${rawName} takes ${option.value}, not the negative ${isNegativeNumber(value) ? "number" : "value"} ${value}`
   const next = value.startsWith("--") ? value.slice(2).split("=")[0] : undefined
-  if (next !== undefined && next in options) return `${rawName} needs a value (${option.value}) before ${value}`
+  if (next !== undefined && Object.hasOwn(options, next))
+    return `${rawName} needs a value (${option.value}) before ${value}`
   return `${rawName} needs a value (${option.value}); to give one that starts with -, write ${quoteName(`${rawName}=${value}`)}`
 }

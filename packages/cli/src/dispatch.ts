@@ -40,7 +40,7 @@ export async function dispatch(spec: DispatcherSpec, argv: readonly string[]): P
   if (first === "help") {
     if (rest.length > 1)
       return usage(spec, `help takes one command, not ${rest.map(quoteName).join(" ")}; run ${spec.name} --help`)
-    const command = spec.commands[rest[0] ?? ""]
+    const command = commandOf(spec, rest[0] ?? "")
     return command === undefined ? unknown(spec, rest[0] ?? "") : (await command()).main(["--help"])
   }
   if (first === undefined) return unknown(spec, undefined)
@@ -49,8 +49,13 @@ export async function dispatch(spec: DispatcherSpec, argv: readonly string[]): P
       spec,
       `unknown option ${quoteName(first)}: ${spec.name} takes a command first, then its options (${spec.name} COMMAND [OPTIONS]); run ${spec.name} --help for the commands`,
     )
-  const command = spec.commands[first]
+  const command = commandOf(spec, first)
   return command === undefined ? unknown(spec, first) : (await command()).main(rest)
+}
+
+/** The command of that name; own names only, so that "constructor" is no command. */
+function commandOf(spec: DispatcherSpec, name: string): (() => Promise<CommandModule>) | undefined {
+  return Object.hasOwn(spec.commands, name) ? spec.commands[name] : undefined
 }
 
 /** `NAME --help`: the usage, then every command and its one-line summary, read from its spec. */
