@@ -1,4 +1,4 @@
-// `bun run torture [--iterations N] [--messages M] [--seed S] ...`: the random-kill crash
+// `bun run torture [--iterations N] [--messages N] [--seed N] ...`: the random-kill crash
 // equivalence check of test/crash.test.ts and test/kill-storm.test.ts, for as long as asked.
 // Each iteration generates a queue, runs it once uninterrupted, runs a copy under rounds of
 // consumers SIGKILLed at random until drained, and compares the two end states, on each ledger
@@ -6,7 +6,7 @@
 import fs from "node:fs"
 import os from "node:os"
 import { join } from "node:path"
-import { parseArgs } from "node:util"
+import { type CommandSpec, choice, duration, flag, integer, runCommand } from "@spool/cli"
 import {
   diffIgnoringWinners,
   diffSnapshots,
@@ -17,95 +17,76 @@ import {
   tempDatabase,
 } from "@spool/test-support"
 
-const usage = `Usage: bun run torture [options]
-
-Kills real consume processes with SIGKILL at random points over a generated queue until it is
-drained, and checks that the end state equals one uninterrupted run's, iteration after
-iteration, on each ledger backend. consume runs with its own defaults but for --batch-size.
-Exit 0 when every iteration matched, 1 on any divergence, 2 on bad arguments or when a
-PostgreSQL iteration finds no server.
-
-Options:
-  --iterations N     iterations per backend (default 3)
-  --messages M       messages per generated queue (default 2000)
-  --seed S           first seed; iteration i uses S+i (default: from the clock, printed)
-  --backend B        sqlite, postgres or both (default both); PostgreSQL is the server of
-                     SPOOL_TEST_PG_URL (default postgres://postgres@127.0.0.1:5432/test),
-                     with a fresh database per queue
-  --consumers C      consumers started together in each round (default 3); with more than
-                     one, only which delivery of a redelivered msg_id wins may differ
-  --batch-size B     consume --batch-size (default 25)
-  --max-attempts N   consume --max-attempts (default: consume's own, 3)
-  --kills K          most kills per iteration (default 30)
-  --budget SECONDS   most time spent killing per iteration (default 60)
-  --active-ms MS     kills land within this long after a round starts changing the queue
-                     (default: an eighth of the time the uninterrupted run worked, less
-                     with more consumers)
-  --keep             keep every iteration's queues (a diverging one's are always kept)
-  -h, --help         show this help
-`
-
-function main(argv: string[]): Promise<number> | number {
-  let v: ReturnType<typeof parse>
-  try {
-    v = parse(argv)
-  } catch (error) {
-    process.stderr.write(`torture: ${error instanceof Error ? error.message : String(error)}\n${usage}`)
-    return 2
-  }
-  if (v.help) {
-    process.stdout.write(usage)
-    return 0
-  }
-  return torture(v)
-}
-
-function parse(argv: string[]) {
-  const { values } = parseArgs({
-    args: argv,
-    strict: true,
-    options: {
-      iterations: { type: "string", default: "3" },
-      messages: { type: "string", default: "2000" },
-      seed: { type: "string" },
-      "batch-size": { type: "string", default: "25" },
-      kills: { type: "string", default: "30" },
-      budget: { type: "string", default: "60" },
-      "active-ms": { type: "string" },
-      "max-attempts": { type: "string" },
-      consumers: { type: "string", default: "3" },
-      backend: { type: "string", default: "both" },
-      keep: { type: "boolean", default: false },
-      help: { type: "boolean", short: "h", default: false },
-    },
-  })
-  const int = (name: keyof typeof values, min: number): number => {
-    const text = String(values[name])
-    if (!/^\d+$/.test(text) || Number(text) < min) throw new Error(`--${name} takes a whole number >= ${min}`)
-    return Number(text)
-  }
-  return {
-    iterations: int("iterations", 1),
-    messages: int("messages", 1),
-    seed: values.seed === undefined ? Date.now() % 1_000_000 : int("seed", 0),
-    batchSize: int("batch-size", 1),
-    kills: int("kills", 0),
-    budgetMs: int("budget", 1) * 1000,
-    activeMs: values["active-ms"] === undefined ? undefined : int("active-ms", 1),
-    maxAttempts: values["max-attempts"] === undefined ? undefined : int("max-attempts", 1),
-    consumers: int("consumers", 1),
-    backends: backendsOf(String(values.backend)),
-    keep: values.keep === true,
-    help: values.help === true,
-  }
-}
+/** `bun run torture`'s options and help. */
+const spec = {
+  name: "torture",
+  usage: "bun run torture [options]",
+  summary: "The random-kill crash check, over generated queues, for as long as asked.",
+  description:
+    "Kills real consume processes with SIGKILL at random points over a generated queue until it is\n" +
+    "drained, and checks that the end state equals one uninterrupted run's, iteration after\n" +
+    "iteration, on each ledger backend. consume runs with its own defaults but for --batch-size.\n" +
+    "Exit 0 when every iteration matched, 1 on any divergence, 2 on bad arguments or when a\n" +
+    "PostgreSQL iteration finds no server.",
+  options: {
+    iterations: integer("iterations per backend", { default: "3", min: 1 }),
+    messages: integer("messages per generated queue", { default: "2000", min: 1 }),
+    seed: integer("first seed; iteration i uses N+i", { fallback: "from the clock, printed" }),
+    backend: choice(
+      "B",
+      ["sqlite", "postgres", "both"],
+      "sqlite, postgres or both; PostgreSQL is the server of SPOOL_TEST_PG_URL (postgres://postgres@127.0.0.1:5432/test when unset), a fresh database per queue",
+      { default: "both" },
+    ),
+    consumers: integer(
+      "consumers started together in each round; with more than one, only which delivery of a redelivered msg_id wins may differ",
+      { default: "3", min: 1 },
+    ),
+    "batch-size": integer("consume --batch-size", { default: "25", min: 1 }),
+    "max-attempts": integer("consume --max-attempts", { fallback: "consume's own, 3", min: 1 }),
+    kills: integer("most kills per iteration", { default: "30" }),
+    budget: duration("most time spent killing per iteration", { default: "60s", min: 1 }),
+    "active-ms": integer(
+      "kills land within this many milliseconds after a round starts changing the queue (default: an eighth of the time the uninterrupted run worked, less with more consumers)",
+      { min: 1 },
+    ),
+    keep: flag("keep every iteration's queues (a diverging one's are always kept)"),
+  },
+} satisfies CommandSpec
 
 type Backend = "sqlite" | "postgres"
 
-function backendsOf(text: string): Backend[] {
-  if (text === "both") return ["sqlite", "postgres"]
-  if (text === "sqlite" || text === "postgres") return [text]
-  throw new Error(`--backend takes sqlite, postgres or both, not ${JSON.stringify(text)}`)
+/** `bun run torture`: the random-kill check, iteration after iteration. */
+function main(argv: readonly string[]): Promise<number> {
+  return runCommand(spec, argv, ({ values: v }) =>
+    torture({
+      iterations: v.iterations,
+      messages: v.messages,
+      seed: v.seed ?? Date.now() % 1_000_000,
+      batchSize: v["batch-size"],
+      kills: v.kills,
+      budgetMs: v.budget,
+      activeMs: v["active-ms"],
+      maxAttempts: v["max-attempts"],
+      consumers: v.consumers,
+      backends: v.backend === "both" ? ["sqlite", "postgres"] : [v.backend],
+      keep: v.keep,
+    }),
+  )
+}
+
+interface Settings {
+  readonly iterations: number
+  readonly messages: number
+  readonly seed: number
+  readonly batchSize: number
+  readonly kills: number
+  readonly budgetMs: number
+  readonly activeMs: number | undefined
+  readonly maxAttempts: number | undefined
+  readonly consumers: number
+  readonly backends: readonly Backend[]
+  readonly keep: boolean
 }
 
 /** A root's ledger for one run: none to make for SQLite (it lives in the root), a fresh database for PostgreSQL. */
@@ -119,7 +100,7 @@ function ledgersKept(reference: { url: string | undefined }, killed: { url: stri
   return killed.url === undefined ? "" : `; ledgers kept: reference ${reference.url}, killed ${killed.url}`
 }
 
-async function torture(o: ReturnType<typeof parse>): Promise<number> {
+async function torture(o: Settings): Promise<number> {
   const args = [
     "--batch-size",
     String(o.batchSize),

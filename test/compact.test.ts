@@ -89,6 +89,38 @@ describe("compact", () => {
   })
 })
 
+/** Every file under `dir` (recursively) with its mtime and a hash of its bytes: any change shows. */
+function tree(dir: string): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const rel of new Bun.Glob("**/*").scanSync({ cwd: dir, dot: true })) {
+    const path = join(dir, rel)
+    out[rel] = `${fs.statSync(path).mtimeMs} ${Bun.hash(fs.readFileSync(path))}`
+  }
+  return out
+}
+
+describe("compact given a duration without a unit", () => {
+  it.each([
+    [["--older-than", "90", "--horizon", "365"], "--older-than", "90", "90d"],
+    [["--older-than", "90d", "--horizon", "365"], "--horizon", "365", "365d"],
+    [["--older-than", "0"], "--older-than", "0", "90d"],
+  ])("refuses %p with exit 2 and a message naming the units, changing nothing", async (args, flag, text, example) => {
+    await using q = await tempQueue({ seed: { "a.json": msg("a", 1), "a2.json": msg("a", 1), "b.json": msg("b", 2) } })
+    // Old enough that both readings of the number, as seconds or as days, would archive and prune.
+    await consumedAndAged(q.root, 400)
+    const before = tree(q.root)
+    expect(Object.keys(before)).toContain("ledger.db")
+    const r = await compact(["--root", q.root, ...args])
+    expect(r.stdout).toBe("")
+    expect(r.stderr).toBe(
+      `compact: ${flag} takes a duration with a unit (ms, s, m, h, d), such as ${example}; "${text}" has none\n`,
+    )
+    expect(r.exitCode).toBe(2)
+    expect(tree(q.root)).toEqual(before)
+    expect(list(join(q.root, "done"))).toEqual(["a.json", "a2.json", "b.json"])
+  })
+})
+
 const pgSkip = await pgUnavailable()
 if (pgSkip) console.warn(pgSkip)
 

@@ -518,3 +518,26 @@ describe.each(runners)("%s, bulk", (name, replay) => {
     },
   )
 })
+
+describe("dist/replay.sh and a name that starts with -", () => {
+  // bun takes a -- right after the script as its own; the launcher must still pass the user's on.
+  it.each([
+    ["directly", (_dir: string) => replaySh],
+    [
+      "through a symlink",
+      (dir: string) => {
+        fs.symlinkSync(replaySh, join(dir, "spool-replay"))
+        return join(dir, "spool-replay")
+      },
+    ],
+  ])("takes -- FILE as its first arguments, %s", async (_how, command) => {
+    await using q = await drained()
+    await using links = await tempDir("spool-links-")
+    fs.writeFileSync(join(q.root, "error", "-1.json"), "{not json")
+    const r = await run([command(links.path), "--", "-1.json"], { env: { SPOOL_ROOT: q.root } })
+    expect(r.stdout).toBe("")
+    expect(r.stderr).toContain("moved error/-1.json back to inbox/-1.json")
+    expect(r.exitCode).toBe(0)
+    expect(list(join(q.root, "inbox"))).toEqual(["-1.json"])
+  })
+})

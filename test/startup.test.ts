@@ -25,12 +25,19 @@ const deny = (module: keyof typeof entries) => `Bun.plugin({
 })
 `
 
-async function consumeDenying(module: keyof typeof entries, root: string) {
+/** Runs `args` with bun, stopped the moment it imports `module`. */
+async function runDenying(module: keyof typeof entries, args: string[]) {
   await using d = await tempDir()
   const preload = join(d.path, "deny.ts")
   fs.writeFileSync(preload, deny(module))
-  return await run(["bun", "--preload", preload, join(repoRoot, "packages/consumer/bin/consume.ts"), "--root", root])
+  return await run(["bun", "--preload", preload, ...args])
 }
+
+function consumeDenying(module: keyof typeof entries, root: string) {
+  return runDenying(module, [join(repoRoot, "packages/consumer/bin/consume.ts"), "--root", root])
+}
+
+const spoolBin = join(repoRoot, "packages/spool/bin/spool.ts")
 
 const message = (id: string) => ({ msg_id: id, order_no: "o", seq: 1, amount: 1 })
 
@@ -63,5 +70,22 @@ describe("consume's start-up", () => {
     expect(r.exitCode).toBe(0)
     expect(fs.readdirSync(join(q.root, "done")).sort()).toEqual(["a.json", "b.json"])
     expect(fs.readdirSync(join(q.root, "error")).sort()).toEqual(["c.json", "d.json"])
+  })
+})
+
+describe("spool's start-up", () => {
+  it("runs consume without importing arktype, as consume's own entry point does", async () => {
+    await using q = await tempQueue({ seed: { "a.json": message("a"), "d.json": "{no" } })
+    const r = await runDenying("arktype", [spoolBin, "consume", "--root", q.root])
+    expect(r.stderr).not.toContain("was imported")
+    expect(r.exitCode).toBe(0)
+    expect(fs.readdirSync(join(q.root, "done"))).toEqual(["a.json"])
+  })
+
+  it("reads every command's summary for --help without importing the validator", async () => {
+    const r = await runDenying("@ark/schema", [spoolBin, "--help"])
+    expect(r.stderr).not.toContain("was imported")
+    expect(r.stdout).toContain("  schema ")
+    expect(r.exitCode).toBe(0)
   })
 })

@@ -26,6 +26,11 @@ case $here in
   /*) ;;
   *) here=./$here ;;
 esac
+# bun drops a -- that comes right after the script as its own: give it one, so that the
+# user's (replay.sh -- -1.json) reaches the command.
+case \${1-} in
+  --) set -- -- "$@" ;;
+esac
 if [ -L "$0" ]; then
   # A symlink to this file: let bun resolve it, as plain sh has no readlink.
   exec bun -e 'await import(require("node:fs").realpathSync(process.argv[1]).replace(/\\.sh$/, ".js"))' "$0" "$@"
@@ -70,14 +75,18 @@ async function build(): Promise<number> {
   return 0
 }
 
-/** Newest mtime of the files a build reads: ops' own sources and core's. */
+/** Newest mtime of the files a build reads: ops' own sources, cli's and core's, and the root package.json (the version). */
 function newestInput(): number {
+  const cli = join(here, "..", "cli")
   const core = join(here, "..", "core")
   const roots = [
     join(here, "src"),
     join(here, "bin"),
     join(here, "build.ts"),
     join(here, "package.json"),
+    join(here, "..", "..", "package.json"),
+    join(cli, "src"),
+    join(cli, "package.json"),
     join(core, "src"),
     join(core, "sql"),
     join(core, "package.json"),

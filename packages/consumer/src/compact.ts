@@ -1,26 +1,26 @@
 import fs from "node:fs"
 import { join } from "node:path"
+import { type CommandSpec, dryRun, duration, flag, ledger, root, runCommand } from "@spool/cli"
 import {
-  type CommandSpec,
   ExitCode,
   openLedger,
   openQueue,
-  parseDuration,
   redact,
   renameNoReplace,
   resolveLedgerUrl,
   resolveRoot,
-  runCommand,
   SpoolError,
   scanDir,
 } from "@spool/core/engine"
 
-const spec = {
+/** `bun run compact`'s options and help. */
+export const spec = {
   name: "compact",
   usage:
     "bun run compact --older-than DURATION [--horizon DURATION] [--delete] [--dry-run] [--root DIR] [--ledger URL]",
-  summary:
-    "Retention. Moves done/ files older than --older-than into ROOT/archive/YYYY-MM-DD/ (or deletes them\n" +
+  summary: "Retention: archives or deletes old done/ files and forgets old ledger history.",
+  description:
+    "Moves done/ files older than --older-than into ROOT/archive/YYYY-MM-DD/ (or deletes them\n" +
     "with --delete) and forgets ledger history of that age: duplicate records, replayed failures, replays.\n" +
     "Idempotency keys (processed rows) are kept unless --horizon is given: then keys older than the\n" +
     "horizon are pruned, and each order's highest pruned seq is kept so that a later redelivery of a\n" +
@@ -28,29 +28,25 @@ const spec = {
     "On a PostgreSQL ledger the history and keys of every root sharing it are pruned (deduplication\n" +
     "is the ledger's), the done/ files of this root only.",
   options: {
-    root: { type: "string" },
-    ledger: { type: "string" },
-    "older-than": { type: "string" },
-    horizon: { type: "string" },
-    delete: { type: "boolean" },
-    "dry-run": { type: "boolean" },
+    root,
+    ledger,
+    "older-than": duration("age of done/ files and ledger history to remove, e.g. 90d (required)", {
+      example: "90d",
+    }),
+    horizon: duration("deduplication horizon: prune idempotency keys older than this (>= --older-than)", {
+      example: "365d",
+    }),
+    delete: flag("delete old done/ files instead of archiving them"),
+    "dry-run": { ...dryRun, help: "say what would be removed, change nothing" },
   },
-  help: [
-    "--root DIR              queue root (default: $SPOOL_ROOT, else ./spool)",
-    "--ledger URL            a postgres:// ledger (default: $SPOOL_LEDGER_URL, else SQLite in ROOT/ledger.db)",
-    "--older-than DURATION   age of done/ files and ledger history to remove, e.g. 90d (required)",
-    "--horizon DURATION      deduplication horizon: prune idempotency keys older than this (>= --older-than)",
-    "--delete                delete old done/ files instead of archiving them",
-    "--dry-run               say what would be removed, change nothing",
-  ],
-} satisfies CommandSpec<Record<string, { type: "string" | "boolean" }>>
+} satisfies CommandSpec
 
 /** `bun run compact`: retention for done/ and the ledger. */
 export async function main(argv: readonly string[]): Promise<number> {
   return runCommand(spec, argv, async ({ values: v }) => {
-    if (!v["older-than"]) throw new SpoolError("usage", "--older-than is required, e.g. --older-than 90d")
-    const olderThan = parseDuration(v["older-than"], "--older-than")
-    const horizon = v.horizon === undefined ? undefined : parseDuration(v.horizon, "--horizon")
+    const olderThan = v["older-than"]
+    if (olderThan === undefined) throw new SpoolError("usage", "--older-than is required, e.g. --older-than 90d")
+    const horizon = v.horizon
     if (horizon !== undefined && horizon < olderThan)
       throw new SpoolError("usage", "--horizon must be at least --older-than: keys must outlive the files they protect")
     const url = resolveLedgerUrl(v.ledger)

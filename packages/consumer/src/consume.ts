@@ -1,6 +1,6 @@
 import fs from "node:fs"
+import { bytes, type CommandSpec, choice, duration, flag, integer, ledger, root, runCommand, text } from "@spool/cli"
 import {
-  type CommandSpec,
   collectGarbageEvery,
   consume,
   createLog,
@@ -12,13 +12,9 @@ import {
   type LogLevel,
   openLedger,
   openQueue,
-  parseBytes,
-  parseDuration,
-  parseInteger,
   type Queue,
   resolveLedgerUrl,
   resolveRoot,
-  runCommand,
   SpoolError,
   scanDir,
   writeReports,
@@ -27,65 +23,66 @@ import { createProgress, noProgress, type Progress } from "./progress.ts"
 import { watch } from "./watch.ts"
 import { runWorkers } from "./workers.ts"
 
-const spec = {
+/** `bun run consume`'s options and help. */
+export const spec = {
   name: "consume",
   usage: "bun run consume [--root DIR] [options]",
-  summary:
-    "Drains ROOT/inbox/: claims each *.json file by rename into processing/, validates it, records it in\n" +
-    "ROOT/ledger.db (a msg_id seen before is a duplicate), then moves it to done/ or error/. Ends by\n" +
+  summary: "Drains inbox/ into the ledger, exactly once per msg_id; --watch keeps running.",
+  description:
+    "Claims each *.json file in ROOT/inbox/ by rename into processing/, validates it, records it in\n" +
+    "the ledger (a msg_id seen before is a duplicate), then moves it to done/ or error/. Ends by\n" +
     "rewriting ROOT/dup.txt and ROOT/error.csv. SIGINT/SIGTERM finish the batches in hand and stop cleanly.\n" +
     "With --watch it keeps running: it drains, then waits for new files (inotify events on inbox/, plus\n" +
     "a rescan every --rescan as a safety net) and drains again, recovering dead consumers' claims each time.",
   options: {
-    root: { type: "string" },
-    ledger: { type: "string" },
-    "batch-size": { type: "string" },
-    "max-attempts": { type: "string" },
-    "max-bytes": { type: "string" },
-    "min-age": { type: "string" },
-    "busy-timeout": { type: "string" },
-    "no-fsync": { type: "boolean" },
-    "one-thread": { type: "boolean" },
-    quiet: { type: "boolean", short: "q" },
-    verbose: { type: "boolean", short: "v" },
-    "log-format": { type: "string" },
-    "stats-json": { type: "string" },
-    watch: { type: "boolean", short: "w" },
-    rescan: { type: "string" },
-    "batch-window": { type: "string" },
-    concurrency: { type: "string" },
-    "no-progress": { type: "boolean" },
-    "new-ledger": { type: "boolean" },
+    root,
+    ledger: { ...ledger, help: "a postgres:// ledger shared by consumers on many hosts" },
+    "batch-size": integer("messages per ledger transaction", { default: String(defaults.batchSize), min: 1 }),
+    "max-attempts": integer("claims before a message that keeps crashing the consumer is poison", {
+      default: String(defaults.maxAttempts),
+      min: 1,
+    }),
+    "max-bytes": bytes("larger files go to error/ as too-large, unread", { default: "1m" }),
+    "min-age": duration("skip files modified more recently than this, e.g. 5s", { default: "0s", example: "5s" }),
+    "busy-timeout": duration("wait this long for another process's ledger lock", { default: "10s" }),
+    "no-fsync": flag("skip fsyncs: survives a process crash, not a power loss (see README)"),
+    "one-thread": flag(
+      "do the renames and reads on the main thread too, instead of on a second thread that overlaps them with the ledger work (for a one-core machine)",
+    ),
+    watch: flag("keep running and consume new files as they arrive, until SIGINT/SIGTERM", { short: "w" }),
+    rescan: duration("with --watch: look at inbox/ at least this often even without events", {
+      default: "5s",
+      min: 1,
+    }),
+    "batch-window": duration("with --watch: after a new file, wait this long to take the burst in one drain", {
+      default: "50ms",
+    }),
+    concurrency: integer("run N consumer processes on this root; the exit code is the worst one's", {
+      default: "1",
+      min: 1,
+    }),
+    "new-ledger": flag(
+      "start a new, empty ledger although done/ or error/ holds files (the ledger was lost and starting over is intended: messages processed before can be processed again)",
+    ),
+    "no-progress": flag("no progress bar (it is only ever drawn when stderr is a terminal)"),
+    quiet: flag("warnings only", { short: "q" }),
+    verbose: flag("also one line per claimed file", { short: "v" }),
+    "log-format": choice(
+      "FORMAT",
+      ["text", "json"],
+      "text, or json: one object per line (time, level, event, fields)",
+      {
+        default: "text",
+      },
+    ),
+    "stats-json": text("FILE", "after the run, write the summary and each batch's duration in ms to FILE (for bench/)"),
   },
-  help: [
-    "--root DIR            queue root (default: $SPOOL_ROOT, else ./spool)",
-    "--ledger URL          a postgres:// ledger shared by consumers on many hosts (default: $SPOOL_LEDGER_URL,\n                        else SQLite in ROOT/ledger.db)",
-    `--batch-size N        messages per ledger transaction (default ${defaults.batchSize})`,
-    `--max-attempts N      claims before a message that keeps crashing the consumer is poison (default ${defaults.maxAttempts})`,
-    "--max-bytes SIZE      larger files go to error/ as too-large, unread (default 1m)",
-    "--min-age DURATION    skip files modified more recently than this, e.g. 2s (default 0)",
-    "--busy-timeout DUR    wait this long for another process's ledger lock (default 10s)",
-    "--no-fsync            skip fsyncs: survives a process crash, not a power loss (see README)",
-    "--one-thread          do the renames and reads on the main thread too, instead of on a second\n                        thread that overlaps them with the ledger work (for a one-core machine)",
-    "-w, --watch           keep running and consume new files as they arrive, until SIGINT/SIGTERM",
-    "--rescan DURATION     with --watch: look at inbox/ at least this often even without events (default 5s)",
-    "--batch-window DUR    with --watch: after a new file, wait this long to take the burst in one drain (default 50ms)",
-    "--concurrency N       run N consumer processes on this root (default 1); exit code is the worst one's",
-    "--new-ledger          start a new, empty ledger although done/ or error/ holds files (the ledger was lost\n                        and starting over is intended: messages processed before can be processed again)",
-    "--no-progress         no progress bar (it is only ever drawn when stderr is a terminal)",
-    "-q, --quiet           warnings only",
-    "-v, --verbose         also one line per claimed file",
-    "--log-format FORMAT   text (default) or json (one object per line: time, level, event, fields)",
-    "--stats-json FILE     after the run, write the summary and each batch's duration in ms to FILE (for bench/)",
-  ],
-} satisfies CommandSpec<Record<string, { type: "string" | "boolean"; short?: string }>>
+} satisfies CommandSpec
 
 /** `bun run consume`: one-shot drain of a queue. */
 export async function main(argv: readonly string[]): Promise<number> {
   return runCommand(spec, argv, async ({ values: v }) => {
-    const format = (v["log-format"] ?? "text") as LogFormat
-    if (format !== "text" && format !== "json")
-      throw new SpoolError("usage", `--log-format takes text or json, not ${JSON.stringify(format)}`)
+    const format: LogFormat = v["log-format"]
     const level: LogLevel = v.quiet ? "quiet" : v.verbose ? "verbose" : "info"
     const durable = !v["no-fsync"]
     // This process is spool's own: keep its garbage, and so its footprint, small (about 12 ms
@@ -93,19 +90,19 @@ export async function main(argv: readonly string[]): Promise<number> {
     collectGarbageEvery(2000)
     const queue = openQueue(resolveRoot(v.root))
     const ledgerUrl = resolveLedgerUrl(v.ledger)
-    // Every option is checked here, before any worker starts, so a usage error is reported once.
-    const concurrency = v.concurrency ? parseInteger(v.concurrency, "--concurrency", 1) : 1
-    const isWatching = v.watch === true
-    const rescanMs = parseDuration(v.rescan ?? "5s", "--rescan")
-    if (rescanMs <= 0) throw new SpoolError("usage", `--rescan must be longer than 0, not ${JSON.stringify(v.rescan)}`)
-    const batchWindowMs = parseDuration(v["batch-window"] ?? "50ms", "--batch-window")
-    const busyTimeoutMs = v["busy-timeout"] ? parseDuration(v["busy-timeout"], "--busy-timeout") : 10_000
-    const opening = { url: ledgerUrl, durable, busyTimeoutMs, isNewLedgerAllowed: v["new-ledger"] === true }
+    // Every option was parsed before the body runs, before any worker starts, so a usage error
+    // is reported once.
+    const concurrency = v.concurrency
+    const isWatching = v.watch
+    const rescanMs = v.rescan
+    const batchWindowMs = v["batch-window"]
+    const busyTimeoutMs = v["busy-timeout"]
+    const opening = { url: ledgerUrl, durable, busyTimeoutMs, isNewLedgerAllowed: v["new-ledger"] }
     const tuning = {
-      ...(v["batch-size"] && { batchSize: parseInteger(v["batch-size"], "--batch-size", 1) }),
-      ...(v["max-attempts"] && { maxAttempts: parseInteger(v["max-attempts"], "--max-attempts", 1) }),
-      ...(v["max-bytes"] && { maxBytes: parseBytes(v["max-bytes"], "--max-bytes") }),
-      ...(v["min-age"] && { minAgeMs: parseDuration(v["min-age"], "--min-age") }),
+      batchSize: v["batch-size"],
+      maxAttempts: v["max-attempts"],
+      maxBytes: v["max-bytes"],
+      minAgeMs: v["min-age"],
       ...(v["one-thread"] && { pipeline: false }),
     }
     const progress: Progress =

@@ -1,7 +1,7 @@
 import fs from "node:fs"
 import { basename } from "node:path"
+import { type CommandSpec, root, runCommand, text } from "@spool/cli"
 import {
-  type CommandSpec,
   ExitCode,
   enqueueBytes,
   errnoOf,
@@ -10,27 +10,26 @@ import {
   type Queue,
   quoteName,
   resolveRoot,
-  runCommand,
   SpoolError,
 } from "@spool/core/engine"
 
-const spec = {
+/** `bun run enqueue`'s options and help. */
+export const spec = {
   name: "enqueue",
   usage: "bun run enqueue [--root DIR] FILE...   |   bun run enqueue [--root DIR] --name NAME -",
-  summary:
-    "Puts messages into ROOT/inbox/ atomically, the Maildir way: each is written and fsynced under\n" +
-    "ROOT/tmp/, then renamed into inbox/ without replacing anything, so a consumer never sees half a\n" +
-    "file. A FILE keeps its base name; `-` reads one message from stdin and needs --name. If a name\n" +
-    "is already in inbox/ or an input cannot be read, nothing is enqueued (exit 1 or 2).\n" +
+  summary: "Puts messages into inbox/ atomically (written under tmp/, then a no-replace rename).",
+  description:
+    "Each message is written and fsynced under ROOT/tmp/, then renamed into inbox/ without replacing\n" +
+    "anything, the Maildir way, so a consumer never sees half a file. A FILE keeps its base name; `-`\n" +
+    "reads one message from stdin and needs --name. If a name is already in inbox/ or an input cannot\n" +
+    "be read, nothing is enqueued (exit 1 or 2).\n" +
     "Producers that write into inbox/ directly should use consume --min-age instead.",
-  options: { root: { type: "string" }, name: { type: "string" } },
-  help: [
-    "--root DIR            queue root (default: $SPOOL_ROOT, else ./spool)",
-    "--name NAME           its file name in inbox/, ending in .json; required with -, allowed with one FILE",
-    "FILE...               message files to copy in; - for stdin",
-  ],
-  allowPositionals: true,
-} satisfies CommandSpec<Record<string, { type: "string" }>>
+  arguments: [{ name: "FILE...", help: "message files to copy in; - for stdin" }],
+  options: {
+    root,
+    name: text("NAME", "its file name in inbox/, ending in .json; required with -, allowed with one FILE"),
+  },
+} satisfies CommandSpec
 
 interface Input {
   readonly source: string

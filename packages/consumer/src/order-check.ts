@@ -1,6 +1,6 @@
 import { join } from "node:path"
+import { type CommandSpec, ledger, root, runCommand } from "@spool/cli"
 import {
-  type CommandSpec,
   ExitCode,
   formatOrderResult,
   openLedger,
@@ -8,24 +8,21 @@ import {
   reportFiles,
   resolveLedgerUrl,
   resolveRoot,
-  runCommand,
   writeFileAtomic,
 } from "@spool/core/engine"
 import orderCheckSql from "@spool/core/sql/order-check.sql" with { type: "text" }
 
-const spec = {
+/** `bun run order-check`'s options and help. */
+export const spec = {
   name: "order-check",
-  usage: "bun run order-check [--root DIR]",
-  summary:
-    "Runs order-check.sql against ROOT/ledger.db: every order_no whose stored seq values are duplicated or\n" +
+  usage: "bun run order-check [--root DIR] [--ledger URL]",
+  summary: "Finds orders whose seq values are duplicated or have gaps; exit 1 when any are found.",
+  description:
+    "Runs order-check.sql against the ledger: every order_no whose stored seq values are duplicated or\n" +
     "have a gap in 1..max(seq). Copies the SQL to ROOT/order-check.sql (run it yourself with\n" +
     "sqlite3 ROOT/ledger.db < ROOT/order-check.sql) and writes ROOT/order-result.txt: OK, or the problems.",
-  options: { root: { type: "string" }, ledger: { type: "string" } },
-  help: [
-    "--root DIR            queue root (default: $SPOOL_ROOT, else ./spool)",
-    "--ledger URL          a postgres:// ledger (default: $SPOOL_LEDGER_URL, else SQLite in ROOT/ledger.db)",
-  ],
-} satisfies CommandSpec<Record<string, { type: "string" }>>
+  options: { root, ledger },
+} satisfies CommandSpec
 
 /** `bun run order-check`: per-order sequence gaps and duplicates. Exit 1 when any are found. */
 export async function main(argv: readonly string[]): Promise<number> {

@@ -1,30 +1,25 @@
 import { join } from "node:path"
-import {
-  type CommandSpec,
-  ExitCode,
-  formatSchema,
-  inferSchema,
-  openQueue,
-  reportFiles,
-  resolveRoot,
-  runCommand,
-  writeFileAtomic,
-} from "@spool/core"
+import { type CommandSpec, root, runCommand } from "@spool/cli"
+import { ExitCode, openQueue, reportFiles, resolveRoot, writeFileAtomic } from "@spool/core/engine"
 
-const spec = {
+/** `bun run schema`'s options and help. */
+export const spec = {
   name: "schema",
   usage: "bun run schema [--root DIR]",
-  summary:
+  summary: "Writes schema.csv (field,type,role) from the well-formed messages in the queue.",
+  description:
     "Works out the message structure from the well-formed messages in inbox/, processing/ and done/\n" +
-    "and writes ROOT/schema.csv (field,type,role), also printed to stdout.",
-  options: { root: { type: "string" } },
-  help: ["--root DIR            queue root (default: $SPOOL_ROOT, else ./spool)"],
-} satisfies CommandSpec<Record<string, { type: "string" }>>
+    "and writes ROOT/schema.csv, also printed to stdout.",
+  options: { root },
+} satisfies CommandSpec
 
 /** `bun run schema`: infer schema.csv from the queue's messages. */
 export async function main(argv: readonly string[]): Promise<number> {
-  return runCommand(spec, argv, ({ values }) => {
+  return runCommand(spec, argv, async ({ values }) => {
     const queue = openQueue(resolveRoot(values.root))
+    // Imported here, not at the top: @spool/core whole loads arktype (see engine.ts), which
+    // `spool --help`, importing this module for its summary, does not need.
+    const { formatSchema, inferSchema } = await import("@spool/core")
     const { fields, sampled } = inferSchema(queue)
     const text = formatSchema(fields)
     writeFileAtomic(join(queue.root, reportFiles.schema), text)

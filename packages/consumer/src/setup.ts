@@ -1,9 +1,9 @@
 import fs from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { type CommandSpec, flag, ledger, root, runCommand, text } from "@spool/cli"
 import {
   type Binding,
-  type CommandSpec,
   createQueue,
   ExitCode,
   openLedger,
@@ -14,7 +14,6 @@ import {
   resolveLedgerUrl,
   resolveRoot,
   rootId,
-  runCommand,
   SpoolError,
   seedFrom,
   writeBinding,
@@ -23,10 +22,12 @@ import {
 /** The sample queue shipped with spool. */
 export const bundledFixtures = fileURLToPath(new URL("../../../fixtures", import.meta.url))
 
-const spec = {
+/** `bun run setup`'s options and help. */
+export const spec = {
   name: "setup",
   usage: "bun run setup [--root DIR] [--from DIR] [--ledger URL] [--rebind]",
-  summary:
+  summary: "Creates a queue and copies messages into its inbox/.",
+  description:
     "Creates ROOT/{inbox,processing,done,error} (and tmp/, where files are written before they are\n" +
     "renamed into inbox/), then copies every regular *.json file directly in --from into inbox/.\n" +
     "Names already anywhere in the queue are skipped, so running it twice changes nothing.\n" +
@@ -34,19 +35,14 @@ const spec = {
     "start; without, the first consume binds it to ROOT/ledger.db. Every command then opens the\n" +
     "root's own ledger and refuses another. --rebind moves the binding on purpose (see README).",
   options: {
-    root: { type: "string" },
-    from: { type: "string" },
-    ledger: { type: "string" },
-    rebind: { type: "boolean" },
+    root,
+    from: text("DIR", "directory of messages to copy", { fallback: "the bundled fixtures/" }),
+    ledger: { ...ledger, help: "bind the root to the PostgreSQL ledger at URL", fallback: "$SPOOL_LEDGER_URL" },
+    rebind: flag(
+      "bind an already bound root to --ledger URL, or to ROOT/ledger.db without one; the new ledger holds none of the old one's keys unless you copied them",
+    ),
   },
-  help: [
-    "--root DIR            queue root (default: $SPOOL_ROOT, else ./spool)",
-    "--from DIR            directory of messages to copy (default: the bundled fixtures/)",
-    "--ledger URL          bind the root to the PostgreSQL ledger at URL (default: $SPOOL_LEDGER_URL)",
-    "--rebind              bind an already bound root to --ledger URL, or to ROOT/ledger.db without one;",
-    "                      the new ledger holds none of the old one's keys unless you copied them",
-  ],
-} satisfies CommandSpec<Record<string, { type: "string" } | { type: "boolean" }>>
+} satisfies CommandSpec
 
 /** `bun run setup`: create a queue and seed its inbox. */
 export async function main(argv: readonly string[]): Promise<number> {

@@ -1,6 +1,6 @@
 import fs from "node:fs"
+import { type CommandSpec, duration, json, ledger, root, runCommand } from "@spool/cli"
 import {
-  type CommandSpec,
   checkRootLedger,
   ExitCode,
   emptyStats,
@@ -8,7 +8,6 @@ import {
   type LedgerStats,
   openQueue,
   PostgresLedger,
-  parseDuration,
   type Queue,
   readSharedStats,
   readStats,
@@ -16,40 +15,32 @@ import {
   resolveLedgerUrl,
   resolveRoot,
   rootId,
-  runCommand,
-  SpoolError,
   type StatsPeriod,
 } from "@spool/core/engine"
 
-const spec = {
+/** `bun run stats`'s options and help. */
+export const spec = {
   name: "stats",
-  usage: "bun run stats [--root DIR] [--json] [--window DURATION]",
-  summary:
-    "Reads ROOT/ledger.db and prints what the consumer has done, over all time and over a recent window:\n" +
+  usage: "bun run stats [--root DIR] [--ledger URL] [--json] [--window DURATION]",
+  summary: "Ledger statistics, over all time and over a recent window.",
+  description:
+    "Reads the ledger and prints what the consumer has done, over all time and over a recent window:\n" +
     "messages processed, duplicates and the duplicate rate (duplicates / (processed + duplicates)),\n" +
     "conflicts (duplicates whose content differs), failures by reason, poison messages and replays.\n" +
     "Read-only: safe to run while consumers are working. A queue with no ledger yet shows zeros.",
   options: {
-    root: { type: "string" },
-    ledger: { type: "string" },
-    json: { type: "boolean" },
-    window: { type: "string" },
+    root,
+    ledger,
+    window: duration("the recent window, e.g. 15m, 24h, 7d", { default: "24h", min: 1 }),
+    json: { ...json, help: "one JSON object on stdout instead of the table" },
   },
-  help: [
-    "--root DIR            queue root (default: $SPOOL_ROOT, else ./spool)",
-    "--ledger URL          a postgres:// ledger (default: $SPOOL_LEDGER_URL, else SQLite in ROOT/ledger.db)",
-    "--window DURATION     the recent window, e.g. 15m, 24h, 7d (default 24h)",
-    "--json                one JSON object on stdout instead of the table",
-  ],
-} satisfies CommandSpec<Record<string, { type: "string" | "boolean" }>>
+} satisfies CommandSpec
 
 /** `bun run stats`: ledger statistics as a table or JSON. */
 export async function main(argv: readonly string[]): Promise<number> {
-  return runCommand(spec, argv, async ({ values: v }) => {
-    const windowText = v.window ?? "24h"
-    const windowMs = parseDuration(windowText, "--window")
-    if (windowMs <= 0)
-      throw new SpoolError("usage", `--window must be longer than 0, not ${JSON.stringify(windowText)}`)
+  return runCommand(spec, argv, async ({ values: v, texts }) => {
+    const windowMs = v.window
+    const windowText = texts.window ?? `${windowMs}ms`
     const queue = openQueue(resolveRoot(v.root))
     const since = new Date(Date.now() - windowMs)
     const url = resolveLedgerUrl(v.ledger)

@@ -1,5 +1,5 @@
+import { type CommandSpec, json, ledger, root, runCommand } from "@spool/cli"
 import {
-  type CommandSpec,
   ExitCode,
   type LedgerCheck,
   openLedger,
@@ -7,26 +7,26 @@ import {
   redact,
   resolveLedgerUrl,
   resolveRoot,
-  runCommand,
 } from "@spool/core/engine"
 
-const spec = {
+/** `bun run verify`'s options and help. */
+export const spec = {
   name: "verify",
   usage: "bun run verify [--root DIR] [--ledger URL] [--json]",
-  summary:
-    "Checks the ledger. SQLite: the full PRAGMA integrity_check (every page, and every index entry against\n" +
+  summary: "Checks the ledger's integrity and spool's own rules; exit 1 when one fails.",
+  description:
+    "SQLite: the full PRAGMA integrity_check (every page, and every index entry against\n" +
     "its table row: the damage consume's quick_check cannot see), then spool's own rules, read from the tables\n" +
     "without the indexes they check: no msg_id with two processed rows, no file with two claims, no claim\n" +
     "whose owner has no consumers row. PostgreSQL: amcheck on every index of spool's tables when the\n" +
     "extension is installed, and the same rules with index scans off. Read-only: safe while consumers run,\n" +
-    "but it reads the whole ledger. Exit 1 when a check fails.",
-  options: { root: { type: "string" }, ledger: { type: "string" }, json: { type: "boolean" } },
-  help: [
-    "--root DIR            queue root (default: $SPOOL_ROOT, else ./spool)",
-    "--ledger URL          a postgres:// ledger (default: $SPOOL_LEDGER_URL, else SQLite in ROOT/ledger.db)",
-    "--json                one JSON object on stdout: root, ledger, backend, ok, checks",
-  ],
-} satisfies CommandSpec<Record<string, { type: "string" | "boolean" }>>
+    "but it reads the whole ledger.",
+  options: {
+    root,
+    ledger,
+    json: { ...json, help: "one JSON object on stdout: root, ledger, backend, ok, checks" },
+  },
+} satisfies CommandSpec
 
 /** `bun run verify`: the ledger's integrity and spool's consistency checks. Exit 1 when one fails. */
 export async function main(argv: readonly string[]): Promise<number> {

@@ -7,8 +7,6 @@
 export type { Binding, RootBinding } from "./binding.ts"
 export { bindingFile, readBinding, writeBinding } from "./binding.ts"
 export { collectGarbageEvery } from "./collect.ts"
-export type { CommandSpec } from "./command.ts"
-export { helpText, parseBytes, parseDuration, parseInteger, runCommand } from "./command.ts"
 export { loadValidator } from "./consume/decide.ts"
 export { consume } from "./consume/engine.ts"
 export type { ConsumeOptions } from "./consume/options.ts"

@@ -1,14 +1,12 @@
 import fs from "node:fs"
 import { join, resolve } from "node:path"
+import { type CommandSpec, choice, duration, flag, json, runCommand, text } from "@spool/cli"
 import {
-  type CommandSpec,
   countFiles,
   ExitCode,
   errnoOf,
   openQueue,
-  parseDuration,
   type Queue,
-  runCommand,
   SpoolError,
   scanDir,
   writeFileAtomic,
@@ -31,7 +29,7 @@ export interface LagReport {
 /** The output formats of lag. */
 export type LagFormat = "line" | "json" | "prometheus"
 
-const formats: readonly LagFormat[] = ["line", "json", "prometheus"]
+const formats = ["line", "json", "prometheus"] as const satisfies readonly LagFormat[]
 
 interface DirScan {
   readonly count: number
@@ -213,39 +211,42 @@ function formatSeconds(s: number): string {
 /** THRESHOLD: a whole number, written plainly (no sign, no exponent, no spaces). */
 export function parseThreshold(text: string | undefined): number {
   if (text === undefined) throw new SpoolError("usage", "missing THRESHOLD (the inbox size above which lag exits 1)")
+  if (/^-[0-9]/.test(text))
+    throw new SpoolError("usage", `THRESHOLD must be a whole number >= 0, not the negative number ${text}`)
   if (!/^[0-9]+$/.test(text) || !Number.isSafeInteger(Number(text)))
     throw new SpoolError("usage", `THRESHOLD must be a whole number >= 0, not ${JSON.stringify(text)}`)
   return Number(text)
 }
 
-const spec = {
+/** `lag`'s options and help. */
+export const spec = {
   name: "lag",
   usage: "lag.sh DIR THRESHOLD [--all | --json | --format line|json|prometheus] [--textfile PATH] [--max-age AGE]",
-  summary:
-    "Reports how far behind the queue at DIR is. By default prints exactly one line\n" +
+  summary: "How far behind a queue is: files per directory; exit 1 over THRESHOLD or --max-age.",
+  description:
+    "By default prints exactly one line\n" +
     "  inbox=<n> processing=<n> error=<n>\n" +
     "counting the regular files directly in each directory, and exits 1 when inbox holds more than\n" +
     "THRESHOLD files (or, with --max-age, when its oldest file is older than AGE). An inbox/ age is\n" +
     "the time since the file was written (mtime); a processing/ age, since it was claimed (ctime).",
-  options: {
-    all: { type: "boolean" },
-    json: { type: "boolean" },
-    format: { type: "string" },
-    textfile: { type: "string" },
-    "max-age": { type: "string" },
-  },
-  help: [
-    "DIR                   queue root holding inbox/ processing/ done/ error/",
-    "THRESHOLD             whole number; exit 1 when inbox holds more files than this",
-    "--all                 add done=<n> and the oldest ages in inbox/ and processing/ to the line",
-    "--json                one JSON object (counts, ages in seconds, limits, ok, violations)",
-    "--format FORMAT       line (default), json or prometheus (text exposition format)",
-    "--textfile PATH       with --format prometheus: write to PATH atomically instead of stdout,",
-    "                      for the node_exporter textfile collector (PATH should end in .prom)",
-    "--max-age AGE         also exit 1 when the oldest inbox file is older than AGE (30s, 5m, 2h)",
+  arguments: [
+    { name: "DIR", help: "queue root holding inbox/ processing/ done/ error/" },
+    { name: "THRESHOLD", help: "whole number; exit 1 when inbox holds more files than this" },
   ],
-  allowPositionals: true,
-} satisfies CommandSpec<Record<string, { type: "string" | "boolean" }>>
+  options: {
+    all: flag("add done=<n> and the oldest ages in inbox/ and processing/ to the line"),
+    json: { ...json, help: "one JSON object (counts, ages in seconds, limits, ok, violations)" },
+    format: choice("FORMAT", formats, "line, json or prometheus (text exposition format)", { fallback: "line" }),
+    textfile: text(
+      "PATH",
+      "with --format prometheus: write to PATH atomically instead of stdout, for the node_exporter textfile collector (PATH should end in .prom)",
+    ),
+    "max-age": {
+      ...duration("also exit 1 when the oldest inbox file is older than AGE (30s, 5m, 2h)", { example: "5m" }),
+      value: "AGE",
+    },
+  },
+} satisfies CommandSpec
 
 /** `lag DIR THRESHOLD`: queue depth for cron and dashboards. Exit 1 over the threshold or age limit. */
 export async function main(argv: readonly string[]): Promise<number> {
@@ -254,16 +255,13 @@ export async function main(argv: readonly string[]): Promise<number> {
     if (dir === undefined || dir === "") throw new SpoolError("usage", "missing DIR (the queue root)")
     const threshold = parseThreshold(thresholdText)
     if (extra.length > 0) throw new SpoolError("usage", `unexpected argument ${JSON.stringify(extra[0])}`)
-    const format = chooseFormat(values.format, values.json === true)
+    const format = chooseFormat(values.format, values.json)
     if (values.textfile !== undefined && format !== "prometheus")
       throw new SpoolError("usage", "--textfile writes the Prometheus format; add --format prometheus")
     if (values.all === true && format !== "line")
       throw new SpoolError("usage", "--all extends the one-line format; --json and prometheus always have every field")
     const maxAge = values["max-age"]
-    const limits: LagLimits = {
-      threshold,
-      maxAgeSeconds: maxAge === undefined ? undefined : parseDuration(maxAge, "--max-age") / 1000,
-    }
+    const limits: LagLimits = { threshold, maxAgeSeconds: maxAge === undefined ? undefined : maxAge / 1000 }
     const queue = openQueue(resolve(dir))
     const detail: LagDetail =
       format !== "line" || values.all === true ? "full" : limits.maxAgeSeconds !== undefined ? "ages" : "counts"
@@ -281,14 +279,10 @@ export async function main(argv: readonly string[]): Promise<number> {
   })
 }
 
-function chooseFormat(format: string | undefined, isJson: boolean): LagFormat {
+function chooseFormat(format: LagFormat | undefined, isJson: boolean): LagFormat {
   if (isJson && format !== undefined && format !== "json")
     throw new SpoolError("usage", `--json and --format ${format} contradict each other`)
-  if (isJson) return "json"
-  if (format === undefined) return "line"
-  if (!(formats as readonly string[]).includes(format))
-    throw new SpoolError("usage", `--format takes one of ${formats.join(", ")}, not ${JSON.stringify(format)}`)
-  return format as LagFormat
+  return isJson ? "json" : (format ?? "line")
 }
 
 function writeTextfile(path: string, text: string): void {

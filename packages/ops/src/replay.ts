@@ -1,21 +1,19 @@
 import fs from "node:fs"
 import { join } from "node:path"
+import { type CommandSpec, dryRun, flag, integer, ledger, root, runCommand, text, type Values } from "@spool/cli"
 import {
-  type CommandSpec,
   checkRootLedger,
   ExitCode,
   errnoOf,
   Ledger,
   openQueue,
   PostgresLedger,
-  parseInteger,
   type Queue,
   quoteName,
   renameNoReplace,
   resolveLedgerUrl,
   resolveRoot,
   rootId,
-  runCommand,
   SpoolError,
   writeReports,
 } from "@spool/core/engine"
@@ -204,13 +202,17 @@ function moveBack(queue: Queue, file: string): void {
   if (moved === "missing") throw refusal(file, "it left error/ while replay ran")
 }
 
-const spec = {
+const defaultMaxReplays = 3
+
+/** `replay`'s options and help. */
+export const spec = {
   name: "replay",
   usage:
     "replay.sh [--root DIR] [--] FILE\n" +
     "       replay.sh [--root DIR] [--dry-run] [--max-replays N] [--force]\n" +
     "                 (FILE... | --match GLOB | --reason REASON | --all)",
-  summary:
+  summary: "Moves failed messages from error/ back to inbox/, marking them replayed in the ledger.",
+  description:
     "Moves ROOT/error/FILE back to ROOT/inbox/FILE so the next consume retries it, marks its failure\n" +
     "record in the ledger as replayed, and rewrites ROOT/error.csv. FILE is a name directly in\n" +
     "error/ (see error.csv). Refuses, changing nothing, when FILE is a path, is not a regular file in\n" +
@@ -220,33 +222,27 @@ const spec = {
     "those that fail the checks or have been replayed --max-replays times already; the others still\n" +
     "move. It lists the names it moved on stdout, one per line, rewrites the reports once at the end,\n" +
     "and exits 1 if any selected file was refused. A selection that finds nothing exits 0.",
+  arguments: [{ name: "FILE", help: "name of a file in error/ (use -- before a name that starts with -)" }],
   options: {
-    root: { type: "string" },
-    ledger: { type: "string" },
-    match: { type: "string", multiple: true },
-    reason: { type: "string" },
-    all: { type: "boolean" },
-    "dry-run": { type: "boolean" },
-    "max-replays": { type: "string" },
-    force: { type: "boolean" },
+    root,
+    ledger,
+    match: text(
+      "GLOB",
+      "every entry directly in error/ whose name matches GLOB; quote it, repeat it for several globs, and put \\ before any of *?[]{}()! to match it literally",
+      { multiple: true },
+    ),
+    reason: text(
+      "REASON",
+      "every file in error/ whose latest unreplayed failure has REASON (parse, missing-field, invalid-field, ...; see error.csv)",
+    ),
+    all: flag("every entry in error/"),
+    "dry-run": { ...dryRun, help: "list on stdout what would move, change nothing (exit code as a real run)" },
+    "max-replays": integer("refuse a file the ledger has logged N replays of already", {
+      fallback: String(defaultMaxReplays),
+    }),
+    force: flag("replay even past --max-replays"),
   },
-  help: [
-    "FILE                  name of a file in error/ (use -- before a name that starts with -)",
-    "--root DIR            queue root (default: $SPOOL_ROOT, else ./spool)",
-    "--ledger URL          a postgres:// ledger (default: $SPOOL_LEDGER_URL, else SQLite in ROOT/ledger.db)",
-    "--match GLOB          every entry directly in error/ whose name matches GLOB (quote it; \\ escapes",
-    "                      * ? [ ] { } ( ) !; repeat for several globs)",
-    "--reason REASON       every file in error/ whose latest unreplayed failure has REASON (parse,",
-    "                      missing-field, invalid-field, ...; see error.csv)",
-    "--all                 every entry in error/",
-    "--dry-run             list on stdout what would move, change nothing (exit code as a real run)",
-    "--max-replays N       refuse a file the ledger has logged N replays of already (default 3)",
-    "--force               replay even past --max-replays",
-  ],
-  allowPositionals: true,
-} as const satisfies CommandSpec<Record<string, { type: "string" | "boolean"; multiple?: boolean }>>
-
-const defaultMaxReplays = 3
+} satisfies CommandSpec
 
 /** `replay FILE`: send one failed message back to inbox/. Exit 1 when refused (nothing changed). */
 export async function main(argv: readonly string[]): Promise<number> {
@@ -255,10 +251,10 @@ export async function main(argv: readonly string[]): Promise<number> {
       positionals.length > 1 ||
       values.match !== undefined ||
       values.reason !== undefined ||
-      values.all === true ||
-      values["dry-run"] === true ||
+      values.all ||
+      values["dry-run"] ||
       values["max-replays"] !== undefined ||
-      values.force === true
+      values.force
     const url = resolveLedgerUrl(values.ledger)
     if (isBulk) return replayBulk(values, positionals, url)
     const [file] = positionals
@@ -293,18 +289,10 @@ function movedLine(r: Replayed): string {
   )
 }
 
-type Values = {
-  root?: string | undefined
-  match?: string[] | undefined
-  reason?: string | undefined
-  all?: boolean | undefined
-  "dry-run"?: boolean | undefined
-  "max-replays"?: string | undefined
-  force?: boolean | undefined
-}
+type ReplayValues = Partial<Pick<Values<typeof spec.options>, "match" | "reason" | "all">>
 
 /** Turns the options into one selection, or a usage error. */
-export function parseSelection(values: Values, positionals: readonly string[]): Selection {
+export function parseSelection(values: ReplayValues, positionals: readonly string[]): Selection {
   const chosen = [
     positionals.length > 0 ? "FILE" : undefined,
     values.match !== undefined ? "--match" : undefined,
@@ -332,11 +320,14 @@ export function parseSelection(values: Values, positionals: readonly string[]): 
   return { kind: "names", names: positionals }
 }
 
-async function replayBulk(values: Values, positionals: readonly string[], url: string | undefined): Promise<number> {
+async function replayBulk(
+  values: Values<typeof spec.options>,
+  positionals: readonly string[],
+  url: string | undefined,
+): Promise<number> {
   const selection = parseSelection(values, positionals)
-  const maxReplays =
-    values["max-replays"] === undefined ? defaultMaxReplays : parseInteger(values["max-replays"], "--max-replays")
-  const isDryRun = values["dry-run"] === true
+  const maxReplays = values["max-replays"] ?? defaultMaxReplays
+  const isDryRun = values["dry-run"]
   const queue = openQueue(resolveRoot(values.root))
   await checkRootLedger(queue, url)
   // Opened at first need: a run that selects nothing or refuses everything creates no ledger. A

@@ -37,3 +37,25 @@ export function spool(
 ) {
   return run(["bun", join(repoRoot, "packages/consumer/bin", `${command}.ts`), ...args], env ? { env } : {})
 }
+
+/** Runs `fn` (a command's main() called in-process) with process.stdout and process.stderr captured instead of printed. */
+export async function captured(fn: () => Promise<number>): Promise<{ stdout: string; stderr: string; code: number }> {
+  const out: string[] = []
+  const err: string[] = []
+  const realOut = process.stdout.write
+  const realErr = process.stderr.write
+  const sink = (into: string[]) =>
+    ((chunk: string | Uint8Array) => {
+      into.push(typeof chunk === "string" ? chunk : Buffer.from(chunk).toString())
+      return true
+    }) as typeof process.stdout.write
+  process.stdout.write = sink(out)
+  process.stderr.write = sink(err)
+  try {
+    const code = await fn()
+    return { stdout: out.join(""), stderr: err.join(""), code }
+  } finally {
+    process.stdout.write = realOut
+    process.stderr.write = realErr
+  }
+}

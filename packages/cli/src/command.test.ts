@@ -1,0 +1,135 @@
+import { describe, expect, it } from "bun:test"
+import { captured } from "@spool/test-support"
+import { type CommandSpec, type Parsed, runCommand } from "./command.ts"
+import { helpText } from "./help.ts"
+import { bytes, choice, duration, flag, integer, type Options, text } from "./option.ts"
+import { ledger, root } from "./options.ts"
+
+const spec = {
+  name: "demo",
+  usage: "demo [--root DIR] [options] FILE...",
+  summary: "Does what a test asks.",
+  arguments: [{ name: "FILE...", help: "files" }],
+  options: {
+    root,
+    ledger,
+    json: flag("one JSON object"),
+    window: duration("the window", { default: "24h", min: 1 }),
+    "max-age": duration("an age"),
+    batch: integer("per batch", { default: "10", min: 1 }),
+    size: bytes("a size", { default: "1m" }),
+    format: choice("FORMAT", ["line", "json", "prometheus"], "a format"),
+    match: text("GLOB", "a glob", { multiple: true }),
+    quiet: flag("quiet", { short: "q" }),
+  },
+} satisfies CommandSpec
+
+/** Runs the demo command, returning what its body was given (or undefined when it did not run). */
+async function parse<O extends Options = typeof spec.options>(argv: string[], s: CommandSpec<O> = spec as never) {
+  let seen: Parsed<O> | undefined
+  const r = await captured(() =>
+    runCommand(s, argv, (args) => {
+      seen = args
+      return 0
+    }),
+  )
+  return { ...r, seen }
+}
+
+describe("runCommand", () => {
+  it("gives the body every option parsed by its kind, defaults applied", async () => {
+    const r = await parse(["--root", "q", "--json", "-q", "--max-age", "5m", "--match", "a*", "--match", "b*", "x"])
+    expect(r.stderr).toBe("")
+    expect(r.seen?.values).toEqual({
+      root: "q",
+      ledger: undefined,
+      json: true,
+      quiet: true,
+      window: 86_400_000,
+      "max-age": 300_000,
+      batch: 10,
+      size: 1024 * 1024,
+      format: undefined,
+      match: ["a*", "b*"],
+    })
+    expect(r.seen?.texts).toEqual({ root: "q", window: "24h", "max-age": "5m", batch: "10", size: "1m" })
+    expect(r.seen?.positionals).toEqual(["x"])
+  })
+
+  it("leaves an absent option without a default undefined and an absent flag false", async () => {
+    const r = await parse([])
+    expect(r.seen?.values.root).toBeUndefined()
+    expect(r.seen?.values.format).toBeUndefined()
+    expect(r.seen?.values.json).toBe(false)
+  })
+
+  it.each([
+    [["--window", "0s"], 'demo: --window must be longer than 0, not "0s"\n'],
+    [["--batch", "0"], 'demo: --batch takes a whole number >= 1, not "0"\n'],
+    [["--batch", "99999999999999999999"], 'demo: --batch takes a whole number >= 1, not "99999999999999999999"\n'],
+    [["--size", "lots"], 'demo: --size takes a size such as 1048576, 512k or 1m, not "lots"\n'],
+    [["--format", "xml"], 'demo: --format takes one of line, json, prometheus, not "xml"\n'],
+  ])("refuses %p with exit 2 before the body runs", async (argv, message) => {
+    const r = await parse(argv)
+    expect(r.stdout).toBe("")
+    expect(r.stderr).toBe(message)
+    expect(r.code).toBe(2)
+    expect(r.seen).toBeUndefined()
+  })
+
+  it("prints --help on stdout and exits 0 without running the body", async () => {
+    const r = await parse(["--help"])
+    expect(r.stdout).toBe(helpText(spec))
+    expect(r.stderr).toBe("")
+    expect(r.code).toBe(0)
+    expect(r.seen).toBeUndefined()
+  })
+
+  it("refuses a positional argument when the command takes none", async () => {
+    const r = await parse(["extra"], { name: "demo", usage: "demo", summary: "Takes no arguments.", options: { root } })
+    expect(r.stderr).toBe("demo: unexpected argument extra: demo takes no arguments; run demo --help for the options\n")
+    expect(r.code).toBe(2)
+  })
+})
+
+describe("helpText", () => {
+  const help = helpText(spec)
+
+  it("has one line per option, made from its spec, with its default, and --help and --version last", () => {
+    const lines = help.split("\n")
+    const options = lines.slice(lines.indexOf("Options:") + 1, lines.indexOf("", lines.indexOf("Options:")))
+    const labels = options.map((l) => l.trim().split(/\s{2,}/)[0]).filter((l) => l !== "" && l?.startsWith("-"))
+    expect(labels).toEqual([
+      "--root DIR",
+      "--ledger URL",
+      "--json",
+      "--window DURATION",
+      "--max-age DURATION",
+      "--batch N",
+      "--size SIZE",
+      "--format FORMAT",
+      "--match GLOB",
+      "-q, --quiet",
+      "-h, --help",
+      "-V, --version",
+    ])
+    expect(help).toMatch(/\n {2}--window DURATION +the window \(default: 24h\)\n/)
+    expect(help).toMatch(/\n {2}--root DIR +queue root \(default: \$SPOOL_ROOT, else \.\/spool\)\n/)
+  })
+
+  it("starts with the usage and the summary and lists the arguments", () => {
+    expect(help).toStartWith("Usage: demo [--root DIR] [options] FILE...\n\nDoes what a test asks.\n\nArguments:\n")
+    expect(help).toContain("  FILE...  files\n")
+    expect(help).toEndWith(
+      "Exit codes: 0 ok, 1 check failed or refused (nothing changed), 2 usage or not a queue, 3 runtime failure.\n",
+    )
+  })
+
+  it("wraps a long help line under its own column", () => {
+    const long = helpText({ ...spec, options: { x: flag(Array.from({ length: 40 }, () => "word").join(" ")) } })
+    const lines = long.split("\n").filter((l) => l.includes("word"))
+    expect(lines.length).toBeGreaterThan(1)
+    for (const l of lines) expect(l.length).toBeLessThanOrEqual(110)
+    expect(lines[1]).toStartWith(`${" ".repeat(lines[0]?.indexOf("word") ?? 0)}word`)
+  })
+})

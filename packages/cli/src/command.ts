@@ -1,0 +1,97 @@
+import { ExitCode, exitCodeFor, quoteName, SpoolError } from "@spool/core/engine"
+import { ArgvProblem, type RawArgs, readArgv } from "./_parse.ts"
+import { type Argument, helpText } from "./help.ts"
+import { type Options, parseValue, type Values } from "./option.ts"
+import { help, version } from "./options.ts"
+import { versionLine } from "./version.ts"
+
+/** A command's description, from which its argument parsing and its --help text both come. */
+export interface CommandSpec<O extends Options = Options> {
+  readonly name: string
+  /** The synopsis after `Usage: `. */
+  readonly usage: string
+  /** One line: what the command does. */
+  readonly summary: string
+  /** The rest of --help's prose, when one line is not enough. */
+  readonly description?: string
+  /** The positional arguments; a command without them refuses any. */
+  readonly arguments?: readonly Argument[]
+  readonly options: O
+}
+
+/** What a command body gets: its options parsed, and the positional arguments. */
+export interface Parsed<O extends Options> {
+  readonly values: Values<O>
+  /** Each value option's text, as given or as its default, for output that repeats it. */
+  readonly texts: { readonly [K in keyof O]?: string }
+  readonly positionals: readonly string[]
+}
+
+/**
+ * Runs a command body with spool's conventions: strict argument parsing, with one line that names
+ * what is wrong and says what to do; `--help`, `--version`; SpoolErrors printed as one clear line
+ * on stderr and turned into the README's exit codes.
+ */
+export async function runCommand<O extends Options>(
+  spec: CommandSpec<O>,
+  argv: readonly string[],
+  body: (args: Parsed<O>) => Promise<number> | number,
+): Promise<number> {
+  const all: Options = { ...spec.options, help, version }
+  const usage = (problem: string) => {
+    process.stderr.write(`${spec.name}: ${problem}; run ${spec.name} --help for the options\n`)
+    return ExitCode.usage
+  }
+  let raw: RawArgs
+  try {
+    raw = readArgv(all, argv, spec.arguments?.[0]?.name.replace(/\.\.\.$/, ""))
+  } catch (error) {
+    if (error instanceof ArgvProblem) return usage(error.message)
+    throw error
+  }
+  if (raw.values.help === true) {
+    process.stdout.write(helpText(spec))
+    return ExitCode.ok
+  }
+  if (raw.values.version === true) {
+    process.stdout.write(versionLine())
+    return ExitCode.ok
+  }
+  if (spec.arguments === undefined && raw.positionals.length > 0)
+    return usage(`unexpected argument ${quoteName(raw.positionals[0] ?? "")}: ${spec.name} takes no arguments`)
+  try {
+    return await body({ ...parseValues(spec.options, raw.values), positionals: raw.positionals })
+  } catch (error) {
+    if (error instanceof SpoolError) {
+      process.stderr.write(`${spec.name}: ${error.message}\n`)
+      return exitCodeFor(error)
+    }
+    process.stderr.write(
+      `${spec.name}: unexpected failure: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+    )
+    return ExitCode.failure
+  }
+}
+
+/** Each option's value from its text (given, else its default); a text it does not take is a usage error. */
+function parseValues<O extends Options>(
+  options: O,
+  raw: Record<string, unknown>,
+): { values: Values<O>; texts: Parsed<O>["texts"] } {
+  const values: Record<string, unknown> = {}
+  const texts: Record<string, string> = {}
+  for (const [name, o] of Object.entries(options)) {
+    const given = raw[name]
+    if (o.kind === "flag") {
+      values[name] = given === true
+      continue
+    }
+    const text = typeof given === "string" ? given : given === undefined ? o.default : undefined
+    if (Array.isArray(given)) values[name] = given.map((t) => parseValue(name, o, String(t)))
+    else if (text !== undefined) {
+      values[name] = parseValue(name, o, text)
+      texts[name] = text
+    }
+  }
+  return { values: values as Values<O>, texts: texts as Parsed<O>["texts"] }
+}

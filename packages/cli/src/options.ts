@@ -1,0 +1,24 @@
+// The options several commands share, each written once: its kind, value name, help line and
+// default. A command takes one as it is, or with its own help line (`{ ...json, help: "..." }`)
+// where what it prints differs.
+import { flag, text } from "./option.ts"
+
+/** `--root DIR`: the queue root. */
+export const root = text("DIR", "queue root", { fallback: "$SPOOL_ROOT, else ./spool" })
+
+/** `--ledger URL`: a PostgreSQL ledger instead of the root's SQLite one. */
+export const ledger = text("URL", "a postgres:// ledger", {
+  fallback: "$SPOOL_LEDGER_URL, else SQLite in ROOT/ledger.db",
+})
+
+/** `--json`: machine-readable output. */
+export const json = flag("one JSON object on stdout instead of text")
+
+/** `--dry-run`: report, change nothing. */
+export const dryRun = flag("say what would change, change nothing")
+
+/** `-h, --help`, which every command takes. */
+export const help = flag("show this help", { short: "h" })
+
+/** `-V, --version`, which every command takes. */
+export const version = flag("print spool's version", { short: "V" })

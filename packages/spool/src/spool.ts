@@ -1,0 +1,31 @@
+// The spool command: one entry point for every tool, each subcommand the same main() its own
+// entry point runs. It lives in a package of its own because it depends on consumer and ops,
+// which depend on @spool/cli: the dispatcher there is generic, the table here is spool's.
+import { type CommandTable, type DispatcherSpec, dispatch } from "@spool/cli"
+
+/** Every spool tool by its subcommand name, imported only when it runs (or for `spool --help`). */
+export const commands = {
+  consume: () => import("@spool/consumer/consume"),
+  setup: () => import("@spool/consumer/setup"),
+  schema: () => import("@spool/consumer/schema"),
+  enqueue: () => import("@spool/consumer/enqueue"),
+  "order-check": () => import("@spool/consumer/order-check"),
+  compact: () => import("@spool/consumer/compact"),
+  stats: () => import("@spool/consumer/stats"),
+  verify: () => import("@spool/consumer/verify"),
+  lag: () => import("@spool/ops/lag"),
+  replay: () => import("@spool/ops/replay"),
+} satisfies CommandTable
+
+/** The `spool` command's description. */
+export const spool: DispatcherSpec = {
+  name: "spool",
+  summary:
+    "spool consumes a directory queue (inbox/ processing/ done/ error/) into a ledger with exactly-once effects.",
+  commands,
+}
+
+/** `spool COMMAND ...`: runs that command. */
+export function main(argv: readonly string[]): Promise<number> {
+  return dispatch(spool, argv)
+}

@@ -1,0 +1,149 @@
+// End to end: what every entry point shares, run as real processes: --version, and the
+// conventions of its command line (--help made from its options).
+import { beforeAll, describe, expect, it } from "bun:test"
+import fs from "node:fs"
+import { join } from "node:path"
+import { list, repoRoot, run, tempQueue } from "@spool/test-support"
+
+const version = JSON.parse(fs.readFileSync(join(repoRoot, "package.json"), "utf8")).version as string
+const dist = join(repoRoot, "packages/ops/dist")
+
+beforeAll(async () => {
+  const r = await run(["bun", join(repoRoot, "packages/ops/build.ts"), "--if-stale"])
+  expect(r.exitCode).toBe(0)
+}, 120_000)
+
+const lagSh = join(dist, "lag.sh")
+const replaySh = join(dist, "replay.sh")
+
+/** The root package scripts, one per command, and the random-kill check's. */
+const scripts = [
+  "setup",
+  "schema",
+  "consume",
+  "enqueue",
+  "order-check",
+  "compact",
+  "stats",
+  "verify",
+  "lag",
+  "replay",
+  "torture",
+]
+
+/** Every way a user starts a command. */
+const entryPoints: [string, string[]][] = [
+  ...scripts.map((s): [string, string[]] => [`bun run ${s}`, ["bun", "run", "--silent", s]]),
+  ["bun scripts/lag.ts", ["bun", join(repoRoot, "scripts/lag.ts")]],
+  ["bun scripts/replay.ts", ["bun", join(repoRoot, "scripts/replay.ts")]],
+  ["dist/lag.sh", [join(dist, "lag.sh")]],
+  ["dist/replay.sh", [join(dist, "replay.sh")]],
+]
+
+describe("--version", () => {
+  it("is written once, in the root package.json", () => {
+    expect(version).toMatch(/^\d+\.\d+\.\d+/)
+  })
+
+  it.each(entryPoints)("%s --version prints spool and the version, and exits 0", async (_name, cmd) => {
+    const r = await run([...cmd, "--version"])
+    expect(r.stdout).toBe(`spool ${version}\n`)
+    expect(r.stderr).toBe("")
+    expect(r.exitCode).toBe(0)
+  })
+
+  it.each(entryPoints.filter(([n]) => n.startsWith("dist/")))("%s -V is --version", async (_name, cmd) => {
+    const r = await run([...cmd, "-V"])
+    expect(r.stdout).toBe(`spool ${version}\n`)
+    expect(r.exitCode).toBe(0)
+  })
+
+  it.each(entryPoints.filter(([n]) => n.startsWith("bun run ")))("%s --help lists --version", async (_name, cmd) => {
+    const r = await run([...cmd, "--help"])
+    expect(r.stdout).toMatch(/\n {2}-V, --version +print spool's version\n/)
+    expect(r.exitCode).toBe(0)
+  })
+})
+
+describe("a command line a command does not take", () => {
+  // Q stands for a queue root made for each case.
+  const cases: [string, string[], string][] = [
+    [
+      "an unknown option",
+      ["bun", "run", "--silent", "stats", "--root", "Q", "--bogus"],
+      "stats: unknown option --bogus; run stats --help for the options",
+    ],
+    [
+      "a misspelt option",
+      ["bun", "run", "--silent", "stats", "--root", "Q", "--windw", "1h"],
+      "stats: unknown option --windw (did you mean --window?); run stats --help for the options",
+    ],
+    [
+      "a negative THRESHOLD",
+      [lagSh, "Q", "-1"],
+      "lag: THRESHOLD must be a whole number >= 0, not the negative number -1",
+    ],
+    [
+      "an unknown option after the arguments",
+      [lagSh, "Q", "1", "--bogus"],
+      "lag: unknown option --bogus; run lag --help for the options",
+    ],
+    [
+      "a negative number as an option's value",
+      [lagSh, "Q", "1", "--max-age", "-5m"],
+      "lag: --max-age takes AGE, not the negative value -5m; run lag --help for the options",
+    ],
+    [
+      "a negative count",
+      [replaySh, "--root", "Q", "--all", "--max-replays", "-1"],
+      "replay: --max-replays takes N, not the negative number -1; run replay --help for the options",
+    ],
+    [
+      "a name that starts with - and no --",
+      [replaySh, "--root", "Q", "-1.json"],
+      "replay: unknown option -1.json; put -- before a FILE that starts with -; run replay --help for the options",
+    ],
+    [
+      "an option without its value",
+      ["bun", "run", "--silent", "compact", "--root", "Q", "--older-than"],
+      "compact: --older-than needs a value (DURATION); run compact --help for the options",
+    ],
+    [
+      "an option taking the next option as its value",
+      ["bun", "run", "--silent", "consume", "--root", "--no-fsync"],
+      "consume: --root needs a value (DIR) before --no-fsync; run consume --help for the options",
+    ],
+    [
+      "an unknown short option in a group",
+      ["bun", "run", "--silent", "consume", "--root", "Q", "-qz"],
+      "consume: unknown option -z in -qz; run consume --help for the options",
+    ],
+    [
+      "a value given to a flag",
+      ["bun", "run", "--silent", "verify", "--root", "Q", "--json=yes"],
+      "verify: --json is a flag and takes no value: write --json, not '--json=yes'; run verify --help for the options",
+    ],
+    [
+      "an argument to a command that takes none",
+      ["bun", "run", "--silent", "schema", "--root", "Q", "extra"],
+      "schema: unexpected argument extra: schema takes no arguments; run schema --help for the options",
+    ],
+  ]
+
+  it.each(cases)("is refused with exit 2 and one line for %s, changing nothing", async (_case, cmd, message) => {
+    await using q = await tempQueue({ seed: { "a.json": { msg_id: "a", order_no: "o", seq: 1, amount: 1 } } })
+    const r = await run(cmd.map((a) => (a === "Q" ? q.root : a)))
+    expect(r.stdout).toBe("")
+    expect(r.stderr).toBe(`${message.replaceAll("Q", q.root)}\n`)
+    expect(r.exitCode).toBe(2)
+    expect(list(join(q.root, "inbox"))).toEqual(["a.json"])
+    expect(list(q.root)).toEqual(["done", "error", "inbox", "processing", "tmp"])
+  })
+
+  it("still answers --help on a line it would refuse", async () => {
+    const r = await run([lagSh, "--bogus", "--help"])
+    expect(r.stdout).toStartWith("Usage: lag.sh DIR THRESHOLD")
+    expect(r.stderr).toBe("")
+    expect(r.exitCode).toBe(0)
+  })
+})

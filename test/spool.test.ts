@@ -1,0 +1,144 @@
+// End to end: the spool command, as `bun spool` and as its bin file, run as real processes. Each
+// subcommand is the command its own entry point runs: same output, same exit code.
+import { describe, expect, it } from "bun:test"
+import fs from "node:fs"
+import { join } from "node:path"
+import type { ValueOption } from "@spool/cli"
+import { commands } from "@spool/spool"
+import { list, repoRoot, run, tempQueue } from "@spool/test-support"
+
+const version = JSON.parse(fs.readFileSync(join(repoRoot, "package.json"), "utf8")).version as string
+const bin = join(repoRoot, "packages/spool/bin/spool.ts")
+const spool = (args: string[]) => run(["bun", bin, ...args])
+const specs = await Promise.all(Object.entries(commands).map(async ([n, load]) => [n, (await load()).spec] as const))
+
+describe("spool", () => {
+  it("lists every command with the summary from its spec for --help, and exits 0", async () => {
+    const r = await spool(["--help"])
+    expect(r.stdout).toStartWith("Usage: spool COMMAND [ARGUMENTS] [OPTIONS]\n       spool help COMMAND\n")
+    for (const [name, spec] of specs)
+      expect(r.stdout).toMatch(new RegExp(`\\n {2}${name} +${RegExp.escape(spec.summary)}\\n`))
+    expect(r.stdout).toContain("-V, --version")
+    expect(r.stderr).toBe("")
+    expect(r.exitCode).toBe(0)
+    expect((await spool(["help"])).stdout).toBe(r.stdout)
+    expect((await spool(["-h"])).stdout).toBe(r.stdout)
+  })
+
+  it("runs as bun spool, the root package script", async () => {
+    const r = await run(["bun", "run", "--silent", "spool", "--version"])
+    expect(r.stdout).toBe(`spool ${version}\n`)
+    expect(r.exitCode).toBe(0)
+  })
+
+  it.each([["--version"], ["-V"]])("prints the version for %s", async (flag) => {
+    const r = await spool([flag])
+    expect(r.stdout).toBe(`spool ${version}\n`)
+    expect(r.stderr).toBe("")
+    expect(r.exitCode).toBe(0)
+  })
+
+  it.each(specs)("spool help %s is that command's --help", async (name) => {
+    const help = await spool(["help", name])
+    const own = await spool([name, "--help"])
+    expect(help.stdout).toStartWith("Usage: ")
+    expect(help.stdout).toBe(own.stdout)
+    expect(help.exitCode).toBe(0)
+    expect((await spool([name, "--version"])).stdout).toBe(`spool ${version}\n`)
+  })
+
+  it.each([
+    ["an unknown command", ["stat"], "spool: unknown command stat (did you mean stats?); the commands are:\n"],
+    ["no command", [], "spool: give a command; the commands are:\n"],
+    ["help for an unknown command", ["help", "bogus"], "spool: unknown command bogus; the commands are:\n"],
+    ["a name every object has", ["constructor"], "spool: unknown command constructor; the commands are:\n"],
+  ])("exits 2 with the list of commands for %s", async (_case, args, first) => {
+    const r = await spool(args)
+    expect(r.stdout).toBe("")
+    expect(r.stderr).toStartWith(first)
+    for (const [name] of specs) expect(r.stderr).toMatch(new RegExp(`\\n {2}${name} `))
+    expect(r.exitCode).toBe(2)
+  })
+
+  it("exits 2 for an option before the command, saying options come after it", async () => {
+    const r = await spool(["--root", "q", "stats"])
+    expect(r.stdout).toBe("")
+    expect(r.stderr).toBe(
+      "spool: unknown option --root: spool takes a command first, then its options (spool COMMAND [OPTIONS]); run spool --help for the commands\n",
+    )
+    expect(r.exitCode).toBe(2)
+  })
+
+  it("runs each tool as its own entry point does: setup, consume, stats, lag, replay", async () => {
+    await using q = await tempQueue()
+    const setup = await spool(["setup", "--root", q.root])
+    expect(setup.stderr).toContain("copied 20 message(s)")
+    expect(setup.exitCode).toBe(0)
+    expect((await spool(["lag", q.root, "19"])).stdout).toBe("inbox=20 processing=0 error=0\n")
+    expect((await spool(["lag", q.root, "19"])).exitCode).toBe(1)
+    const consume = await spool(["consume", "--root", q.root, "-q"])
+    expect(consume.exitCode).toBe(0)
+    expect(list(join(q.root, "error"))).toEqual(["evt-broken-0001.json", "evt-noorder-0002.json"])
+    const stats = JSON.parse((await spool(["stats", "--root", q.root, "--json"])).stdout)
+    expect(stats.allTime).toMatchObject({ processed: 15, duplicates: 3 })
+    const replay = await spool(["replay", "--root", q.root, "evt-broken-0001.json"])
+    expect(replay.stderr).toContain("moved error/evt-broken-0001.json back to inbox/evt-broken-0001.json")
+    expect(replay.exitCode).toBe(0)
+    const orderCheck = await spool(["order-check", "--root", q.root])
+    expect(orderCheck.stdout).toBe("OK\n")
+    expect(orderCheck.exitCode).toBe(0)
+  })
+
+  it("passes a -- on to the command, for a name that starts with -", async () => {
+    await using q = await tempQueue({ seed: { "-1.json": "{not json" } })
+    expect((await spool(["consume", "--root", q.root, "-q"])).exitCode).toBe(0)
+    expect(list(join(q.root, "error"))).toEqual(["-1.json"])
+    const r = await spool(["replay", "--root", q.root, "--", "-1.json"])
+    expect(r.stderr).toContain("moved error/-1.json back to inbox/-1.json")
+    expect(r.exitCode).toBe(0)
+    expect(list(join(q.root, "inbox"))).toEqual(["-1.json"])
+  })
+})
+
+/** What each command needs besides the option under test to get as far as parsing it. */
+const required: Record<string, string[][]> = { lag: [["Q"], ["1"]], compact: [["--older-than", "90d"]] }
+
+const durationOptions = specs.flatMap(([name, spec]) =>
+  Object.entries(spec.options)
+    .filter(([, o]) => o.kind === "duration")
+    .map(([option, o]) => [name, option, o as ValueOption] as const),
+)
+
+describe("every duration option of every command", () => {
+  it("is found: compact's, consume's, stats' and lag's", () => {
+    expect(durationOptions.map(([n, o]) => `${n} --${o}`)).toEqual([
+      "consume --min-age",
+      "consume --busy-timeout",
+      "consume --rescan",
+      "consume --batch-window",
+      "compact --older-than",
+      "compact --horizon",
+      "stats --window",
+      "lag --max-age",
+    ])
+  })
+
+  it.each(durationOptions)("%s --%s refuses a bare number with exit 2, changing nothing", async (name, option) => {
+    await using q = await tempQueue({ seed: { "a.json": { msg_id: "a", order_no: "o", seq: 1, amount: 1 } } })
+    const args = (required[name] ?? [])
+      .filter(([a]) => a !== `--${option}`)
+      .flat()
+      .map((a) => (a === "Q" ? q.root : a))
+    const root = name === "lag" ? [] : ["--root", q.root]
+    const r = await spool([name, ...root, ...args, `--${option}`, "90"])
+    expect(r.stdout).toBe("")
+    expect(r.stderr).toMatch(
+      new RegExp(
+        `^${name}: --${option} takes a duration with a unit \\(ms, s, m, h, d\\), such as \\w+; "90" has none\\n$`,
+      ),
+    )
+    expect(r.exitCode).toBe(2)
+    expect(list(q.root)).toEqual(["done", "error", "inbox", "processing", "tmp"])
+    expect(list(join(q.root, "inbox"))).toEqual(["a.json"])
+  })
+})
