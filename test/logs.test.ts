@@ -14,7 +14,7 @@ describe("consume's logs", () => {
     const records = lines(r.stderr).map((l) => JSON.parse(l))
     for (const rec of records) {
       expect(Number.isNaN(Date.parse(rec.time))).toBe(false)
-      expect(["debug", "info", "warn"]).toContain(rec.level)
+      expect(["debug", "info", "notice", "warn"]).toContain(rec.level)
       expect(typeof rec.event).toBe("string")
     }
     const of = (event: string) => records.filter((x) => x.event === event)
@@ -25,6 +25,8 @@ describe("consume's logs", () => {
         .map((x) => x.msg_id)
         .sort(),
     ).toEqual(["m-1001-02", "m-1002-02", "m-1004-01"])
+    expect(of("duplicate").every((x) => x.level === "debug")).toBe(true)
+    expect(of("rejected").every((x) => x.level === "warn")).toBe(true)
     expect(of("rejected").map((x) => [x.file, x.reason])).toEqual(
       expect.arrayContaining([
         ["evt-broken-0001.json", "parse"],
@@ -34,7 +36,7 @@ describe("consume's logs", () => {
     expect(of("rejected").every((x) => typeof x.detail === "string" && x.detail.length > 0)).toBe(true)
     expect(of("done")).toEqual([
       expect.objectContaining({
-        level: "info",
+        level: "notice",
         files: 20,
         processed: 15,
         duplicates: 3,
@@ -45,24 +47,30 @@ describe("consume's logs", () => {
     ])
   })
 
-  it("writes text by default: duplicates and rejections with reasons, no claims", async () => {
+  it("writes text by default: rejections as warnings with reasons, duplicates only counted, no claims", async () => {
     await using q = await tempQueue({ seed: "fixtures" })
     const r = await spool("consume", ["--root", q.root])
     expect(r.exitCode).toBe(0)
     const text = lines(r.stderr)
-    expect(text.filter((l) => l.startsWith("spool: duplicate "))).toHaveLength(3)
+    expect(text.filter((l) => l.includes("duplicate "))).toHaveLength(0)
     expect(text).toContainEqual(
-      expect.stringMatching(/^spool: rejected file=evt-broken-0001\.json reason=parse detail=/),
+      expect.stringMatching(/^spool: warn: rejected file=evt-broken-0001\.json reason=parse detail=/),
     )
     expect(text.some((l) => l.includes("claimed"))).toBe(false)
     expect(text.at(-1)).toMatch(/^spool: done files=20 processed=15 duplicates=3 /)
   })
 
-  it("says nothing with -q when nothing needs attention", async () => {
+  it("keeps with -q the rejections and the one-line summary, and nothing else", async () => {
     await using q = await tempQueue({ seed: "fixtures" })
     const r = await spool("consume", ["--root", q.root, "-q"])
-    expect(r.stderr).toBe("")
     expect(r.exitCode).toBe(0)
+    const text = lines(r.stderr)
+    expect(text.filter((l) => l.startsWith("spool: warn: rejected "))).toHaveLength(2)
+    expect(text).toHaveLength(3)
+    expect(text.at(-1)).toMatch(/^spool: done files=20 processed=15 duplicates=3 conflicts=0 rejected=2 /)
+    // A run with nothing to look at says its summary and nothing more.
+    const again = await spool("consume", ["--root", q.root, "-q"])
+    expect(lines(again.stderr)).toEqual([expect.stringMatching(/^spool: done files=0 processed=0 /)])
   })
 
   it("still warns with -q about recoveries and conflicts", async () => {
@@ -84,7 +92,7 @@ describe("consume's logs", () => {
         ["warn", "conflict", "b.json"],
       ]),
     )
-    expect(records.every((x) => x.level === "warn")).toBe(true)
+    expect(records.every((x) => x.level === "warn" || (x.level === "notice" && x.event === "done"))).toBe(true)
   })
 
   it("refuses an unknown log format with exit 2", async () => {

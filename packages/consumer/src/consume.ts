@@ -65,8 +65,8 @@ export const spec = {
       "start a new, empty ledger although done/ or error/ holds files (the ledger was lost and starting over is intended: messages processed before can be processed again)",
     ),
     "no-progress": flag("no progress bar (it is only ever drawn when stderr is a terminal)"),
-    quiet: flag("warnings only", { short: "q" }),
-    verbose: flag("also one line per claimed file", { short: "v" }),
+    quiet: flag("warnings (rejections, conflicts, recoveries) and the one-line summary only", { short: "q" }),
+    verbose: flag("also one line per claimed file and per duplicate", { short: "v" }),
     "log-format": choice(
       "FORMAT",
       ["text", "json"],
@@ -187,7 +187,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       const reasons = Object.entries(summary.rejectedBy)
         .map(([r, n]) => `${r} ${n}`)
         .join(", ")
-      log.info("done", {
+      log.notice("done", {
         files: summary.claimed,
         processed: summary.processed,
         duplicates: summary.duplicates,

@@ -1,6 +1,9 @@
 import { quoteName } from "./names.ts"
 
-/** How much a command says on stderr: quiet = warnings only, verbose = one line per claim too. */
+/**
+ * How much a command says on stderr: quiet = warnings and the run's summary, info = its
+ * progress too (start, drains), verbose = one line per claim and per duplicate too.
+ */
 export type LogLevel = "quiet" | "info" | "verbose"
 
 /** Human text (default) or one JSON object per line. */
@@ -8,11 +11,13 @@ export type LogFormat = "text" | "json"
 
 /** A structured log: every line is an event name plus fields. */
 export interface Log {
-  /** Something an operator should look at (recoveries, conflicts, refusals). */
+  /** Something an operator should look at (rejections, recoveries, conflicts, refusals). */
   warn(event: string, fields?: Record<string, unknown>): void
-  /** Normal outcomes (duplicates, rejections, run summaries). */
+  /** The outcome of a run, its one-line summary: said at every level, quiet included. */
+  notice(event: string, fields?: Record<string, unknown>): void
+  /** A run's progress (watching, drains, stopping). */
   info(event: string, fields?: Record<string, unknown>): void
-  /** Per-message detail (claims). */
+  /** Per-message detail (claims, duplicates). */
   debug(event: string, fields?: Record<string, unknown>): void
 }
 
@@ -27,7 +32,7 @@ export interface LogOptions {
 }
 
 /** A log that writes nothing (library default). */
-export const silentLog: Log = { warn() {}, info() {}, debug() {} }
+export const silentLog: Log = { warn() {}, notice() {}, info() {}, debug() {} }
 
 /** True when colour may be used on stderr: a TTY, and NO_COLOR (https://no-color.org) unset or empty. */
 export function isColorWanted(env: NodeJS.ProcessEnv = process.env, isTTY = process.stderr.isTTY === true): boolean {
@@ -49,7 +54,7 @@ export function createLog(
   const o: LogOptions = typeof write === "function" ? { write } : write
   const out = o.write ?? ((line: string) => void process.stderr.write(line))
   const color = format === "text" && (o.color ?? isColorWanted())
-  const emit = (lvl: "warn" | "info" | "debug", event: string, fields: Record<string, unknown> = {}) => {
+  const emit = (lvl: "warn" | "notice" | "info" | "debug", event: string, fields: Record<string, unknown> = {}) => {
     const defined = Object.entries({ ...fields, ...o.fields }).filter(([k, v]) => v !== undefined && !reserved.has(k))
     if (format === "json") {
       const record = { time: new Date().toISOString(), level: lvl, event, ...Object.fromEntries(defined) }
@@ -57,11 +62,12 @@ export function createLog(
       return
     }
     const parts = defined.map(([k, v]) => `${k}=${textValue(v)}`)
-    const tag = lvl === "info" ? "" : `${color ? paint(lvl) : lvl}: `
+    const tag = lvl === "info" || lvl === "notice" ? "" : `${color ? paint(lvl) : lvl}: `
     out(`spool: ${tag}${event}${parts.length > 0 ? ` ${parts.join(" ")}` : ""}\n`)
   }
   return {
     warn: (e, f) => emit("warn", e, f),
+    notice: (e, f) => emit("notice", e, f),
     info: (e, f) => level !== "quiet" && emit("info", e, f),
     debug: (e, f) => level === "verbose" && emit("debug", e, f),
   }

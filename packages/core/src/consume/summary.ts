@@ -73,7 +73,7 @@ export function countVerdict(summary: ConsumeSummary, log: Log, o: Outcome, v: V
       return
     case "duplicate":
       summary.duplicates++
-      log.info("duplicate", { file: o.name, msg_id: o.kind === "accepted" ? o.msgId : undefined })
+      log.debug("duplicate", { file: o.name, msg_id: o.kind === "accepted" ? o.msgId : undefined })
       return
     case "rejected":
     case "handler-rejected":
@@ -82,7 +82,7 @@ export function countVerdict(summary: ConsumeSummary, log: Log, o: Outcome, v: V
         o.kind === "rejected" ? (o.reason as RejectReason) : v === "beyond-horizon" ? v : "handler"
       summary.rejected++
       summary.rejectedBy[reason] = (summary.rejectedBy[reason] ?? 0) + 1
-      if (o.kind === "rejected") log.info("rejected", { file: o.name, reason, detail: o.detail })
+      if (o.kind === "rejected") log.warn("rejected", { file: o.name, reason, detail: o.detail })
       else log.warn("rejected", { file: o.name, reason, msg_id: o.kind === "accepted" ? o.msgId : undefined })
     }
   }
