@@ -1,8 +1,11 @@
-// Graceful stop: SIGTERM or SIGINT finishes the batch in hand, claims nothing more, leaves
-// nothing in processing/, writes the reports and exits 0; a later run finishes the queue.
+// Graceful stop: SIGTERM, SIGINT or SIGHUP finishes the batch in hand, claims nothing more,
+// leaves nothing in processing/, writes the reports and exits 4 (a one-shot drain cut short);
+// a later run finishes the queue. A --concurrency run takes back a killed worker's files
+// before it exits, and refuses more workers than the machine can use.
 import { Database } from "bun:sqlite"
 import { afterAll, beforeAll, describe, expect, it } from "bun:test"
 import fs from "node:fs"
+import { availableParallelism } from "node:os"
 import { join } from "node:path"
 import {
   consumeToEnd,
@@ -12,9 +15,11 @@ import {
   makeQueueFrom,
   type Snapshot,
   snapshot,
+  spool,
   startConsume,
   type TempDir,
   tempDir,
+  tempQueue,
 } from "@spool/test-support"
 
 describe("consume stopped by a signal", () => {
@@ -34,7 +39,7 @@ describe("consume stopped by a signal", () => {
   }, 60_000)
   afterAll(() => t[Symbol.asyncDispose](), 60_000)
 
-  for (const signal of ["SIGTERM", "SIGINT"] as const) {
+  for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"] as const) {
     it(`${signal} ends the run cleanly at a batch boundary and a later run finishes equivalently`, async () => {
       const root = join(t.path, signal)
       makeQueueFrom(join(t.path, "src"), root)
@@ -46,7 +51,7 @@ describe("consume stopped by a signal", () => {
       c.proc.kill(signal)
       const r = await c.finished
       expect(r.stderr).toContain("stopping")
-      expect(r.exitCode).toBe(0)
+      expect(r.exitCode).toBe(4)
 
       expect(list(join(root, "processing"))).toEqual([])
       const inbox = list(join(root, "inbox"))
@@ -66,4 +71,44 @@ describe("consume stopped by a signal", () => {
       expect(diffSnapshots(reference, snapshot(root))).toEqual([])
     }, 60_000)
   }
+
+  it("takes back the files of a --concurrency worker killed mid-batch before it exits 3", async () => {
+    const root = join(t.path, "killed-worker")
+    makeQueueFrom(join(t.path, "src"), root)
+    const c = startConsume(root, ["--concurrency", "2", ...args])
+    const done = join(root, "done")
+    for (let i = 0; i < 3000 && list(done).length < 50; i++) await Bun.sleep(10)
+    const workers = Bun.spawnSync(["pgrep", "-P", String(c.proc.pid)])
+      .stdout.toString()
+      .trim()
+      .split("\n")
+    expect(workers.length).toBe(2)
+    process.kill(Number(workers[0]), "SIGKILL")
+    const r = await c.finished
+    expect(r.exitCode).toBe(3)
+    expect(r.stderr).toContain("worker-failed")
+    // Nothing waits in processing/ or in the ledger's claims: the run finished what it took.
+    expect(list(join(root, "processing"))).toEqual([])
+    const db = new Database(join(root, "ledger.db"), { readonly: true })
+    expect(db.query("SELECT name FROM claims").all()).toEqual([])
+    db.close()
+    await consumeToEnd(root, ["--batch-size", "500"])
+    // Which delivery of a msg_id wins can differ with two workers; the counts cannot.
+    const counts = (s: Snapshot) => ({
+      done: Object.keys(s.done).length,
+      error: Object.keys(s.error).length,
+      processed: s.processed.length,
+    })
+    expect(counts(snapshot(root))).toEqual(counts(reference))
+  }, 60_000)
+})
+
+describe("consume --concurrency", () => {
+  it("refuses more workers than 4 per core, before starting any", async () => {
+    await using q = await tempQueue({ seed: "fixtures" })
+    const r = await spool("consume", ["--root", q.root, "--concurrency", "1000"])
+    expect(r.exitCode).toBe(2)
+    expect(r.stderr).toContain(`--concurrency takes at most ${4 * availableParallelism()} on this machine`)
+    expect(list(join(q.root, "inbox")).length).toBe(20)
+  })
 })

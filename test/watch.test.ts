@@ -142,29 +142,31 @@ describe("consume --watch", () => {
     expect(list(join(q.root, "processing"))).toEqual([])
   })
 
-  it("on SIGTERM in the middle of a backlog finishes the batch in hand and leaves every file in exactly one place", async () => {
-    const total = 600
-    const seed = Object.fromEntries(
-      Array.from({ length: total }, (_, i) => [`b-${i}.json`, message(`b-${i % 500}`, i + 1)]),
-    )
-    await using q = await tempQueue({ seed })
-    await using w = startWatch(q.root, ["--batch-size", "5"])
-    await until(() => list(join(q.root, "done")).length > 0, "the first batch in done/")
-    const code = await w.stop("SIGTERM")
-    expect(code).toBe(0)
-    expect(list(join(q.root, "processing"))).toEqual([])
-    const done = list(join(q.root, "done"))
-    const inbox = list(join(q.root, "inbox"))
-    expect(done.length + inbox.length).toBe(total)
-    expect(new Set([...done, ...inbox]).size).toBe(total)
-    const rows = ledgerCount(q.root, "SELECT count(*) AS n FROM processed")
-    const dups = ledgerCount(q.root, "SELECT count(*) AS n FROM duplicates")
-    expect(rows + dups).toBe(done.length)
-    expect(ledgerCount(q.root, "SELECT count(*) AS n FROM claims")).toBe(0)
-    expect(read(join(q.root, "dup.txt")).split("\n").filter(Boolean).length).toBe(
-      ledgerCount(q.root, "SELECT count(DISTINCT msg_id) AS n FROM duplicates"),
-    )
-  })
+  for (const signal of ["SIGTERM", "SIGHUP"] as const)
+    it(`on ${signal} in the middle of a backlog finishes the batch in hand and leaves every file in exactly one place`, async () => {
+      const total = 600
+      const seed = Object.fromEntries(
+        Array.from({ length: total }, (_, i) => [`b-${i}.json`, message(`b-${i % 500}`, i + 1)]),
+      )
+      await using q = await tempQueue({ seed })
+      await using w = startWatch(q.root, ["--batch-size", "5"])
+      await until(() => list(join(q.root, "done")).length > 0, "the first batch in done/")
+      const code = await w.stop(signal)
+      expect(w.stderr()).toContain(`spool: stopping signal=${signal}`)
+      expect(code).toBe(0)
+      expect(list(join(q.root, "processing"))).toEqual([])
+      const done = list(join(q.root, "done"))
+      const inbox = list(join(q.root, "inbox"))
+      expect(done.length + inbox.length).toBe(total)
+      expect(new Set([...done, ...inbox]).size).toBe(total)
+      const rows = ledgerCount(q.root, "SELECT count(*) AS n FROM processed")
+      const dups = ledgerCount(q.root, "SELECT count(*) AS n FROM duplicates")
+      expect(rows + dups).toBe(done.length)
+      expect(ledgerCount(q.root, "SELECT count(*) AS n FROM claims")).toBe(0)
+      expect(read(join(q.root, "dup.txt")).split("\n").filter(Boolean).length).toBe(
+        ledgerCount(q.root, "SELECT count(DISTINCT msg_id) AS n FROM duplicates"),
+      )
+    })
 
   it("with --concurrency 2 runs two workers that share the queue and both stop on SIGTERM", async () => {
     const total = 200

@@ -1,4 +1,5 @@
 import fs from "node:fs"
+import { availableParallelism } from "node:os"
 import { bytes, type CommandSpec, choice, duration, flag, integer, ledger, root, runCommand, text } from "@spool/cli"
 import {
   collectGarbageEvery,
@@ -8,8 +9,10 @@ import {
   ExitCode,
   isColorWanted,
   isMessageName,
+  type Log,
   type LogFormat,
   type LogLevel,
+  type OpenLedgerOptions,
   openLedger,
   openQueue,
   type Queue,
@@ -31,7 +34,8 @@ export const spec = {
   description:
     "Claims each *.json file in ROOT/inbox/ by rename into processing/, validates it, records it in\n" +
     "the ledger (a msg_id seen before is a duplicate), then moves it to done/ or error/. Ends by\n" +
-    "rewriting ROOT/dup.txt and ROOT/error.csv. SIGINT/SIGTERM finish the batches in hand and stop cleanly.\n" +
+    "rewriting ROOT/dup.txt and ROOT/error.csv. SIGINT/SIGTERM/SIGHUP finish the batches in hand and stop\n" +
+    "cleanly: exit 0 in watch mode, 4 for a one-shot drain that stopped before inbox/ was empty.\n" +
     "With --watch it keeps running: it drains, then waits for new files (inotify events on inbox/, plus\n" +
     "a rescan every --rescan as a safety net) and drains again, recovering dead consumers' claims each time.",
   options: {
@@ -49,7 +53,7 @@ export const spec = {
     "one-thread": flag(
       "do the renames and reads on the main thread too, instead of on a second thread that overlaps them with the ledger work (for a one-core machine)",
     ),
-    watch: flag("keep running and consume new files as they arrive, until SIGINT/SIGTERM", { short: "w" }),
+    watch: flag("keep running and consume new files as they arrive, until SIGINT/SIGTERM/SIGHUP", { short: "w" }),
     rescan: duration("with --watch: look at inbox/ at least this often even without events", {
       default: "5s",
       min: 1,
@@ -57,10 +61,10 @@ export const spec = {
     "batch-window": duration("with --watch: after a new file, wait this long to take the burst in one drain", {
       default: "50ms",
     }),
-    concurrency: integer("run N consumer processes on this root; the exit code is the worst one's", {
-      default: "1",
-      min: 1,
-    }),
+    concurrency: integer(
+      `run N consumer processes on this root, at most ${maxConcurrency()} here (4 per core); the exit code is the worst one's`,
+      { default: "1", min: 1 },
+    ),
     "new-ledger": flag(
       "start a new, empty ledger although done/ or error/ holds files (the ledger was lost and starting over is intended: messages processed before can be processed again)",
     ),
@@ -93,6 +97,11 @@ export async function main(argv: readonly string[]): Promise<number> {
     // Every option was parsed before the body runs, before any worker starts, so a usage error
     // is reported once.
     const concurrency = v.concurrency
+    if (concurrency > maxConcurrency())
+      throw new SpoolError(
+        "usage",
+        `--concurrency takes at most ${maxConcurrency()} on this machine (4 per core, ${availableParallelism()} cores), not ${concurrency}: more processes only queue for the ledger's write lock. One consume already keeps two cores busy`,
+      )
     const isWatching = v.watch
     const rescanMs = v.rescan
     const batchWindowMs = v["batch-window"]
@@ -118,7 +127,11 @@ export async function main(argv: readonly string[]): Promise<number> {
       // Opened once before the workers start: a ledger refused or damaged is reported once,
       // and a new one is created and migrated once.
       await (await openLedger(queue, opening)).close()
-      const code = await runWorkers(concurrency, argv, log)
+      const { code, isAnyKilled } = await runWorkers(concurrency, argv, log)
+      // A worker killed mid-batch leaves up to three batches in processing/ with their claims
+      // (one that failed otherwise handed its files back itself): taken back here, by recovery
+      // alone, so that exit 3 keeps its promise without waiting for the next run.
+      if (isAnyKilled) await recoverWorkers(queue, opening, log)
       // Each worker wrote reports when it ended, and two such atomic rewrites can land out of
       // order; one more, after all of them, is sure to reflect the whole ledger.
       if (ledgerUrl === undefined && !fs.existsSync(queue.ledger)) return code
@@ -143,8 +156,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       if (!stop.signal.aborted) log.info("stopping", { signal, note: "finishing the batches in hand" })
       stop.abort()
     }
-    process.on("SIGINT", onSignal)
-    process.on("SIGTERM", onSignal)
+    for (const s of stopSignals) process.on(s, onSignal)
     const started = performance.now()
     const batchMs: number[] = []
     let lastBatchAt = started
@@ -202,14 +214,50 @@ export async function main(argv: readonly string[]): Promise<number> {
       })
       if (v["stats-json"])
         fs.writeFileSync(v["stats-json"], JSON.stringify({ ...summary, seconds: Number(seconds), batchMs }))
-      return ExitCode.ok
+      // A drain cut short says so, so that `consume && next` does not go on as if it had drained.
+      return !isWatching && stop.signal.aborted && backlogOf(queue) > 0 ? ExitCode.interrupted : ExitCode.ok
     } finally {
       progress.finish()
-      process.off("SIGINT", onSignal)
-      process.off("SIGTERM", onSignal)
+      for (const s of stopSignals) process.off(s, onSignal)
       await ledger.close()
     }
   })
+}
+
+/**
+ * The signals that stop a run cleanly: the batches in hand are finished first. SIGHUP too: a
+ * closed terminal or SSH session must not cut a batch in half.
+ */
+const stopSignals = ["SIGINT", "SIGTERM", "SIGHUP"] as const
+
+/** The most --concurrency workers this machine takes: 4 per core. */
+function maxConcurrency(): number {
+  return 4 * availableParallelism()
+}
+
+/**
+ * Recovery alone, after a worker failed: the claims of workers that died are adopted and their
+ * files finished (committed ones moved, the others processed again), nothing new is claimed.
+ */
+async function recoverWorkers(queue: Queue, opening: OpenLedgerOptions, log: Log): Promise<void> {
+  try {
+    const ledger = await openLedger(queue, opening)
+    try {
+      const stopped = new AbortController()
+      stopped.abort()
+      const s = await consume({ queue, ledger, log, signal: stopped.signal, durable: opening.durable !== false })
+      if (s.recovered > 0) log.warn("workers-recovered", { files: s.recovered })
+    } finally {
+      await ledger.close()
+    }
+  } catch (error) {
+    // The workers' exit code already says the run failed; what is left waits with its claims.
+    if (!(error instanceof SpoolError)) throw error
+    log.warn("workers-not-recovered", {
+      error: error.message,
+      note: "the killed worker's files wait in processing/ with their claims; the next consume finishes them",
+    })
+  }
 }
 
 /** Files a one-shot run will take: messages in inbox/ plus leftovers in processing/ for recovery. */

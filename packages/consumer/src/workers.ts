@@ -7,9 +7,13 @@ const consumeBin = fileURLToPath(new URL("../bin/consume.ts", import.meta.url))
  * Runs `n` consume processes on the same root, with the same flags minus --concurrency, and
  * waits for all of them. Processes rather than threads: each gets its own core and its own
  * ledger connection, and the ledger's claim transaction already keeps two consumers off one
- * file. SIGINT/SIGTERM are passed on; the exit code is the worst child's (3 if one was killed).
+ * file. SIGINT/SIGTERM/SIGHUP are passed on; the exit code is the worst child's (3 if one was killed).
  */
-export async function runWorkers(n: number, argv: readonly string[], log: Log): Promise<number> {
+export async function runWorkers(
+  n: number,
+  argv: readonly string[],
+  log: Log,
+): Promise<{ readonly code: number; readonly isAnyKilled: boolean }> {
   const childArgv = [...withoutOption(argv, "--concurrency"), "--no-progress"]
   log.info("workers", { count: n })
   const children = Array.from({ length: n }, (_, i) =>
@@ -21,22 +25,21 @@ export async function runWorkers(n: number, argv: readonly string[], log: Log): 
   const forward = (signal: NodeJS.Signals) => {
     for (const c of children) if (c.exitCode === null) c.kill(signal)
   }
-  process.on("SIGINT", forward)
-  process.on("SIGTERM", forward)
+  for (const s of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(s, forward)
   try {
     await Promise.all(children.map((c) => c.exited))
   } finally {
-    process.off("SIGINT", forward)
-    process.off("SIGTERM", forward)
+    for (const s of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.off(s, forward)
   }
   let worst: number = ExitCode.ok
+  const isAnyKilled = children.some((c) => c.signalCode !== null)
   for (const [i, c] of children.entries()) {
     const code = c.exitCode ?? ExitCode.failure
     if (code !== ExitCode.ok)
       log.warn("worker-failed", { worker: i + 1, pid: c.pid, exit_code: c.exitCode, signal: c.signalCode })
     worst = Math.max(worst, code)
   }
-  return worst
+  return { code: worst, isAnyKilled }
 }
 
 /** argv without `--name VALUE` / `--name=VALUE`. */

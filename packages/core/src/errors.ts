@@ -29,6 +29,8 @@ export const ExitCode = {
   usage: 2,
   /** The environment failed: ledger locked or read-only, disk full, I/O error. */
   failure: 3,
+  /** A one-shot drain stopped by a signal before inbox/ was empty: what it took is finished, the rest waits. */
+  interrupted: 4,
 } as const
 
 /** The exit code a SpoolError should end a command with. */
