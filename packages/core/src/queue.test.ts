@@ -41,6 +41,20 @@ describe("resolveRoot", () => {
   ] as const)("%s", (_, flag, env, expected) => {
     expect(resolveRoot(flag, env)).toBe(expected)
   })
+
+  it("finds the queue root the working directory is in, itself or below it, as git finds its repository", async () => {
+    await using d = await tempDir()
+    const root = join(d.path, "q")
+    createQueue(root)
+    fs.mkdirSync(join(root, "error", "sub"))
+    expect(resolveRoot(undefined, {}, root)).toBe(root)
+    expect(resolveRoot(undefined, {}, join(root, "error"))).toBe(root)
+    expect(resolveRoot(undefined, {}, join(root, "error", "sub"))).toBe(root)
+    // Outside any root: ./spool of the working directory, as before.
+    expect(resolveRoot(undefined, {}, d.path)).toBe(join(d.path, "spool"))
+    // An explicit root still wins over the one the working directory is in.
+    expect(resolveRoot(undefined, { SPOOL_ROOT: "/env" }, root)).toBe("/env")
+  })
 })
 
 describe("openQueue", () => {

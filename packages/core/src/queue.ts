@@ -1,6 +1,6 @@
 import { CString, dlopen, FFIType, type Pointer, read, toArrayBuffer } from "bun:ffi"
 import fs from "node:fs"
-import { join, resolve } from "node:path"
+import { dirname, join, resolve } from "node:path"
 import { errnoOf, SpoolError } from "./errors.ts"
 import { type OpenDir, renameNoReplaceAt } from "./files.ts"
 import { alternateName, quoteName } from "./names.ts"
@@ -21,9 +21,31 @@ export interface Queue {
   readonly ledger: string
 }
 
-/** The queue root: `--root`, else `SPOOL_ROOT`, else `./spool`. */
-export function resolveRoot(flag: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
-  return resolve(flag ?? (env.SPOOL_ROOT || "spool"))
+/**
+ * The queue root: `--root`, else `SPOOL_ROOT`, else the queue root the working directory is in
+ * (itself or its nearest ancestor that holds inbox/, processing/, done/ and error/, the way git
+ * finds its repository), else `./spool`.
+ */
+export function resolveRoot(
+  flag: string | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+  cwd: string = process.cwd(),
+): string {
+  if (flag !== undefined) return resolve(cwd, flag)
+  if (env.SPOOL_ROOT) return resolve(cwd, env.SPOOL_ROOT)
+  return enclosingRoot(cwd) ?? resolve(cwd, "spool")
+}
+
+/** `dir` or its nearest ancestor that looks like a queue root (openQueue then checks it fully). */
+function enclosingRoot(dir: string): string | undefined {
+  for (let d = resolve(dir); ; d = dirname(d)) {
+    if (["inbox", "processing", "done", "error"].every((q) => isDirectory(join(d, q)))) return d
+    if (dirname(d) === d) return undefined
+  }
+}
+
+function isDirectory(path: string): boolean {
+  return fs.statSync(path, { throwIfNoEntry: false })?.isDirectory() === true
 }
 
 /** The paths of a queue root, without touching the filesystem. */
