@@ -4,7 +4,9 @@
 import { flag, text } from "./option.ts"
 
 /** `--root DIR`: the queue root. */
-export const root = text("DIR", "queue root", { fallback: "$SPOOL_ROOT, else ./spool" })
+export const root = text("DIR", "queue root", {
+  fallback: "$SPOOL_ROOT, else the root the working directory is in, else ./spool",
+})
 
 /** `--ledger URL`: a PostgreSQL ledger instead of the root's SQLite one. */
 export const ledger = text("URL", "a postgres:// ledger", {

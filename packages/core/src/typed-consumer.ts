@@ -59,7 +59,7 @@ export interface Delivery {
 
 /** What a typed consumer is told on either ledger: the queue, the message type and consume's settings. */
 export interface ConsumerOptions<T extends Message> {
-  /** Queue root; default `$SPOOL_ROOT`, else `./spool`. */
+  /** Queue root; default `$SPOOL_ROOT`, else the root the working directory is in, else `./spool`. */
   readonly root?: string
   /**
    * Your message type: an arktype type that includes spool's required fields, typically
