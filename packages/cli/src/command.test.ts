@@ -114,7 +114,9 @@ describe("helpText", () => {
       "-V, --version",
     ])
     expect(help).toMatch(/\n {2}--window DURATION +the window \(default: 24h\)\n/)
-    expect(help).toMatch(/\n {2}--root DIR +queue root \(default: \$SPOOL_ROOT, else \.\/spool\)\n/)
+    expect(help).toMatch(
+      /\n {2}--root DIR +queue root \(default: \$SPOOL_ROOT, else the enclosing queue root, else \.\/spool\)\n/,
+    )
   })
 
   it("starts with the usage and the summary and lists the arguments", () => {

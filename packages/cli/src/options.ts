@@ -5,7 +5,7 @@ import { flag, text } from "./option.ts"
 
 /** `--root DIR`: the queue root. */
 export const root = text("DIR", "queue root", {
-  fallback: "$SPOOL_ROOT, else the root the working directory is in, else ./spool",
+  fallback: "$SPOOL_ROOT, else the enclosing queue root, else ./spool",
 })
 
 /** `--ledger URL`: a PostgreSQL ledger instead of the root's SQLite one. */
