@@ -34,6 +34,13 @@ export type AnyEffect = Effect | PostgresEffect
  */
 export interface LedgerPort<E extends AnyEffect = never> {
   readonly backend: "sqlite" | "postgres"
+  /**
+   * Whether a commit that failed may still have committed: false where a failed transaction is
+   * known to have rolled back (SQLite, in this process), true where the connection can be cut
+   * after COMMIT was sent and only the server knows (PostgreSQL). Hand-back leaves an
+   * uncommitted file of such a ledger to recovery, which reads the claim's state.
+   */
+  readonly isFailedCommitInDoubt: boolean
   registerConsumer(owner: Owner, now: string): Awaitable<void>
   unregisterConsumer(ownerId: string): Awaitable<void>
   /** The consumers registered in this ledger (in this root, for PostgreSQL). */

@@ -42,6 +42,8 @@ type Tx = TransactionSQL
  */
 export class PostgresLedger implements LedgerPort<PostgresEffect> {
   readonly backend = "postgres" as const
+  /** A connection cut after COMMIT was sent leaves the outcome to the server. */
+  readonly isFailedCommitInDoubt = true
   readonly sql: SQL
   readonly url: string
   readonly rootId: string

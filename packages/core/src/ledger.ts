@@ -69,6 +69,8 @@ export type Effect = (outcome: AcceptedOutcome, db: Database) => void
 /** The SQLite ledger: one file next to the queue, WAL mode, short IMMEDIATE transactions. */
 export class Ledger implements LedgerPort<Effect> {
   readonly backend = "sqlite" as const
+  /** A failed transaction rolled back in this process: nothing of it is left to find out. */
+  readonly isFailedCommitInDoubt = false
   readonly db: Database
   readonly path: string
   #claimCounter = 0
