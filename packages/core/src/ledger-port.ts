@@ -75,6 +75,14 @@ export interface LedgerPort<E extends AnyEffect = never> {
   duplicateIds(): Iterable<string> | AsyncIterable<string>
   conflicts(): Iterable<ConflictRow> | AsyncIterable<ConflictRow>
   failureReason(file: string): Awaitable<string | undefined>
+  /** `failureReason` of every file this root has recorded in error/, in one read. */
+  failureReasons(): Awaitable<Map<string, string>>
+  /**
+   * Runs `fn` (which reads the ledger and writes the reports) under this root's report lock, so
+   * writers of one root's reports run one after the other and the last report written reflects
+   * every commit and move before it.
+   */
+  withReportLock<T>(fn: () => Promise<T>): Promise<T>
   orderProblems(): Awaitable<OrderProblem[]>
   compact(historyCutoff: string, keyCutoff: string | undefined, now: string): Awaitable<CompactSummary>
   /** The backend's integrity check of its storage, then spool's consistency checks (`verify`). */

@@ -383,6 +383,36 @@ export class Ledger implements LedgerPort<Effect> {
     return (this.#s.failureReason.get(file) as { reason: string } | null)?.reason
   }
 
+  /** The reason of the latest unreplayed failure of every file recorded in error/. */
+  failureReasons(): Map<string, string> {
+    const reasons = new Map<string, string>()
+    // By id: the latest failure recorded under a name is the one set last.
+    for (const r of this.#s.failureReasons.iterate() as IterableIterator<{ file: string; reason: string }>)
+      reasons.set(r.file, r.reason)
+    return reasons
+  }
+
+  /**
+   * Runs `fn` under the write lock (BEGIN IMMEDIATE), held across its awaits: no commit lands
+   * between its reads and its renames. Other writes of this process meanwhile join the
+   * transaction (as savepoints), so `fn` must not wait on them.
+   */
+  async withReportLock<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      this.db.exec("BEGIN IMMEDIATE")
+    } catch (error) {
+      throw asLedgerError(error, this.path)
+    }
+    try {
+      const result = await fn()
+      this.db.exec("COMMIT")
+      return result
+    } catch (error) {
+      if (this.db.inTransaction) this.db.exec("ROLLBACK")
+      throw asLedgerError(error, this.path)
+    }
+  }
+
   /** How many replays the ledger has logged under `file` (a bulk replay's --max-replays count). */
   replayCount(file: string): number {
     return (this.#s.replayCount.get(file) as { n: number }).n
