@@ -1,21 +1,15 @@
-import fs from "node:fs"
 import {
   type CommandSpec,
-  checkRootLedger,
   ExitCode,
   emptyStats,
-  Ledger,
+  type LedgerPort,
   type LedgerStats,
+  openExistingLedger,
   openQueue,
-  PostgresLedger,
   parseDuration,
-  type Queue,
-  readSharedStats,
-  readStats,
   redact,
   resolveLedgerUrl,
   resolveRoot,
-  rootId,
   runCommand,
   SpoolError,
   type StatsPeriod,
@@ -53,13 +47,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     const queue = openQueue(resolveRoot(v.root))
     const since = new Date(Date.now() - windowMs)
     const url = resolveLedgerUrl(v.ledger)
-    await checkRootLedger(queue, url)
-    const stats =
-      url !== undefined
-        ? await sharedStatsOf(queue, url, since)
-        : fs.existsSync(queue.ledger)
-          ? statsOf(queue.ledger, since)
-          : emptyStats(since)
+    const stats = await statsOf(await openExistingLedger(queue, { url, readonly: true }), since)
     if (v.json) {
       const out = { root: queue.root, window: { text: windowText, ms: windowMs }, ...stats }
       process.stdout.write(`${JSON.stringify(out, null, 2)}\n`)
@@ -70,21 +58,13 @@ export async function main(argv: readonly string[]): Promise<number> {
   })
 }
 
-async function sharedStatsOf(queue: Queue, url: string, since: Date): Promise<LedgerStats> {
-  const ledger = await PostgresLedger.open(url, rootId(queue), { migrate: false })
+/** The ledger's statistics, closing it; zeros where there is no ledger yet. */
+async function statsOf(ledger: LedgerPort | undefined, since: Date): Promise<LedgerStats> {
+  if (ledger === undefined) return emptyStats(since)
   try {
-    return await readSharedStats(ledger.sql, since)
+    return await ledger.stats(since)
   } finally {
     await ledger.close()
-  }
-}
-
-function statsOf(path: string, since: Date): LedgerStats {
-  const ledger = Ledger.open(path, { readonly: true })
-  try {
-    return readStats(ledger.db, since)
-  } finally {
-    ledger.close()
   }
 }
 

@@ -19,6 +19,7 @@ import { type PostgresEffect, PostgresLedger, redact } from "./ledger-postgres.t
 import type { LedgerCheck } from "./ledger-verify.ts"
 import type { Owner } from "./owner.ts"
 import type { Queue } from "./queue.ts"
+import type { LedgerStats } from "./stats.ts"
 
 type Awaitable<T> = T | Promise<T>
 
@@ -83,6 +84,8 @@ export interface LedgerPort<E extends AnyEffect = never> {
    * every commit and move before it.
    */
   withReportLock<T>(fn: () => Promise<T>): Promise<T>
+  /** The statistics of `stats`, read in one snapshot; the recent window starts at `since`. */
+  stats(since: Date): Awaitable<LedgerStats>
   orderProblems(): Awaitable<OrderProblem[]>
   compact(historyCutoff: string, keyCutoff: string | undefined, now: string): Awaitable<CompactSummary>
   /** The backend's integrity check of its storage, then spool's consistency checks (`verify`). */
@@ -125,11 +128,32 @@ export async function openLedger(queue: Queue, options: OpenLedgerOptions = {}):
   const url = options.url
   if (url === undefined) return openSqliteLedger(queue, options)
   const bound = await checkRootLedger(queue, url)
-  const ledger = await PostgresLedger.open(url, rootId(queue), { migrate: !options.readonly })
+  const id = options.readonly ? (readRootId(queue) ?? crypto.randomUUID()) : rootId(queue)
+  const ledger = await PostgresLedger.open(url, id, { migrate: !options.readonly })
   const b = bound?.binding
   if (!options.readonly && (bound?.isRecorded !== true || (b?.backend === "postgres" && b.ledgerId === undefined)))
     recordBinding(queue, { backend: "postgres", ledgerId: await ledger.ledgerId(), where: redact(url) }, ledger)
   return ledger
+}
+
+/**
+ * `openLedger` for a command that must create nothing where there is no ledger yet (stats, a
+ * dry run, a selection by failure reason): undefined when the root has none (no ROOT/ledger.db;
+ * a database spool has never set up), and then nothing is created, in the root or the database.
+ * The binding refusals apply as in openLedger.
+ */
+export async function openExistingLedger(
+  queue: Queue,
+  options: OpenLedgerOptions = {},
+): Promise<Ledger | PostgresLedger | undefined> {
+  const url = options.url
+  if (url === undefined) {
+    if (fs.existsSync(queue.ledger)) return openSqliteLedger(queue, options)
+    checkBinding(queue.root, readBinding(queue.root), undefined, undefined)
+    return undefined
+  }
+  await checkRootLedger(queue, url)
+  return (await PostgresLedger.isSetUp(url)) ? openLedger(queue, { ...options, url }) : undefined
 }
 
 /**
@@ -182,9 +206,8 @@ function recordBinding(queue: Queue, binding: Binding, ledger: Ledger | Postgres
 export function rootId(queue: Queue): string {
   const path = join(queue.root, rootIdFile)
   const read = () => fs.readFileSync(path, "utf8").trim()
-  try {
-    return read()
-  } catch {}
+  const found = readRootId(queue)
+  if (found !== undefined) return found
   // Beside the target, not in tmp/: a queue made by hand may have only the four directories.
   const tmp = join(queue.root, `${rootIdFile}.${process.pid}.${crypto.randomUUID()}.tmp`)
   fs.writeFileSync(tmp, `${crypto.randomUUID()}\n`, { mode: 0o644 })
@@ -194,4 +217,18 @@ export function rootId(queue: Queue): string {
     fs.rmSync(tmp, { force: true })
   }
   return read()
+}
+
+/**
+ * The root's id if it has one. A reader of a shared ledger does not create it: the id file
+ * counts as history (a root with one is taken for a PostgreSQL-bound root), and a root without
+ * one has written nothing to any shared ledger, so a new id, kept nowhere, finds all of its
+ * rows there: none.
+ */
+function readRootId(queue: Queue): string | undefined {
+  try {
+    return fs.readFileSync(join(queue.root, rootIdFile), "utf8").trim()
+  } catch {
+    return undefined
+  }
 }

@@ -4,7 +4,7 @@ import { SpoolError } from "./errors.ts"
 import type { LedgerPort } from "./ledger-port.ts"
 import { commitBatch } from "./ledger-postgres-commit.ts"
 import { asLedgerError, pgCode, redact } from "./ledger-postgres-errors.ts"
-import { ledgerIdOf, migrate } from "./ledger-postgres-schema.ts"
+import { ledgerIdOf, migrate, versionOf } from "./ledger-postgres-schema.ts"
 import {
   type AcceptedOutcome,
   type AdoptedRow,
@@ -23,6 +23,7 @@ import {
 } from "./ledger-types.ts"
 import { type LedgerCheck, verifyPostgres } from "./ledger-verify.ts"
 import type { Owner } from "./owner.ts"
+import { type LedgerStats, readSharedStats } from "./stats.ts"
 
 export { redact } from "./ledger-postgres-errors.ts"
 
@@ -70,6 +71,18 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
     return ledger
   }
 
+  /** Whether spool has set up a ledger in the database at `url` (read without creating or changing anything). */
+  static async isSetUp(url: string): Promise<boolean> {
+    const sql = new SQL({ url, max: 1, connectionTimeout: 10 })
+    try {
+      return (await versionOf(sql)) > 0
+    } catch (error) {
+      throw asLedgerError(error, url)
+    } finally {
+      await sql.close().catch(() => {})
+    }
+  }
+
   /**
    * The identity of the spool ledger at `url`, without creating or changing anything: its id,
    * undefined for a database spool has never migrated to version 3 (a new database, or one
@@ -92,11 +105,8 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
   }
 
   /** The schema version in the database (0 when spool has never run there). */
-  async version(): Promise<number> {
-    const [row] = await this.sql`SELECT to_regclass('spool_schema') IS NOT NULL AS present`
-    if (!row?.present) return 0
-    const [v] = await this.sql`SELECT COALESCE(MAX(version), 0)::int AS version FROM spool_schema`
-    return (v?.version as number) ?? 0
+  version(): Promise<number> {
+    return versionOf(this.sql)
   }
 
   /** Runs `fn` in a transaction, retrying it whole on deadlock or serialization failure. */
@@ -356,6 +366,14 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
     if (!row) return false
     await tx`UPDATE failures SET replayed_at = ${now} WHERE id = ${row.id}`
     return true
+  }
+
+  /**
+   * The statistics of `stats` (sql/stats.sql) over the whole ledger, every root's deliveries, as
+   * deduplication is the ledger's: in one repeatable-read snapshot.
+   */
+  stats(since: Date): Promise<LedgerStats> {
+    return readSharedStats(this.sql, since)
   }
 
   /** Runs order-check.sql exactly as checked in (the same file the sqlite3 shell runs). */

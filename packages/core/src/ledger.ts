@@ -26,6 +26,7 @@ import {
 } from "./ledger-types.ts"
 import { type LedgerCheck, verifySqlite } from "./ledger-verify.ts"
 import type { Owner } from "./owner.ts"
+import { type LedgerStats, readStats } from "./stats.ts"
 
 export { schemaVersion } from "./ledger-sqlite-schema.ts"
 export type {
@@ -411,6 +412,11 @@ export class Ledger implements LedgerPort<Effect> {
       if (this.db.inTransaction) this.db.exec("ROLLBACK")
       throw asLedgerError(error, this.path)
     }
+  }
+
+  /** The statistics of `stats` (sql/stats.sql), in one read transaction. */
+  stats(since: Date): LedgerStats {
+    return readStats(this.db, since)
   }
 
   /** How many replays the ledger has logged under `file` (a bulk replay's --max-replays count). */
