@@ -30,6 +30,7 @@ export type {
   LedgerOptions,
   OrderProblem,
   Outcome,
+  ReplayRecord,
   Verdict,
 } from "./ledger.ts"
 export { Ledger, schemaVersion } from "./ledger.ts"

@@ -12,6 +12,7 @@ import {
   Ledger,
   type OrderProblem,
   type Outcome,
+  type ReplayRecord,
   type Verdict,
 } from "./ledger.ts"
 import { rootIdFile } from "./ledger-files.ts"
@@ -78,6 +79,18 @@ export interface LedgerPort<E extends AnyEffect = never> {
   failureReason(file: string): Awaitable<string | undefined>
   /** `failureReason` of every file this root has recorded in error/, in one read. */
   failureReasons(): Awaitable<Map<string, string>>
+  /** How many replays this root has logged under `file` (a bulk replay's --max-replays count). */
+  replayCount(file: string): Awaitable<number>
+  /** Marks the latest unreplayed failure record of `file` replayed and logs the replay; false when it had none. */
+  markReplayed(file: string, now: string): Awaitable<boolean>
+  /**
+   * The ledger's half of a replay, around its move: in one transaction, serialized with every
+   * other replay of `file` in this root, refused (`too-often`, nothing written) when `maxReplays`
+   * replays of it are logged already, else `markReplayed` and then `move` (the file's rename).
+   * A `move` that throws rolls the mark back; a crash after it leaves the file in inbox/ with
+   * its record unmarked, so the message is consumed again, never lost.
+   */
+  recordReplay(file: string, now: string, move: () => void, maxReplays?: number): Awaitable<ReplayRecord>
   /**
    * Runs `fn` (which reads the ledger and writes the reports) under this root's report lock, so
    * writers of one root's reports run one after the other and the last report written reflects

@@ -17,6 +17,7 @@ import {
   type Outcome,
   type RawClaimRow,
   type RawOwner,
+  type ReplayRecord,
   toClaimRow,
   toOwner,
   type Verdict,
@@ -352,20 +353,34 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
   }
 
   /** How many replays of `file` this root has logged (a bulk replay's --max-replays count). */
-  async replayCount(file: string, tx: SQL = this.sql): Promise<number> {
-    const [row] = await tx`SELECT COUNT(*)::int AS n FROM replays WHERE root_id = ${this.rootId} AND file = ${file}`
-    return row.n as number
+  replayCount(file: string): Promise<number> {
+    return replaysOf(this.sql, this.rootId, file)
   }
 
   /** Marks the failure record of a file replayed from error/ and logs the replay. */
-  async markReplayed(file: string, now: string, tx: SQL = this.sql): Promise<boolean> {
-    const [row] = await tx`
-      SELECT id FROM failures WHERE root_id = ${this.rootId} AND file = ${file} AND replayed_at IS NULL
-      ORDER BY id DESC LIMIT 1 FOR UPDATE`
-    await tx`INSERT INTO replays (root_id, file, failure_id, replayed_at) VALUES (${this.rootId}, ${file}, ${row?.id ?? null}, ${now})`
-    if (!row) return false
-    await tx`UPDATE failures SET replayed_at = ${now} WHERE id = ${row.id}`
-    return true
+  markReplayed(file: string, now: string): Promise<boolean> {
+    return this.transaction((tx) => markFailure(tx, this.rootId, file, now))
+  }
+
+  /**
+   * A replay's ledger half around its move (see LedgerPort), under a transaction-scoped
+   * advisory lock on this root's file name, so two hosts replaying the same file at once cannot
+   * both pass the limit (there may be no failure row to lock).
+   */
+  recordReplay(
+    file: string,
+    now: string,
+    move: () => void,
+    maxReplays = Number.POSITIVE_INFINITY,
+  ): Promise<ReplayRecord> {
+    return this.transaction(async (tx): Promise<ReplayRecord> => {
+      await tx`SELECT pg_advisory_xact_lock(hashtext(${`spool-replay:${this.rootId}:${file}`}))`
+      const count = await replaysOf(tx, this.rootId, file)
+      if (count >= maxReplays) return { kind: "too-often", count }
+      const isRecordMarked = await markFailure(tx, this.rootId, file, now)
+      move()
+      return { kind: "replayed", isRecordMarked }
+    })
   }
 
   /**
@@ -424,6 +439,22 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
 }
 
 const rollback = new Error("roll back the dry run")
+
+async function replaysOf(sql: SQL, rootId: string, file: string): Promise<number> {
+  const [row] = await sql`SELECT COUNT(*)::int AS n FROM replays WHERE root_id = ${rootId} AND file = ${file}`
+  return row.n as number
+}
+
+/** Marks the latest unreplayed failure of `file` replayed and logs the replay, in the caller's transaction. */
+async function markFailure(tx: SQL, rootId: string, file: string, now: string): Promise<boolean> {
+  const [row] = await tx`
+    SELECT id FROM failures WHERE root_id = ${rootId} AND file = ${file} AND replayed_at IS NULL
+    ORDER BY id DESC LIMIT 1 FOR UPDATE`
+  await tx`INSERT INTO replays (root_id, file, failure_id, replayed_at) VALUES (${rootId}, ${file}, ${row?.id ?? null}, ${now})`
+  if (!row) return false
+  await tx`UPDATE failures SET replayed_at = ${now} WHERE id = ${row.id}`
+  return true
+}
 
 /** compact's statements, in the caller's transaction (or savepoint). */
 async function prune(

@@ -20,6 +20,7 @@ import {
   type Outcome,
   type RawClaimRow,
   type RawOwner,
+  type ReplayRecord,
   toClaimRow,
   toOwner,
   type Verdict,
@@ -40,6 +41,7 @@ export type {
   Outcome,
   RawClaimRow,
   RawOwner,
+  ReplayRecord,
   Verdict,
 } from "./ledger-types.ts"
 export { adopted, toClaimRow, toOwner } from "./ledger-types.ts"
@@ -432,6 +434,20 @@ export class Ledger implements LedgerPort<Effect> {
       if (row === null) return false
       this.#s.markReplayed.run(now, row.id)
       return true
+    })
+  }
+
+  /**
+   * A replay's ledger half around its move (see LedgerPort). The write lock, taken up front,
+   * serializes it with every other replay, so two bulk replays cannot both pass the limit.
+   */
+  recordReplay(file: string, now: string, move: () => void, maxReplays = Number.POSITIVE_INFINITY): ReplayRecord {
+    return this.transaction((): ReplayRecord => {
+      const count = this.replayCount(file)
+      if (count >= maxReplays) return { kind: "too-often", count }
+      const isRecordMarked = this.markReplayed(file, now)
+      move()
+      return { kind: "replayed", isRecordMarked }
     })
   }
 
