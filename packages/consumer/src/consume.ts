@@ -10,6 +10,7 @@ import {
   isMessageName,
   type LogFormat,
   type LogLevel,
+  openExistingLedger,
   openLedger,
   openQueue,
   parseBytes,
@@ -124,9 +125,9 @@ export async function main(argv: readonly string[]): Promise<number> {
       const code = await runWorkers(concurrency, argv, log)
       // Each worker wrote reports when it ended, and two such atomic rewrites can land out of
       // order; one more, after all of them, is sure to reflect the whole ledger.
-      if (ledgerUrl === undefined && !fs.existsSync(queue.ledger)) return code
       try {
-        const ledger = await openLedger(queue, opening)
+        const ledger = await openExistingLedger(queue, opening)
+        if (ledger === undefined) return code
         try {
           await writeReports(queue, ledger)
         } finally {
