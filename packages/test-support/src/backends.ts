@@ -24,7 +24,9 @@ export interface BackendQueue extends AsyncDisposable {
   readonly root: string
   /** The PostgreSQL ledger's URL; undefined on SQLite. */
   readonly url: string | undefined
-  /** What selects this queue and its ledger on a command line: `--root ROOT`, and `--ledger URL` on PostgreSQL. */
+  /** What selects the ledger on a command line: `--ledger URL` on PostgreSQL, nothing on SQLite. */
+  readonly ledgerArgs: readonly string[]
+  /** What selects this queue and its ledger on a command line: `--root ROOT`, then `ledgerArgs`. */
   readonly args: readonly string[]
   /** What selects the ledger for a command given no --ledger: SPOOL_LEDGER_URL (empty on SQLite). */
   readonly env: Readonly<Record<string, string>>
@@ -36,6 +38,8 @@ export interface BackendQueue extends AsyncDisposable {
   rows(query: string, params?: readonly SqlValue[]): Promise<Record<string, unknown>[]>
   /** Runs one statement on the ledger; `?` marks each parameter. */
   exec(statement: string, params?: readonly SqlValue[]): Promise<void>
+  /** The tables in the ledger (none: no ledger was created). */
+  tables(): Promise<string[]>
   /** Inserts a row as this root's: on PostgreSQL, with the root's id in a table that has one. */
   insert(table: string, row: Readonly<Record<string, SqlValue>>): Promise<void>
   /** The queue's end state (see `endState`). */
@@ -97,12 +101,14 @@ function backendQueue(
   url: string | undefined,
   dispose: () => PromiseLike<void>,
 ): BackendQueue {
-  const args = ["--root", root, ...(url === undefined ? [] : ["--ledger", url])]
+  const ledgerArgs = url === undefined ? [] : ["--ledger", url]
+  const args = ["--root", root, ...ledgerArgs]
   const ledger = url === undefined ? sqliteRows(join(root, "ledger.db")) : postgresRows(url, root)
   return {
     backend,
     root,
     url,
+    ledgerArgs,
     args,
     env: { SPOOL_LEDGER_URL: url ?? "" },
     put(name, content) {
@@ -130,7 +136,7 @@ function backendQueue(
   }
 }
 
-type LedgerRowsAccess = Pick<BackendQueue, "rows" | "exec" | "insert">
+type LedgerRowsAccess = Pick<BackendQueue, "rows" | "exec" | "insert" | "tables">
 
 function sqliteRows(path: string): LedgerRowsAccess {
   const withDb = <T>(fn: (db: Database) => T, readonly = false): T => {
@@ -147,6 +153,18 @@ function sqliteRows(path: string): LedgerRowsAccess {
     exec: async (statement, params = []) => {
       withDb((db) => db.run(statement, [...params]))
     },
+    tables: async () =>
+      fs.existsSync(path)
+        ? withDb(
+            (db) =>
+              (
+                db.query("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all() as {
+                  name: string
+                }[]
+              ).map((r) => r.name),
+            true,
+          )
+        : [],
     insert: async (table, row) => {
       const columns = Object.keys(row)
       withDb((db) =>
@@ -181,6 +199,10 @@ function postgresRows(url: string, root: string): LedgerRowsAccess {
     exec: async (statement, params = []) => {
       await rows(statement, params)
     },
+    tables: async () =>
+      (await rows("SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename")).map((r) =>
+        String(r.tablename),
+      ),
     insert: async (table, row) => {
       const [has] = await rows(
         "SELECT count(*)::int AS n FROM information_schema.columns WHERE table_name = ? AND column_name = 'root_id'",
