@@ -1,93 +1,30 @@
-import { Database } from "bun:sqlite"
+// `bun run compact` end to end on both ledgers, from one matrix: the real commands as processes,
+// on queues whose ledger rows and done/ files are aged by hand. Then what only a shared
+// PostgreSQL ledger has: several roots pruned at once.
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import { list, pgUnavailable, run, snapshot, spool, tempDatabase, tempQueue } from "@spool/test-support"
+import { redact } from "@spool/core"
+import { type BackendQueue, ledgerBackends, list, run, spool, tempDatabase, tempQueue } from "@spool/test-support"
 import { SQL } from "bun"
 
 const compact = (args: string[]) => run(["bun", "run", "--silent", "compact", ...args])
 const day = 86_400_000
 
-/** Consumes `files`, then ages everything (ledger times and done/ mtimes) by `days`. */
-async function consumedAndAged(root: string, days: number) {
-  expect((await spool("consume", ["--root", root])).exitCode).toBe(0)
+/** Consumes the queue, then ages everything (ledger times and done/ mtimes) by `days`. */
+async function consumedAndAged(q: BackendQueue, days: number) {
+  expect((await q.command("consume")).exitCode).toBe(0)
   const past = new Date(Date.now() - days * day).toISOString()
-  const db = new Database(join(root, "ledger.db"))
-  db.run("UPDATE processed SET processed_at = ?", [past])
-  db.run("UPDATE duplicates SET seen_at = ?", [past])
-  db.close()
+  await q.exec("UPDATE processed SET processed_at = ?", [past])
+  await q.exec("UPDATE duplicates SET seen_at = ?", [past])
   const t = new Date(Date.now() - days * day)
-  for (const n of list(join(root, "done"))) fs.utimesSync(join(root, "done", n), t, t)
+  for (const n of list(join(q.root, "done"))) fs.utimesSync(join(q.root, "done", n), t, t)
 }
 
+/** What compact's summary line ends with: on PostgreSQL, which ledger it pruned (every root's rows). */
+const whereOf = (q: BackendQueue) => (q.url === undefined ? "" : ` in ${redact(q.url)} (every root)`)
+
 const msg = (id: string, seq: number) => ({ msg_id: id, order_no: "O-1", seq, amount: seq })
-
-describe("compact", () => {
-  it("archives old done/ files and forgets old history, but keeps every idempotency key without --horizon", async () => {
-    await using q = await tempQueue({ seed: { "a.json": msg("a", 1), "b.json": msg("b", 2), "a2.json": msg("a", 1) } })
-    await consumedAndAged(q.root, 100)
-    const r = await compact(["--root", q.root, "--older-than", "90d"])
-    expect(r.stdout).toBe(
-      "compact: removed 3 done/ file(s) (archived), 1 duplicate record(s), 0 replayed failure(s), 0 replay record(s), 0 idempotency key(s)\n",
-    )
-    expect(r.exitCode).toBe(0)
-    expect(list(join(q.root, "done"))).toEqual([])
-    const archived = list(join(q.root, "archive"))
-    expect(archived).toHaveLength(1)
-    expect(list(join(q.root, "archive", archived[0] as string))).toEqual(["a.json", "a2.json", "b.json"])
-    // The keys are still there: a redelivery is still a duplicate.
-    q.put("a3.json", msg("a", 1))
-    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
-    const s = snapshot(q.root)
-    expect(Object.keys(s.done)).toEqual(["a3.json"])
-    expect(s.duplicates).toEqual([expect.objectContaining({ msg_id: "a", file: "a3.json" })])
-  })
-
-  it("changes nothing with --dry-run but reports the same counts", async () => {
-    await using q = await tempQueue({ seed: { "a.json": msg("a", 1), "a2.json": msg("a", 1) } })
-    await consumedAndAged(q.root, 100)
-    const before = snapshot(q.root)
-    const r = await compact(["--root", q.root, "--older-than", "90d", "--horizon", "90d", "--dry-run"])
-    expect(r.stdout).toBe(
-      "compact: would remove 2 done/ file(s) (archived), 1 duplicate record(s), 0 replayed failure(s), 0 replay record(s), 1 idempotency key(s)\n",
-    )
-    expect(r.exitCode).toBe(0)
-    expect(snapshot(q.root)).toEqual(before)
-  })
-
-  it("prunes keys past the horizon and sends a redelivery of a pruned message to error/ as beyond-horizon", async () => {
-    await using q = await tempQueue({ seed: { "a.json": msg("a", 1), "b.json": msg("b", 2) } })
-    await consumedAndAged(q.root, 400)
-    const r = await compact(["--root", q.root, "--older-than", "30d", "--horizon", "365d", "--delete"])
-    expect(r.stdout).toContain("2 idempotency key(s)")
-    expect(r.exitCode).toBe(0)
-    expect(list(join(q.root, "done"))).toEqual([])
-    q.put("a-again.json", msg("a", 1))
-    q.put("c-new.json", msg("c", 3))
-    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
-    const s = snapshot(q.root)
-    expect(s.failures).toEqual([{ file: "a-again.json", original: "a-again.json", reason: "beyond-horizon" }])
-    expect(s.processed.map((p) => (p as { msg_id: string }).msg_id)).toEqual(["c"])
-    expect(s.errorCsv).toBe("file,reason\na-again.json,beyond-horizon\n")
-    // order-check knows seqs 1..2 were pruned, not missing.
-    const oc = await spool("order-check", ["--root", q.root])
-    expect(oc.stdout).toBe("OK\n")
-    expect(oc.exitCode).toBe(0)
-  })
-
-  it("refuses a horizon shorter than the file age and a missing --older-than, changing nothing", async () => {
-    await using q = await tempQueue({ seed: { "a.json": msg("a", 1) } })
-    await consumedAndAged(q.root, 100)
-    const before = snapshot(q.root)
-    const r1 = await compact(["--root", q.root, "--older-than", "90d", "--horizon", "30d"])
-    expect(r1.stderr).toContain("--horizon must be at least --older-than")
-    expect(r1.exitCode).toBe(2)
-    const r2 = await compact(["--root", q.root])
-    expect(r2.stderr).toContain("--older-than is required")
-    expect(r2.exitCode).toBe(2)
-    expect(snapshot(q.root)).toEqual(before)
-  })
-})
 
 /** Every file under `dir` (recursively) with its mtime and a hash of its bytes: any change shows. */
 function tree(dir: string): Record<string, string> {
@@ -99,33 +36,145 @@ function tree(dir: string): Record<string, string> {
   return out
 }
 
-describe("compact given a duration without a unit", () => {
-  it.each([
-    [["--older-than", "90", "--horizon", "365"], "--older-than", "90", "90d"],
-    [["--older-than", "90d", "--horizon", "365"], "--horizon", "365", "365d"],
-    [["--older-than", "0"], "--older-than", "0", "90d"],
-  ])("refuses %p with exit 2 and a message naming the units, changing nothing", async (args, flag, text, example) => {
-    await using q = await tempQueue({ seed: { "a.json": msg("a", 1), "a2.json": msg("a", 1), "b.json": msg("b", 2) } })
-    // Old enough that both readings of the number, as seconds or as days, would archive and prune.
-    await consumedAndAged(q.root, 400)
-    const before = tree(q.root)
-    expect(Object.keys(before)).toContain("ledger.db")
-    const r = await compact(["--root", q.root, ...args])
-    expect(r.stdout).toBe("")
-    expect(r.stderr).toBe(
-      `compact: ${flag} takes a duration with a unit (ms, s, m, h, d), such as ${example}; "${text}" has none\n`,
+const backends = await ledgerBackends()
+
+for (const backend of backends)
+  (backend.skip ? describe.skip : describe)(`compact on ${backend.name}`, () => {
+    it.each([
+      [["--older-than", "90", "--horizon", "365"], "--older-than", "90", "90d"],
+      [["--older-than", "90d", "--horizon", "365"], "--horizon", "365", "365d"],
+      [["--older-than", "0"], "--older-than", "0", "90d"],
+    ])(
+      "refuses %p, a duration without a unit, with exit 2 and the units, changing nothing",
+      async (args, flag, text, example) => {
+        await using q = await backend.queue({
+          seed: { "a.json": msg("a", 1), "a2.json": msg("a", 1), "b.json": msg("b", 2) },
+        })
+        // Old enough that both readings of the number, as seconds or as days, would archive and prune.
+        await consumedAndAged(q, 400)
+        const before = tree(q.root)
+        const rows = await q.rows("SELECT msg_id FROM processed ORDER BY msg_id")
+        const r = await q.command("compact", args)
+        expect(r.stdout).toBe("")
+        expect(r.stderr).toBe(
+          `compact: ${flag} takes a duration with a unit (ms, s, m, h, d), such as ${example}; "${text}" has none\n`,
+        )
+        expect(r.exitCode).toBe(2)
+        expect(tree(q.root)).toEqual(before)
+        expect(await q.rows("SELECT msg_id FROM processed ORDER BY msg_id")).toEqual(rows)
+      },
     )
+
+    it("archives old done/ files and forgets old history, but keeps every idempotency key without --horizon", async () => {
+      await using q = await backend.queue({
+        seed: { "a.json": msg("a", 1), "b.json": msg("b", 2), "a2.json": msg("a", 1) },
+      })
+      await consumedAndAged(q, 100)
+      const r = await q.command("compact", ["--older-than", "90d"])
+      expect(r.stdout).toBe(
+        `compact: removed 3 done/ file(s) (archived), 1 duplicate record(s), 0 replayed failure(s), 0 replay record(s), 0 idempotency key(s)${whereOf(q)}\n`,
+      )
+      expect(r.exitCode).toBe(0)
+      expect(list(join(q.root, "done"))).toEqual([])
+      const archived = list(join(q.root, "archive"))
+      expect(archived).toHaveLength(1)
+      expect(list(join(q.root, "archive", archived[0] as string))).toEqual(["a.json", "a2.json", "b.json"])
+      // The keys are still there: a redelivery is still a duplicate.
+      q.put("a3.json", msg("a", 1))
+      expect((await q.command("consume")).exitCode).toBe(0)
+      const s = await q.snapshot()
+      expect(Object.keys(s.done)).toEqual(["a3.json"])
+      expect(s.duplicates).toEqual([expect.objectContaining({ msg_id: "a", file: "a3.json" })])
+    })
+
+    it("forgets replayed failures and replay records of that age, and keeps the open ones", async () => {
+      await using q = await backend.queue({ seed: { "bad.json": "{not json", "worse.json": "{nor this" } })
+      expect((await q.command("consume")).exitCode).toBe(0)
+      expect((await q.command("replay", ["bad.json"])).exitCode).toBe(0)
+      const past = new Date(Date.now() - 100 * day).toISOString()
+      await q.exec("UPDATE failures SET failed_at = ?", [past])
+      await q.exec("UPDATE failures SET replayed_at = ? WHERE replayed_at IS NOT NULL", [past])
+      await q.exec("UPDATE replays SET replayed_at = ?", [past])
+      const r = await q.command("compact", ["--older-than", "90d"])
+      expect(r.stdout).toBe(
+        `compact: removed 0 done/ file(s) (archived), 0 duplicate record(s), 1 replayed failure(s), 1 replay record(s), 0 idempotency key(s)${whereOf(q)}\n`,
+      )
+      expect(r.exitCode).toBe(0)
+      expect(await q.rows("SELECT file, reason FROM failures")).toEqual([{ file: "worse.json", reason: "parse" }])
+      expect(await q.rows("SELECT file FROM replays")).toEqual([])
+    })
+
+    it("changes nothing with --dry-run but reports the same counts", async () => {
+      await using q = await backend.queue({ seed: { "a.json": msg("a", 1), "a2.json": msg("a", 1) } })
+      await consumedAndAged(q, 100)
+      const before = await q.snapshot()
+      const r = await q.command("compact", ["--older-than", "90d", "--horizon", "90d", "--dry-run"])
+      expect(r.stdout).toBe(
+        `compact: would remove 2 done/ file(s) (archived), 1 duplicate record(s), 0 replayed failure(s), 0 replay record(s), 1 idempotency key(s)${whereOf(q)}\n`,
+      )
+      expect(r.exitCode).toBe(0)
+      expect(await q.snapshot()).toEqual(before)
+      expect(await q.rows("SELECT order_no FROM horizon")).toEqual([])
+    })
+
+    it("prunes keys past the horizon and sends a redelivery of a pruned message to error/ as beyond-horizon", async () => {
+      await using q = await backend.queue({ seed: { "a.json": msg("a", 1), "b.json": msg("b", 2) } })
+      await consumedAndAged(q, 400)
+      const r = await q.command("compact", ["--older-than", "30d", "--horizon", "365d", "--delete"])
+      expect(r.stdout).toContain("2 idempotency key(s)")
+      expect(r.exitCode).toBe(0)
+      expect(list(join(q.root, "done"))).toEqual([])
+      q.put("a-again.json", msg("a", 1))
+      q.put("c-new.json", msg("c", 3))
+      expect((await q.command("consume")).exitCode).toBe(0)
+      const s = await q.snapshot()
+      expect(s.failures).toEqual([{ file: "a-again.json", original: "a-again.json", reason: "beyond-horizon" }])
+      expect(s.processed.map((p) => (p as { msg_id: string }).msg_id)).toEqual(["c"])
+      expect(s.errorCsv).toBe("file,reason\na-again.json,beyond-horizon\n")
+      // order-check knows seqs 1..2 were pruned, not missing.
+      const oc = await q.command("order-check")
+      expect(oc.stdout).toBe("OK\n")
+      expect(oc.exitCode).toBe(0)
+    })
+
+    it("refuses a horizon shorter than the file age and a missing --older-than, changing nothing", async () => {
+      await using q = await backend.queue({ seed: { "a.json": msg("a", 1) } })
+      await consumedAndAged(q, 100)
+      const before = await q.snapshot()
+      const r1 = await q.command("compact", ["--older-than", "90d", "--horizon", "30d"])
+      expect(r1.stderr).toContain("--horizon must be at least --older-than")
+      expect(r1.exitCode).toBe(2)
+      const r2 = await q.command("compact")
+      expect(r2.stderr).toContain("--older-than is required")
+      expect(r2.exitCode).toBe(2)
+      expect(await q.snapshot()).toEqual(before)
+    })
+  })
+
+describe("compact --ledger", () => {
+  it("refuses a PostgreSQL URL for a root bound to its SQLite ledger, and archives nothing", async () => {
+    await using q = await tempQueue({ seed: { "a.json": msg("a", 1) } })
+    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+    const t = new Date(Date.now() - 100 * day)
+    fs.utimesSync(join(q.root, "done", "a.json"), t, t)
+    const r = await compact(["--root", q.root, "--ledger", "postgres://nobody@127.0.0.1:1/none", "--older-than", "90d"])
+    expect(r.stderr).toContain("is bound to its SQLite ledger")
     expect(r.exitCode).toBe(2)
-    expect(tree(q.root)).toEqual(before)
-    expect(list(join(q.root, "done"))).toEqual(["a.json", "a2.json", "b.json"])
+    expect(list(join(q.root, "done"))).toEqual(["a.json"])
+  })
+
+  it("says which ledger it could not open", async () => {
+    await using q = await tempQueue({ seed: { "a.json": msg("a", 1) } })
+    const r = await compact(["--root", q.root, "--ledger", "postgres://nobody@127.0.0.1:1/none", "--older-than", "90d"])
+    expect(r.stderr).toContain("127.0.0.1:1")
+    expect(r.exitCode).toBe(3)
   })
 })
 
-const pgSkip = await pgUnavailable()
-if (pgSkip) console.warn(pgSkip)
+const pgSkip = backends.find((b) => b.name === "PostgreSQL")?.skip
 
-;(pgSkip ? describe.skip : describe)("compact --ledger (PostgreSQL)", () => {
-  it("prunes every root's history and keys past the horizon; --dry-run changes nothing; a pruned redelivery is beyond-horizon", async () => {
+;(pgSkip ? describe.skip : describe)("compact on a PostgreSQL ledger shared by several roots", () => {
+  it("prunes every root's history and keys past the horizon, and only this root's done/ files", async () => {
     await using db = await tempDatabase()
     await using a = await tempQueue({ seed: { "a.json": msg("a", 1), "a2.json": msg("a", 1), "b.json": msg("b", 2) } })
     await using other = await tempQueue({ seed: { "x.json": { ...msg("x", 1), order_no: "O-2" } } })
@@ -173,21 +222,5 @@ if (pgSkip) console.warn(pgSkip)
     } finally {
       await sql.close()
     }
-  })
-
-  it("refuses a PostgreSQL URL for a root bound to its SQLite ledger, and archives nothing", async () => {
-    await using q = await tempQueue({ seed: { "a.json": msg("a", 1) } })
-    await consumedAndAged(q.root, 100)
-    const r = await compact(["--root", q.root, "--ledger", "postgres://nobody@127.0.0.1:1/none", "--older-than", "90d"])
-    expect(r.stderr).toContain("is bound to its SQLite ledger")
-    expect(r.exitCode).toBe(2)
-    expect(list(join(q.root, "done"))).toEqual(["a.json"])
-  })
-
-  it("says which ledger it could not open", async () => {
-    await using q = await tempQueue({ seed: { "a.json": msg("a", 1) } })
-    const r = await compact(["--root", q.root, "--ledger", "postgres://nobody@127.0.0.1:1/none", "--older-than", "90d"])
-    expect(r.stderr).toContain("127.0.0.1:1")
-    expect(r.exitCode).toBe(3)
   })
 })

@@ -1,17 +1,12 @@
 // The library API end to end, on both ledgers: the balances app (createConsumer on SQLite,
 // createPostgresConsumer on PostgreSQL) as a real process, and the consume command after it.
 // The PostgreSQL half is skipped, with the reason printed, when no server answers.
-import { Database } from "bun:sqlite"
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import { list, pgUnavailable, type RunResult, run, spool, tempDatabase, tempQueue } from "@spool/test-support"
-import { SQL } from "bun"
+import { type BackendQueue, ledgerBackends, list, run } from "@spool/test-support"
 
 const apps = join(import.meta.dir, "apps")
-
-const pgSkip = await pgUnavailable()
-if (pgSkip) console.warn(pgSkip)
 
 function payments() {
   const files: Record<string, object> = {}
@@ -36,66 +31,14 @@ function payments() {
   return { files, expected }
 }
 
-/** A seeded queue whose ledger is on one backend, the balances app for it, and that ledger's rows. */
-interface Setup extends AsyncDisposable {
-  readonly root: string
-  /** Runs the balances app on the queue. */
-  app(env?: Record<string, string>): Promise<RunResult>
-  /** Runs the consume command on the queue, with the same ledger. */
-  consume(): Promise<RunResult>
-  /** The rows a query (in SQL both backends read alike) returns from the ledger's database. */
-  rows(query: string): Promise<unknown[]>
-}
+/** The balances app of each backend: createConsumer on SQLite, createPostgresConsumer on PostgreSQL. */
+const appOf = { SQLite: "balances.ts", PostgreSQL: "balances-postgres.ts" } as const
 
-async function onSqlite(files: Record<string, object>): Promise<Setup> {
-  const q = await tempQueue({ seed: files })
-  const env = { SPOOL_LEDGER_URL: "" }
-  return {
-    root: q.root,
-    app: (extra = {}) => run(["bun", join(apps, "balances.ts"), q.root], { env: { ...env, ...extra } }),
-    consume: () => spool("consume", ["--root", q.root], env),
-    async rows(query) {
-      const db = new Database(join(q.root, "ledger.db"), { readonly: true })
-      try {
-        return db.query(query).all()
-      } finally {
-        db.close()
-      }
-    },
-    [Symbol.asyncDispose]: q[Symbol.asyncDispose],
-  }
-}
+/** Runs the balances app on the queue; it finds its ledger as the commands do, in SPOOL_LEDGER_URL. */
+const app = (q: BackendQueue, env: Record<string, string> = {}) =>
+  run(["bun", join(apps, appOf[q.backend]), q.root], { env: { ...q.env, ...env } })
 
-async function onPostgres(files: Record<string, object>): Promise<Setup> {
-  const db = await tempDatabase()
-  const q = await tempQueue({ seed: files })
-  return {
-    root: q.root,
-    // The app finds its ledger as the commands do: in SPOOL_LEDGER_URL.
-    app: (extra = {}) =>
-      run(["bun", join(apps, "balances-postgres.ts"), q.root], { env: { SPOOL_LEDGER_URL: db.url, ...extra } }),
-    consume: () => spool("consume", ["--root", q.root, "--ledger", db.url], { SPOOL_LEDGER_URL: "" }),
-    async rows(query) {
-      const sql = new SQL({ url: db.url, max: 1 })
-      try {
-        return [...(await sql.unsafe(query))]
-      } finally {
-        await sql.close()
-      }
-    },
-    async [Symbol.asyncDispose]() {
-      await q[Symbol.asyncDispose]()
-      await db[Symbol.asyncDispose]()
-    },
-  }
-}
-
-const backends = [
-  { name: "SQLite", open: onSqlite, skip: undefined },
-  { name: "PostgreSQL", open: onPostgres, skip: pgSkip },
-] as const
-
-async function balances(s: Setup): Promise<Map<string, number>> {
+async function balances(s: BackendQueue): Promise<Map<string, number>> {
   const rows = (await s.rows("SELECT order_no, CAST(cents AS INTEGER) AS cents FROM balances")) as {
     order_no: string
     cents: number
@@ -103,16 +46,16 @@ async function balances(s: Setup): Promise<Map<string, number>> {
   return new Map(rows.map((r) => [r.order_no, r.cents]))
 }
 
-const failures = (s: Setup) => s.rows("SELECT file, reason FROM failures ORDER BY file")
+const failures = (s: BackendQueue) => s.rows("SELECT file, reason FROM failures ORDER BY file")
 
-for (const backend of backends)
+for (const backend of await ledgerBackends())
   (backend.skip ? describe.skip : describe)(
     `the library API on ${backend.name} (a typed message and a handler in the commit transaction)`,
     () => {
       it("applies each payment exactly once, in the same transaction as its processed row", async () => {
         const { files, expected } = payments()
-        await using s = await backend.open(files)
-        const r = await s.app()
+        await using s = await backend.queue({ seed: files })
+        const r = await app(s)
         expect(r.stderr).toBe("")
         expect(r.exitCode).toBe(0)
         expect(JSON.parse(r.stdout)).toMatchObject({ processed: 40, duplicates: 2, rejected: 2 })
@@ -135,8 +78,8 @@ for (const backend of backends)
           "x-refund.json": files["x-refund.json"] as object,
           "p-003.json": files["p-003.json"] as object,
         }
-        await using s = await backend.open(batch)
-        const r = await s.app()
+        await using s = await backend.queue({ seed: batch })
+        const r = await app(s)
         expect(r.stderr).toBe("")
         expect(r.exitCode).toBe(0)
         expect(JSON.parse(r.stdout)).toMatchObject({ processed: 3, duplicates: 0, rejected: 1 })
@@ -159,10 +102,10 @@ for (const backend of backends)
 
       it("records into its ledger: a redelivery consumed by the consume command is a duplicate, applied once", async () => {
         const { files, expected } = payments()
-        await using s = await backend.open(files)
-        expect((await s.app()).exitCode).toBe(0)
+        await using s = await backend.queue({ seed: files })
+        expect((await app(s)).exitCode).toBe(0)
         fs.copyFileSync(join(s.root, "done", "p-005.json"), join(s.root, "inbox", "p-005-again.json"))
-        const r = await s.consume()
+        const r = await s.command("consume")
         expect(r.stderr).toContain("processed=0 duplicates=1")
         expect(r.exitCode).toBe(0)
         expect(list(join(s.root, "done"))).toContain("p-005-again.json")
@@ -171,12 +114,12 @@ for (const backend of backends)
 
       it("never applies an effect twice when the process dies between commit and move", async () => {
         const { files, expected } = payments()
-        await using s = await backend.open(files)
+        await using s = await backend.queue({ seed: files })
         for (let kill = 1; kill <= 3; kill++) {
-          const r = await s.app({ SPOOL_FAULT: "after-commit" })
+          const r = await app(s, { SPOOL_FAULT: "after-commit" })
           expect(r.exitCode).not.toBe(0) // killed by SIGKILL right after a commit
         }
-        const r = await s.app()
+        const r = await app(s)
         expect(r.exitCode).toBe(0)
         expect(await balances(s)).toEqual(expected)
         expect(list(join(s.root, "processing"))).toEqual([])

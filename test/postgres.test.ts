@@ -106,48 +106,6 @@ pg("the PostgreSQL ledger (--ledger / SPOOL_LEDGER_URL)", () => {
     expect(refused.exitCode).toBe(1)
   })
 
-  it("replays in bulk on it: --dry-run, --reason, --max-replays", async () => {
-    await using db = await tempDatabase()
-    await using q = await tempQueue({ seed: "fixtures" })
-    const consume = async () =>
-      expect((await spool("consume", ["--root", q.root, "--ledger", db.url])).exitCode).toBe(0)
-    const replay = (...args: string[]) =>
-      run(["bun", "scripts/replay.ts", "--root", q.root, "--ledger", db.url, ...args])
-    await consume()
-    const failed = ["evt-broken-0001.json", "evt-noorder-0002.json"]
-    expect(list(join(q.root, "error"))).toEqual(failed)
-
-    const dry = await replay("--all", "--dry-run")
-    expect(dry.stdout).toBe(`${failed.join("\n")}\n`)
-    expect(dry.exitCode).toBe(0)
-    expect(list(join(q.root, "error"))).toEqual(failed)
-
-    const parse = await replay("--reason", "parse")
-    expect(parse.stdout).toBe("evt-broken-0001.json\n")
-    expect(parse.exitCode).toBe(0)
-    expect(list(join(q.root, "inbox"))).toEqual(["evt-broken-0001.json"])
-    expect(read(join(q.root, "error.csv"))).toBe("file,reason\nevt-noorder-0002.json,missing-field\n")
-
-    // It fails again; a second replay is past --max-replays 1, the other file still moves.
-    await consume()
-    const again = await replay("--all", "--max-replays", "1")
-    expect(again.stdout).toBe("evt-noorder-0002.json\n")
-    expect(again.stderr).toContain("refused evt-broken-0001.json: it was already replayed 1 time")
-    expect(again.exitCode).toBe(1)
-    expect(list(join(q.root, "error"))).toEqual(["evt-broken-0001.json"])
-    expect(list(join(q.root, "inbox"))).toEqual(["evt-noorder-0002.json"])
-    const sql = new SQL({ url: db.url, max: 1 })
-    try {
-      const rows = await sql`SELECT file, COUNT(*)::int AS n FROM replays GROUP BY file ORDER BY file`
-      expect(rows.map((r: object) => ({ ...r }))).toEqual([
-        { file: "evt-broken-0001.json", n: 1 },
-        { file: "evt-noorder-0002.json", n: 1 },
-      ])
-    } finally {
-      await sql.close()
-    }
-  })
-
   it("works on a queue made by hand with only the four directories", async () => {
     await using db = await tempDatabase()
     await using dir = await tempDir()

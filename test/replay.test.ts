@@ -1,16 +1,25 @@
 // End to end: `bun scripts/replay.ts` and the built `packages/ops/dist/replay.sh`, as real
-// processes, on a queue the real consume has drained. Every refusal is checked against a full
-// snapshot of the queue and the ledger taken before it: nothing may change.
-import { Database } from "bun:sqlite"
+// processes, on a queue the real consume has drained, on both ledgers from one matrix. Every
+// refusal is checked against a full snapshot of the queue and the ledger taken before it:
+// nothing may change.
 import { afterAll, beforeAll, describe, expect, it } from "bun:test"
 import fs from "node:fs"
-import { join } from "node:path"
-import { list, parseCsv, repoRoot, run, snapshot, spool, type TempDir, tempDir, tempQueue } from "@spool/test-support"
+import { dirname, join } from "node:path"
+import {
+  type BackendQueue,
+  ledgerBackends,
+  list,
+  parseCsv,
+  repoRoot,
+  run,
+  spool,
+  tempDir,
+  tempQueue,
+} from "@spool/test-support"
 
 const replaySh = join(repoRoot, "packages/ops/dist/replay.sh")
 
-/** A queue after consume on the sample: evt-broken-0001.json (parse) and evt-noorder-0002.json (missing-field) in error/. */
-let template: TempDir
+/** The sample queue after consume: evt-broken-0001.json (parse) and evt-noorder-0002.json (missing-field) in error/. */
 const BROKEN = "evt-broken-0001.json"
 const NOORDER = "evt-noorder-0002.json"
 const DONE = "evt-03bdf456.json"
@@ -18,269 +27,31 @@ const DONE = "evt-03bdf456.json"
 beforeAll(async () => {
   const build = await run(["bun", join(repoRoot, "packages/ops/build.ts"), "--if-stale"])
   expect(build.exitCode).toBe(0)
-  template = await tempDir("spool-replay-template-")
-  const q = await tempQueue({ seed: "fixtures" })
-  fs.cpSync(q.root, join(template.path, "q"), { recursive: true })
-  await q[Symbol.asyncDispose]()
-  const r = await spool("consume", ["--root", join(template.path, "q")])
-  expect(r.exitCode).toBe(0)
-  expect(list(join(template.path, "q", "error"))).toEqual([BROKEN, NOORDER])
-  expect(list(join(template.path, "q", "done"))).toContain(DONE)
 }, 120_000)
 
-afterAll(async () => {
-  await template?.[Symbol.asyncDispose]()
-})
-
-/** A fresh copy of the drained queue. */
-async function drained(): Promise<TempDir & { root: string }> {
-  const d = await tempDir()
-  fs.cpSync(join(template.path, "q"), join(d.path, "q"), { recursive: true })
-  return Object.assign(d, { root: join(d.path, "q") })
-}
-
-/** Everything replay could touch: support's snapshot plus replay bookkeeping and every entry of the root. */
-function fullSnapshot(root: string) {
-  const db = new Database(join(root, "ledger.db"), { readonly: true })
-  try {
-    return {
-      ...snapshot(root),
-      failureRows: db.query("SELECT * FROM failures ORDER BY id").all(),
-      replays: db.query("SELECT * FROM replays ORDER BY id").all(),
-      rootEntries: list(root).filter((n) => !n.startsWith("ledger.db")),
-      mtimes: ["inbox", "processing", "done", "error"].map((d) => fs.statSync(join(root, d)).mtimeMs),
-    }
-  } finally {
-    db.close()
+/** Everything replay could touch: the end state plus replay bookkeeping and every entry of the root. */
+async function fullSnapshot(q: BackendQueue) {
+  return {
+    ...(await q.snapshot()),
+    failureRows: await q.rows("SELECT * FROM failures ORDER BY id"),
+    replays: await q.rows("SELECT * FROM replays ORDER BY id"),
+    rootEntries: list(q.root).filter((n) => !n.startsWith("ledger.db")),
+    mtimes: ["inbox", "processing", "done", "error"].map((d) => fs.statSync(join(q.root, d)).mtimeMs),
   }
 }
 
 const runners = [
   [
     "bun scripts/replay.ts",
-    (args: string[], env?: Record<string, string>, cwd?: string) =>
+    (args: readonly string[], env?: Record<string, string>, cwd?: string) =>
       run(["bun", join(repoRoot, "scripts/replay.ts"), ...args], { ...(env ? { env } : {}), ...(cwd ? { cwd } : {}) }),
   ],
   [
     "dist/replay.sh",
-    (args: string[], env?: Record<string, string>, cwd?: string) =>
+    (args: readonly string[], env?: Record<string, string>, cwd?: string) =>
       run([replaySh, ...args], { ...(env ? { env } : {}), ...(cwd ? { cwd } : {}) }),
   ],
 ] as const
-
-describe.each(runners)("%s", (name, replay) => {
-  it("moves error/FILE back to inbox/, marks its failure replayed, logs a replay and rewrites error.csv", async () => {
-    await using q = await drained()
-    const bytes = fs.readFileSync(join(q.root, "error", BROKEN))
-    const r = await replay(["--root", q.root, BROKEN])
-    expect(r.stdout).toBe("")
-    expect(r.stderr).toContain(`moved error/${BROKEN} back to inbox/${BROKEN}`)
-    expect(r.exitCode).toBe(0)
-    expect(list(join(q.root, "inbox"))).toEqual([BROKEN])
-    expect(fs.readFileSync(join(q.root, "inbox", BROKEN))).toEqual(bytes)
-    expect(list(join(q.root, "error"))).toEqual([NOORDER])
-    const db = new Database(join(q.root, "ledger.db"), { readonly: true })
-    try {
-      const failures = db.query("SELECT id, file, reason, replayed_at FROM failures ORDER BY file").all() as {
-        id: number
-        file: string
-        replayed_at: string | null
-      }[]
-      const broken = failures.find((f) => f.file === BROKEN)
-      expect(broken?.replayed_at).toMatch(/^\d{4}-\d\d-\d\dT/)
-      expect(failures.find((f) => f.file === NOORDER)?.replayed_at).toBeNull()
-      expect(db.query("SELECT file, failure_id FROM replays").all()).toEqual([{ file: BROKEN, failure_id: broken?.id }])
-    } finally {
-      db.close()
-    }
-    expect(fs.readFileSync(join(q.root, "error.csv"), "utf8")).toBe(`file,reason\n${NOORDER},missing-field\n`)
-  })
-
-  it("finds the root from SPOOL_ROOT, and the replayed file is consumed again", async () => {
-    await using q = await drained()
-    const r = await replay([NOORDER], { SPOOL_ROOT: q.root })
-    expect(r.exitCode).toBe(0)
-    expect(list(join(q.root, "inbox"))).toEqual([NOORDER])
-    const again = await spool("consume", ["--root", q.root])
-    expect(again.exitCode).toBe(0)
-    expect(list(join(q.root, "inbox"))).toEqual([])
-    expect(list(join(q.root, "error"))).toEqual([BROKEN, NOORDER])
-  })
-
-  it("uses ./spool when neither --root nor SPOOL_ROOT is given", async () => {
-    await using d = await drained()
-    fs.renameSync(d.root, join(d.path, "spool"))
-    const r = await replay([BROKEN], { SPOOL_ROOT: "" }, d.path)
-    expect(r.exitCode).toBe(0)
-    expect(list(join(d.path, "spool", "inbox"))).toEqual([BROKEN])
-  })
-
-  /** Each case: what to set up in the queue, then the arguments; replay must refuse and change nothing. */
-  const refusals: [string, (root: string, outside: string) => string[], number][] = [
-    ["a name that is in no directory", () => ["nothing-here.json"], 1],
-    ["a file of done/", () => [DONE], 1],
-    ["a path into done/ through ..", () => [`../done/${DONE}`], 1],
-    ["..", () => [".."], 1],
-    [".", () => ["."], 1],
-    ["an empty name", () => [""], 1],
-    ["error/ prefixed to the name", () => [`error/${BROKEN}`], 1],
-    ["an absolute path to the file in error/", (root) => [join(root, "error", BROKEN)], 1],
-    [
-      "an absolute path to a file outside the queue",
-      (_root, outside) => {
-        fs.writeFileSync(join(outside, "elsewhere.json"), "{}")
-        return [join(outside, "elsewhere.json")]
-      },
-      1,
-    ],
-    [
-      "a path through a symlinked directory in error/",
-      (root, outside) => {
-        fs.writeFileSync(join(outside, "x.json"), "{}")
-        fs.symlinkSync(outside, join(root, "error", "sub"))
-        return ["sub/x.json"]
-      },
-      1,
-    ],
-    [
-      "a symlink in error/ pointing into done/",
-      (root) => {
-        fs.symlinkSync(join(root, "done", DONE), join(root, "error", "link.json"))
-        return ["link.json"]
-      },
-      1,
-    ],
-    [
-      "a symlink in error/ pointing outside the queue",
-      (root, outside) => {
-        fs.writeFileSync(join(outside, "secret.json"), "{}")
-        fs.symlinkSync(join(outside, "secret.json"), join(root, "error", "secret.json"))
-        return ["secret.json"]
-      },
-      1,
-    ],
-    [
-      "a directory in error/",
-      (root) => {
-        fs.mkdirSync(join(root, "error", "dir.json"))
-        return ["dir.json"]
-      },
-      1,
-    ],
-    [
-      "a FIFO in error/ (never opened)",
-      (root) => {
-        expect(Bun.spawnSync(["mkfifo", join(root, "error", "fifo.json")]).exitCode).toBe(0)
-        return ["fifo.json"]
-      },
-      1,
-    ],
-    [
-      "a name that already exists in inbox/",
-      (root) => {
-        fs.writeFileSync(join(root, "inbox", BROKEN), '{"new":"producer data"}')
-        return [BROKEN]
-      },
-      1,
-    ],
-    [
-      "a name held by a dangling symlink in inbox/",
-      (root) => {
-        fs.symlinkSync("/nonexistent", join(root, "inbox", BROKEN))
-        return [BROKEN]
-      },
-      1,
-    ],
-    [
-      "a name a consumer is processing",
-      (root) => {
-        fs.writeFileSync(join(root, "processing", BROKEN), "{}")
-        return [BROKEN]
-      },
-      1,
-    ],
-    ["no FILE", () => [], 2],
-    ["an unknown option", () => ["--bogus", BROKEN], 2],
-    [
-      "a root that is not a queue",
-      (root) => {
-        fs.rmSync(join(root, "processing"), { recursive: true })
-        return [BROKEN]
-      },
-      2,
-    ],
-  ]
-
-  // The source entry loads @spool/core whole (arktype included, about a second per start on
-  // this machine), so it gets a sample of the refusals; the built replay.sh gets all of them.
-  const sample = new Set([
-    "..",
-    "a file of done/",
-    "an absolute path to a file outside the queue",
-    "a symlink in error/ pointing into done/",
-    "a name that already exists in inbox/",
-    "no FILE",
-  ])
-  const cases = name === "dist/replay.sh" ? refusals : refusals.filter(([c]) => sample.has(c))
-
-  it.each(cases)("refuses %s and changes nothing", async (_case, setUp, code) => {
-    await using q = await drained()
-    await using outside = await tempDir("spool-outside-")
-    const args = setUp(q.root, outside.path)
-    const isQueue = fs.existsSync(join(q.root, "processing"))
-    const before = isQueue ? fullSnapshot(q.root) : undefined
-    const outsideBefore = list(outside.path).map((n) => [n, fs.lstatSync(join(outside.path, n)).mtimeMs])
-    const r = await replay(["--root", q.root, ...args])
-    expect(r.stdout).toBe("")
-    expect(r.stderr).toMatch(/^replay: .+/)
-    expect(r.exitCode).toBe(code)
-    if (before) expect(fullSnapshot(q.root)).toEqual(before)
-    else expect(list(join(q.root, "error"))).toEqual([BROKEN, NOORDER])
-    expect(list(outside.path).map((n) => [n, fs.lstatSync(join(outside.path, n)).mtimeMs])).toEqual(outsideBefore)
-  })
-
-  it("takes names starting with = + - @ from error.csv, whose cells are exact, and replays each", async () => {
-    await using q = await drained()
-    const formulas = ["+SUM(1).json", "-2+3.json", "=cmd|' -C calc'!A0.json", "@x.json"]
-    for (const n of formulas) fs.writeFileSync(join(q.root, "inbox", n), "{not json")
-    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
-    const csv = fs.readFileSync(join(q.root, "error.csv"), "utf8")
-    expect(csv).toBe(
-      "file,reason\n+SUM(1).json,parse\n-2+3.json,parse\n=cmd|' -C calc'!A0.json,parse\n@x.json,parse\n" +
-        `${BROKEN},parse\n${NOORDER},missing-field\n`,
-    )
-    const [header, ...rows] = parseCsv(csv)
-    expect(header).toEqual(["file", "reason"])
-    const names = rows.map((r) => r[0] as string).filter((n) => !n.startsWith("evt-"))
-    expect(names).toEqual(formulas)
-    for (const n of names) {
-      const r = await replay(["--root", q.root, "--", n])
-      expect(r.exitCode).toBe(0)
-      expect(fs.readFileSync(join(q.root, "inbox", n), "utf8")).toBe("{not json")
-    }
-    expect(list(join(q.root, "error"))).toEqual([BROKEN, NOORDER])
-    expect(fs.readFileSync(join(q.root, "error.csv"), "utf8")).toBe(
-      `file,reason\n${BROKEN},parse\n${NOORDER},missing-field\n`,
-    )
-  })
-
-  it("refuses a second replay of the same file and changes nothing", async () => {
-    await using q = await drained()
-    expect((await replay(["--root", q.root, BROKEN])).exitCode).toBe(0)
-    const before = fullSnapshot(q.root)
-    const r = await replay(["--root", q.root, BROKEN])
-    expect(r.stderr).toContain("in inbox/")
-    expect(r.exitCode).toBe(1)
-    expect(fullSnapshot(q.root)).toEqual(before)
-  })
-
-  it("prints usage with --help and exits 0", async () => {
-    const r = await replay(["--help"])
-    expect(r.stdout).toContain("Usage:")
-    expect(r.stdout).toContain("--root")
-    expect(r.exitCode).toBe(0)
-  })
-})
 
 // Bulk replay: several names, --match, --reason, --all, --dry-run, --max-replays and --force.
 // Each file moves or is refused on its own; stdout lists the names moved (or that would move).
@@ -302,222 +73,453 @@ const shown: Record<string, string> = {
 }
 const show = (name: string) => shown[name] ?? name
 
-/** A drained copy of the sample queue whose error/ also holds the HOSTILE files and OTHER (all parse failures). */
-async function drainedHostile(): Promise<TempDir & { root: string }> {
-  const q = await drained()
-  for (const n of [...Object.values(HOSTILE), OTHER]) fs.writeFileSync(join(q.root, "inbox", n), "{not json")
-  const r = await spool("consume", ["--root", q.root])
-  expect(r.exitCode).toBe(0)
-  expect(list(join(q.root, "error"))).toEqual([...Object.values(HOSTILE), BROKEN, NOORDER, OTHER].sort())
-  return q
-}
-
-function replayRows(root: string): { file: string; failure_id: number | null }[] {
-  const db = new Database(join(root, "ledger.db"), { readonly: true })
-  try {
-    return db.query("SELECT file, failure_id FROM replays ORDER BY id").all() as {
-      file: string
-      failure_id: number | null
-    }[]
-  } finally {
-    db.close()
-  }
+async function replayRows(q: BackendQueue): Promise<{ file: string; failure_id: unknown }[]> {
+  return (await q.rows("SELECT file, failure_id FROM replays ORDER BY id")) as { file: string; failure_id: unknown }[]
 }
 
 /** Logs `n` earlier replays of `file` in the ledger, as n replay-and-fail rounds would have. */
-function logReplays(root: string, file: string, n: number): void {
-  const db = new Database(join(root, "ledger.db"))
-  try {
-    for (let i = 0; i < n; i++)
-      db.run("INSERT INTO replays (file, failure_id, replayed_at) VALUES (?, NULL, '2026-01-01T00:00:00.000Z')", [file])
-  } finally {
-    db.close()
-  }
+async function logReplays(q: BackendQueue, file: string, n: number): Promise<void> {
+  for (let i = 0; i < n; i++)
+    await q.insert("replays", { file, failure_id: null, replayed_at: "2026-01-01T00:00:00.000Z" })
 }
 
-describe.each(runners)("%s, bulk", (name, replay) => {
-  const isBuilt = name === "dist/replay.sh"
+for (const backend of await ledgerBackends())
+  (backend.skip ? describe.skip : describe)(`replay on ${backend.name}`, () => {
+    /** The drained sample, copied for each test. */
+    let template: BackendQueue
+    beforeAll(async () => {
+      template = await backend.queue({ seed: "fixtures" })
+      const r = await template.command("consume")
+      expect(r.exitCode).toBe(0)
+      expect(list(join(template.root, "error"))).toEqual([BROKEN, NOORDER])
+      expect(list(join(template.root, "done"))).toContain(DONE)
+    }, 120_000)
+    afterAll(() => template?.[Symbol.asyncDispose]())
 
-  it("replays several named files, lists them on stdout, rewrites error.csv once, and consume takes them again", async () => {
-    await using q = await drained()
-    const r = await replay(["--root", q.root, NOORDER, BROKEN])
-    expect(r.stdout).toBe(`${BROKEN}\n${NOORDER}\n`)
-    expect(r.stderr).toContain(
-      `moved error/${BROKEN} back to inbox/${BROKEN} (failed with parse; record marked replayed)`,
-    )
-    expect(r.stderr).toContain("moved 2 of 2 selected files back to inbox/, refused 0")
-    expect(r.exitCode).toBe(0)
-    expect(list(join(q.root, "inbox"))).toEqual([BROKEN, NOORDER])
-    expect(list(join(q.root, "error"))).toEqual([])
-    expect(fs.readFileSync(join(q.root, "error.csv"), "utf8")).toBe("file,reason\n")
-    expect(replayRows(q.root).map((x) => x.file)).toEqual([BROKEN, NOORDER])
-    expect(replayRows(q.root).every((x) => x.failure_id !== null)).toBe(true)
-    const again = await spool("consume", ["--root", q.root])
-    expect(again.stderr).toContain("files=2 ")
-    expect(again.exitCode).toBe(0)
-    expect(list(join(q.root, "inbox"))).toEqual([])
-    expect(list(join(q.root, "error"))).toEqual([BROKEN, NOORDER])
-    expect(fs.readFileSync(join(q.root, "error.csv"), "utf8")).toBe(
-      `file,reason\n${BROKEN},parse\n${NOORDER},missing-field\n`,
-    )
+    /** A fresh copy of the drained queue, and of its ledger. */
+    const drained = () => template.copy()
+
+    /** A drained copy of the sample queue whose error/ also holds the HOSTILE files and OTHER (all parse failures). */
+    async function drainedHostile(): Promise<BackendQueue> {
+      const q = await drained()
+      for (const n of [...Object.values(HOSTILE), OTHER]) fs.writeFileSync(join(q.root, "inbox", n), "{not json")
+      const r = await q.command("consume")
+      expect(r.exitCode).toBe(0)
+      expect(list(join(q.root, "error"))).toEqual([...Object.values(HOSTILE), BROKEN, NOORDER, OTHER].sort())
+      return q
+    }
+
+    describe.each(runners)("%s", (name, replay) => {
+      it("moves error/FILE back to inbox/, marks its failure replayed, logs a replay and rewrites error.csv", async () => {
+        await using q = await drained()
+        const bytes = fs.readFileSync(join(q.root, "error", BROKEN))
+        const r = await replay([...q.args, BROKEN])
+        expect(r.stdout).toBe("")
+        expect(r.stderr).toContain(`moved error/${BROKEN} back to inbox/${BROKEN}`)
+        expect(r.exitCode).toBe(0)
+        expect(list(join(q.root, "inbox"))).toEqual([BROKEN])
+        expect(fs.readFileSync(join(q.root, "inbox", BROKEN))).toEqual(bytes)
+        expect(list(join(q.root, "error"))).toEqual([NOORDER])
+        const failures = (await q.rows("SELECT id, file, reason, replayed_at FROM failures")) as {
+          id: unknown
+          file: string
+          replayed_at: string | null
+        }[]
+        const broken = failures.find((f) => f.file === BROKEN)
+        expect(broken?.replayed_at).toMatch(/^\d{4}-\d\d-\d\dT/)
+        expect(failures.find((f) => f.file === NOORDER)?.replayed_at).toBeNull()
+        expect(await q.rows("SELECT file, failure_id FROM replays")).toEqual([{ file: BROKEN, failure_id: broken?.id }])
+        expect(fs.readFileSync(join(q.root, "error.csv"), "utf8")).toBe(`file,reason\n${NOORDER},missing-field\n`)
+      })
+
+      it("finds the root from SPOOL_ROOT, and the replayed file is consumed again", async () => {
+        await using q = await drained()
+        const r = await replay([NOORDER], { ...q.env, SPOOL_ROOT: q.root })
+        expect(r.exitCode).toBe(0)
+        expect(list(join(q.root, "inbox"))).toEqual([NOORDER])
+        const again = await q.command("consume")
+        expect(again.exitCode).toBe(0)
+        expect(list(join(q.root, "inbox"))).toEqual([])
+        expect(list(join(q.root, "error"))).toEqual([BROKEN, NOORDER])
+      })
+
+      it("uses ./spool when neither --root nor SPOOL_ROOT is given", async () => {
+        await using q = await drained()
+        const parent = dirname(q.root)
+        fs.renameSync(q.root, join(parent, "spool"))
+        const r = await replay([BROKEN], { ...q.env, SPOOL_ROOT: "" }, parent)
+        expect(r.exitCode).toBe(0)
+        expect(list(join(parent, "spool", "inbox"))).toEqual([BROKEN])
+      })
+
+      /** Each case: what to set up in the queue, then the arguments; replay must refuse and change nothing. */
+      const refusals: [string, (root: string, outside: string) => string[], number][] = [
+        ["a name that is in no directory", () => ["nothing-here.json"], 1],
+        ["a file of done/", () => [DONE], 1],
+        ["a path into done/ through ..", () => [`../done/${DONE}`], 1],
+        ["..", () => [".."], 1],
+        [".", () => ["."], 1],
+        ["an empty name", () => [""], 1],
+        ["error/ prefixed to the name", () => [`error/${BROKEN}`], 1],
+        ["an absolute path to the file in error/", (root) => [join(root, "error", BROKEN)], 1],
+        [
+          "an absolute path to a file outside the queue",
+          (_root, outside) => {
+            fs.writeFileSync(join(outside, "elsewhere.json"), "{}")
+            return [join(outside, "elsewhere.json")]
+          },
+          1,
+        ],
+        [
+          "a path through a symlinked directory in error/",
+          (root, outside) => {
+            fs.writeFileSync(join(outside, "x.json"), "{}")
+            fs.symlinkSync(outside, join(root, "error", "sub"))
+            return ["sub/x.json"]
+          },
+          1,
+        ],
+        [
+          "a symlink in error/ pointing into done/",
+          (root) => {
+            fs.symlinkSync(join(root, "done", DONE), join(root, "error", "link.json"))
+            return ["link.json"]
+          },
+          1,
+        ],
+        [
+          "a symlink in error/ pointing outside the queue",
+          (root, outside) => {
+            fs.writeFileSync(join(outside, "secret.json"), "{}")
+            fs.symlinkSync(join(outside, "secret.json"), join(root, "error", "secret.json"))
+            return ["secret.json"]
+          },
+          1,
+        ],
+        [
+          "a directory in error/",
+          (root) => {
+            fs.mkdirSync(join(root, "error", "dir.json"))
+            return ["dir.json"]
+          },
+          1,
+        ],
+        [
+          "a FIFO in error/ (never opened)",
+          (root) => {
+            expect(Bun.spawnSync(["mkfifo", join(root, "error", "fifo.json")]).exitCode).toBe(0)
+            return ["fifo.json"]
+          },
+          1,
+        ],
+        [
+          "a name that already exists in inbox/",
+          (root) => {
+            fs.writeFileSync(join(root, "inbox", BROKEN), '{"new":"producer data"}')
+            return [BROKEN]
+          },
+          1,
+        ],
+        [
+          "a name held by a dangling symlink in inbox/",
+          (root) => {
+            fs.symlinkSync("/nonexistent", join(root, "inbox", BROKEN))
+            return [BROKEN]
+          },
+          1,
+        ],
+        [
+          "a name a consumer is processing",
+          (root) => {
+            fs.writeFileSync(join(root, "processing", BROKEN), "{}")
+            return [BROKEN]
+          },
+          1,
+        ],
+        ["no FILE", () => [], 2],
+        ["an unknown option", () => ["--bogus", BROKEN], 2],
+        [
+          "a root that is not a queue",
+          (root) => {
+            fs.rmSync(join(root, "processing"), { recursive: true })
+            return [BROKEN]
+          },
+          2,
+        ],
+      ]
+
+      // The source entry loads @spool/core whole (arktype included, about a second per start on
+      // this machine), so it gets a sample of the refusals; the built replay.sh gets all of them.
+      const sample = new Set([
+        "..",
+        "a file of done/",
+        "an absolute path to a file outside the queue",
+        "a symlink in error/ pointing into done/",
+        "a name that already exists in inbox/",
+        "no FILE",
+      ])
+      const cases = name === "dist/replay.sh" ? refusals : refusals.filter(([c]) => sample.has(c))
+
+      it.each(cases)("refuses %s and changes nothing", async (_case, setUp, code) => {
+        await using q = await drained()
+        await using outside = await tempDir("spool-outside-")
+        const args = setUp(q.root, outside.path)
+        const isQueue = fs.existsSync(join(q.root, "processing"))
+        const before = isQueue ? await fullSnapshot(q) : undefined
+        const outsideBefore = list(outside.path).map((n) => [n, fs.lstatSync(join(outside.path, n)).mtimeMs])
+        const r = await replay([...q.args, ...args])
+        expect(r.stdout).toBe("")
+        expect(r.stderr).toMatch(/^replay: .+/)
+        expect(r.exitCode).toBe(code)
+        if (before) expect(await fullSnapshot(q)).toEqual(before)
+        else expect(list(join(q.root, "error"))).toEqual([BROKEN, NOORDER])
+        expect(list(outside.path).map((n) => [n, fs.lstatSync(join(outside.path, n)).mtimeMs])).toEqual(outsideBefore)
+      })
+
+      it("takes names starting with = + - @ from error.csv, whose cells are exact, and replays each", async () => {
+        await using q = await drained()
+        const formulas = ["+SUM(1).json", "-2+3.json", "=cmd|' -C calc'!A0.json", "@x.json"]
+        for (const n of formulas) fs.writeFileSync(join(q.root, "inbox", n), "{not json")
+        expect((await q.command("consume")).exitCode).toBe(0)
+        const csv = fs.readFileSync(join(q.root, "error.csv"), "utf8")
+        expect(csv).toBe(
+          "file,reason\n+SUM(1).json,parse\n-2+3.json,parse\n=cmd|' -C calc'!A0.json,parse\n@x.json,parse\n" +
+            `${BROKEN},parse\n${NOORDER},missing-field\n`,
+        )
+        const [header, ...rows] = parseCsv(csv)
+        expect(header).toEqual(["file", "reason"])
+        const names = rows.map((r) => r[0] as string).filter((n) => !n.startsWith("evt-"))
+        expect(names).toEqual(formulas)
+        for (const n of names) {
+          const r = await replay([...q.args, "--", n])
+          expect(r.exitCode).toBe(0)
+          expect(fs.readFileSync(join(q.root, "inbox", n), "utf8")).toBe("{not json")
+        }
+        expect(list(join(q.root, "error"))).toEqual([BROKEN, NOORDER])
+        expect(fs.readFileSync(join(q.root, "error.csv"), "utf8")).toBe(
+          `file,reason\n${BROKEN},parse\n${NOORDER},missing-field\n`,
+        )
+      })
+
+      it("refuses a second replay of the same file and changes nothing", async () => {
+        await using q = await drained()
+        expect((await replay([...q.args, BROKEN])).exitCode).toBe(0)
+        const before = await fullSnapshot(q)
+        const r = await replay([...q.args, BROKEN])
+        expect(r.stderr).toContain("in inbox/")
+        expect(r.exitCode).toBe(1)
+        expect(await fullSnapshot(q)).toEqual(before)
+      })
+
+      it("prints usage with --help and exits 0", async () => {
+        const r = await replay(["--help"])
+        expect(r.stdout).toContain("Usage:")
+        expect(r.stdout).toContain("--root")
+        expect(r.exitCode).toBe(0)
+      })
+    })
+
+    describe.each(runners)("%s, bulk", (name, replay) => {
+      const isBuilt = name === "dist/replay.sh"
+
+      it("replays several named files, lists them on stdout, rewrites error.csv once, and consume takes them again", async () => {
+        await using q = await drained()
+        const r = await replay([...q.args, NOORDER, BROKEN])
+        expect(r.stdout).toBe(`${BROKEN}\n${NOORDER}\n`)
+        expect(r.stderr).toContain(
+          `moved error/${BROKEN} back to inbox/${BROKEN} (failed with parse; record marked replayed)`,
+        )
+        expect(r.stderr).toContain("moved 2 of 2 selected files back to inbox/, refused 0")
+        expect(r.exitCode).toBe(0)
+        expect(list(join(q.root, "inbox"))).toEqual([BROKEN, NOORDER])
+        expect(list(join(q.root, "error"))).toEqual([])
+        expect(fs.readFileSync(join(q.root, "error.csv"), "utf8")).toBe("file,reason\n")
+        expect((await replayRows(q)).map((x) => x.file)).toEqual([BROKEN, NOORDER])
+        expect((await replayRows(q)).every((x) => x.failure_id !== null)).toBe(true)
+        const again = await q.command("consume")
+        expect(again.stderr).toContain("files=2 ")
+        expect(again.exitCode).toBe(0)
+        expect(list(join(q.root, "inbox"))).toEqual([])
+        expect(list(join(q.root, "error"))).toEqual([BROKEN, NOORDER])
+        expect(fs.readFileSync(join(q.root, "error.csv"), "utf8")).toBe(
+          `file,reason\n${BROKEN},parse\n${NOORDER},missing-field\n`,
+        )
+      })
+
+      it("skips a file whose name is taken in inbox/, moves the others, and exits 1", async () => {
+        await using q = await drained()
+        fs.writeFileSync(join(q.root, "inbox", BROKEN), '{"new":"producer data"}')
+        const r = await replay([...q.args, "--all"])
+        expect(r.stdout).toBe(`${NOORDER}\n`)
+        expect(r.stderr).toContain(`refused ${BROKEN}: inbox/ already holds a file of that name`)
+        expect(r.stderr).toContain("moved 1 of 2 selected files back to inbox/, refused 1")
+        expect(r.exitCode).toBe(1)
+        expect(fs.readFileSync(join(q.root, "inbox", BROKEN), "utf8")).toBe('{"new":"producer data"}')
+        expect(fs.readFileSync(join(q.root, "error", BROKEN), "utf8")).toBe(
+          fs.readFileSync(join(template.root, "error", BROKEN), "utf8"),
+        )
+        expect(list(join(q.root, "inbox"))).toEqual([BROKEN, NOORDER])
+        expect((await replayRows(q)).map((x) => x.file)).toEqual([NOORDER])
+        expect(fs.readFileSync(join(q.root, "error.csv"), "utf8")).toBe(`file,reason\n${BROKEN},parse\n`)
+      })
+
+      it("selects by --reason from the ledger: only the missing-field failure moves", async () => {
+        await using q = await drained()
+        const r = await replay([...q.args, "--reason", "missing-field"])
+        expect(r.stdout).toBe(`${NOORDER}\n`)
+        expect(r.exitCode).toBe(0)
+        expect(list(join(q.root, "inbox"))).toEqual([NOORDER])
+        expect(list(join(q.root, "error"))).toEqual([BROKEN])
+      })
+
+      it("refuses a file replayed --max-replays times already (default 3), and replays it with --force", async () => {
+        await using q = await drained()
+        await logReplays(q, NOORDER, 3)
+        const refused = await replay([...q.args, "--all"])
+        expect(refused.stdout).toBe(`${BROKEN}\n`)
+        expect(refused.stderr).toContain(`refused ${NOORDER}: it was already replayed 3 times (--max-replays 3)`)
+        expect(refused.exitCode).toBe(1)
+        expect(list(join(q.root, "error"))).toEqual([NOORDER])
+        const raised = await replay([...q.args, "--max-replays", "4", NOORDER])
+        expect(raised.stdout).toBe(`${NOORDER}\n`)
+        expect(raised.exitCode).toBe(0)
+        // Consumed again, it fails again: now four replays are logged.
+        expect((await q.command("consume")).exitCode).toBe(0)
+        expect(list(join(q.root, "error"))).toEqual([BROKEN, NOORDER])
+        const before = await fullSnapshot(q)
+        const again = await replay([...q.args, "--max-replays", "4", NOORDER])
+        expect(again.stdout).toBe("")
+        expect(again.stderr).toContain("it was already replayed 4 times (--max-replays 4)")
+        expect(again.exitCode).toBe(1)
+        expect(await fullSnapshot(q)).toEqual(before)
+        const forced = await replay([...q.args, "--force", "--max-replays", "4", NOORDER])
+        expect(forced.stdout).toBe(`${NOORDER}\n`)
+        expect(forced.exitCode).toBe(0)
+        expect((await replayRows(q)).filter((x) => x.file === NOORDER)).toHaveLength(5)
+      })
+
+      it("matches a glob against names with spaces, commas, brackets and *, and consume takes them again", async () => {
+        await using q = await drainedHostile()
+        const r = await replay([...q.args, "--match", "evt*"])
+        const expected = [...Object.values(HOSTILE), BROKEN, NOORDER].sort()
+        expect(r.stdout).toBe(expected.map((n) => `${show(n)}\n`).join(""))
+        expect(r.exitCode).toBe(0)
+        expect(list(join(q.root, "inbox"))).toEqual(expected)
+        expect(list(join(q.root, "error"))).toEqual([OTHER])
+        expect(fs.readFileSync(join(q.root, "error.csv"), "utf8")).toBe(`file,reason\n${OTHER},parse\n`)
+        expect((await q.command("consume")).exitCode).toBe(0)
+        expect(list(join(q.root, "inbox"))).toEqual([])
+        expect(list(join(q.root, "error"))).toEqual([...expected, OTHER].sort())
+      })
+
+      it("prints a name holding a newline or a backslash quoted for a shell, so each file stays one line", async () => {
+        await using q = await drained()
+        const backslash = "evt-back\\slash.json"
+        const newline = "evt-x.json\nevt-forged.json"
+        for (const n of [backslash, newline]) fs.writeFileSync(join(q.root, "inbox", n), "{not json")
+        expect((await q.command("consume")).exitCode).toBe(0)
+        const r = await replay([...q.args, "--all"])
+        expect(r.stdout).toBe(`'evt-back\\slash.json'\n${BROKEN}\n${NOORDER}\n'evt-x.json'$'\\n''evt-forged.json'\n`)
+        expect(r.stderr).toContain(
+          "replay: moved 'error/evt-x.json'$'\\n''evt-forged.json' back to 'inbox/evt-x.json'$'\\n''evt-forged.json' (failed with parse",
+        )
+        for (const line of r.stderr.trimEnd().split("\n")) expect(line).toStartWith("replay: ")
+        expect(r.exitCode).toBe(0)
+        expect(list(join(q.root, "inbox"))).toEqual([backslash, BROKEN, NOORDER, newline])
+      })
+
+      it("takes an escaped * and [ ] literally, and several globs as their union", async () => {
+        await using q = await drainedHostile()
+        const r = await replay([...q.args, "--match", "evt-\\*4.json", "--match", "evt-\\[3\\].json"])
+        expect(r.stdout).toBe(`${show(HOSTILE.star)}\n${show(HOSTILE.brackets)}\n`)
+        expect(r.exitCode).toBe(0)
+        expect(list(join(q.root, "inbox"))).toEqual([HOSTILE.brackets, HOSTILE.star].sort())
+      })
+
+      it("lists with --dry-run what would move and what would be refused, and changes nothing", async () => {
+        await using q = await drainedHostile()
+        fs.writeFileSync(join(q.root, "inbox", HOSTILE.comma), "producer's")
+        await logReplays(q, OTHER, 3)
+        const before = await fullSnapshot(q)
+        const csvTime = fs.statSync(join(q.root, "error.csv")).mtimeMs
+        const r = await replay([...q.args, "--dry-run", "--all"])
+        const movable = [HOSTILE.space, HOSTILE.brackets, HOSTILE.star, BROKEN, NOORDER].sort()
+        expect(r.stdout).toBe(movable.map((n) => `${show(n)}\n`).join(""))
+        expect(r.stderr).toContain(`refused ${HOSTILE.comma}: inbox/ already holds`)
+        expect(r.stderr).toContain(`refused ${OTHER}: it was already replayed 3 times`)
+        expect(r.stderr).toContain("dry run: 5 of 7 selected files would move back to inbox/, 2 would be refused")
+        expect(r.exitCode).toBe(1)
+        expect(await fullSnapshot(q)).toEqual(before)
+        expect(fs.statSync(join(q.root, "error.csv")).mtimeMs).toBe(csvTime)
+      })
+
+      it("reports links, directories and FIFOs in error/ as refused under --all, never moving them", async () => {
+        await using q = await drained()
+        await using outside = await tempDir("spool-outside-")
+        fs.writeFileSync(join(outside.path, "secret.json"), "{}")
+        fs.symlinkSync(join(outside.path, "secret.json"), join(q.root, "error", "link.json"))
+        fs.mkdirSync(join(q.root, "error", "dir.json"))
+        fs.writeFileSync(join(q.root, "error", "dir.json", "inner.json"), "{}")
+        expect(Bun.spawnSync(["mkfifo", join(q.root, "error", "fifo.json")]).exitCode).toBe(0)
+        const r = await replay([...q.args, "--all"])
+        expect(r.stdout).toBe(`${BROKEN}\n${NOORDER}\n`)
+        for (const n of ["dir.json", "fifo.json", "link.json"]) expect(r.stderr).toContain(`refused ${n}: error/ holds`)
+        expect(r.exitCode).toBe(1)
+        expect(list(join(q.root, "error"))).toEqual(["dir.json", "fifo.json", "link.json"])
+        expect(list(join(q.root, "error", "dir.json"))).toEqual(["inner.json"])
+        expect(list(join(q.root, "inbox"))).toEqual([BROKEN, NOORDER])
+        expect(list(outside.path)).toEqual(["secret.json"])
+      })
+
+      it("creates no ledger for a dry run or a selection by reason on a queue never consumed", async () => {
+        await using q = await backend.queue()
+        fs.writeFileSync(join(q.root, "error", BROKEN), "{not json")
+        const before = list(q.root)
+        const dry = await replay([...q.args, "--dry-run", "--all"])
+        expect(dry.stdout).toBe(`${BROKEN}\n`)
+        expect(dry.stderr).toContain("dry run: 1 of 1 selected file would move back to inbox/, 0 would be refused")
+        expect(dry.exitCode).toBe(0)
+        const byReason = await replay([...q.args, "--reason", "parse"])
+        expect(byReason.stdout).toBe("")
+        expect(byReason.stderr).toBe("replay: --reason parse selects no file in error/; nothing was changed\n")
+        expect(byReason.exitCode).toBe(0)
+        expect(list(q.root)).toEqual(before)
+        expect(list(join(q.root, "error"))).toEqual([BROKEN])
+        expect(await q.tables()).toEqual([])
+      })
+
+      it("exits 0 and changes nothing when a selection finds no file", async () => {
+        await using q = await drained()
+        const before = await fullSnapshot(q)
+        const r = await replay([...q.args, "--match", "nothing-*"])
+        expect(r.stdout).toBe("")
+        expect(r.stderr).toBe("replay: --match 'nothing-*' selects no file in error/; nothing was changed\n")
+        expect(r.exitCode).toBe(0)
+        expect(await fullSnapshot(q)).toEqual(before)
+      })
+
+      const usageErrors: [string, string[]][] = [
+        ["names and --all together", [BROKEN, "--all"]],
+        ["--match and --reason together", ["--match", "evt-*", "--reason", "parse"]],
+        ["a glob with a path", ["--match", "../done/*"]],
+        ["a negative --max-replays", ["--max-replays", "-1", "--all"]],
+        ["a --max-replays that is not a number", ["--max-replays", "three", "--all"]],
+        ["options without a selection", ["--dry-run"]],
+      ]
+      it.each(isBuilt ? usageErrors : usageErrors.slice(0, 1))(
+        "refuses %s as a usage error (exit 2) and changes nothing",
+        async (_case, args) => {
+          await using q = await drained()
+          const before = await fullSnapshot(q)
+          const r = await replay([...q.args, ...args])
+          expect(r.stdout).toBe("")
+          expect(r.stderr).toMatch(/^replay: .+/)
+          expect(r.exitCode).toBe(2)
+          expect(await fullSnapshot(q)).toEqual(before)
+        },
+      )
+    })
   })
-
-  it("skips a file whose name is taken in inbox/, moves the others, and exits 1", async () => {
-    await using q = await drained()
-    fs.writeFileSync(join(q.root, "inbox", BROKEN), '{"new":"producer data"}')
-    const r = await replay(["--root", q.root, "--all"])
-    expect(r.stdout).toBe(`${NOORDER}\n`)
-    expect(r.stderr).toContain(`refused ${BROKEN}: inbox/ already holds a file of that name`)
-    expect(r.stderr).toContain("moved 1 of 2 selected files back to inbox/, refused 1")
-    expect(r.exitCode).toBe(1)
-    expect(fs.readFileSync(join(q.root, "inbox", BROKEN), "utf8")).toBe('{"new":"producer data"}')
-    expect(fs.readFileSync(join(q.root, "error", BROKEN), "utf8")).toBe(
-      fs.readFileSync(join(template.path, "q", "error", BROKEN), "utf8"),
-    )
-    expect(list(join(q.root, "inbox"))).toEqual([BROKEN, NOORDER])
-    expect(replayRows(q.root).map((x) => x.file)).toEqual([NOORDER])
-    expect(fs.readFileSync(join(q.root, "error.csv"), "utf8")).toBe(`file,reason\n${BROKEN},parse\n`)
-  })
-
-  it("selects by --reason from the ledger: only the missing-field failure moves", async () => {
-    await using q = await drained()
-    const r = await replay(["--root", q.root, "--reason", "missing-field"])
-    expect(r.stdout).toBe(`${NOORDER}\n`)
-    expect(r.exitCode).toBe(0)
-    expect(list(join(q.root, "inbox"))).toEqual([NOORDER])
-    expect(list(join(q.root, "error"))).toEqual([BROKEN])
-  })
-
-  it("refuses a file replayed --max-replays times already (default 3), and replays it with --force", async () => {
-    await using q = await drained()
-    logReplays(q.root, NOORDER, 3)
-    const refused = await replay(["--root", q.root, "--all"])
-    expect(refused.stdout).toBe(`${BROKEN}\n`)
-    expect(refused.stderr).toContain(`refused ${NOORDER}: it was already replayed 3 times (--max-replays 3)`)
-    expect(refused.exitCode).toBe(1)
-    expect(list(join(q.root, "error"))).toEqual([NOORDER])
-    const raised = await replay(["--root", q.root, "--max-replays", "4", NOORDER])
-    expect(raised.stdout).toBe(`${NOORDER}\n`)
-    expect(raised.exitCode).toBe(0)
-    // Consumed again, it fails again: now four replays are logged.
-    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
-    expect(list(join(q.root, "error"))).toEqual([BROKEN, NOORDER])
-    const before = fullSnapshot(q.root)
-    const again = await replay(["--root", q.root, "--max-replays", "4", NOORDER])
-    expect(again.stdout).toBe("")
-    expect(again.stderr).toContain("it was already replayed 4 times (--max-replays 4)")
-    expect(again.exitCode).toBe(1)
-    expect(fullSnapshot(q.root)).toEqual(before)
-    const forced = await replay(["--root", q.root, "--force", "--max-replays", "4", NOORDER])
-    expect(forced.stdout).toBe(`${NOORDER}\n`)
-    expect(forced.exitCode).toBe(0)
-    expect(replayRows(q.root).filter((x) => x.file === NOORDER)).toHaveLength(5)
-  })
-
-  it("matches a glob against names with spaces, commas, brackets and *, and consume takes them again", async () => {
-    await using q = await drainedHostile()
-    const r = await replay(["--root", q.root, "--match", "evt*"])
-    const expected = [...Object.values(HOSTILE), BROKEN, NOORDER].sort()
-    expect(r.stdout).toBe(expected.map((n) => `${show(n)}\n`).join(""))
-    expect(r.exitCode).toBe(0)
-    expect(list(join(q.root, "inbox"))).toEqual(expected)
-    expect(list(join(q.root, "error"))).toEqual([OTHER])
-    expect(fs.readFileSync(join(q.root, "error.csv"), "utf8")).toBe(`file,reason\n${OTHER},parse\n`)
-    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
-    expect(list(join(q.root, "inbox"))).toEqual([])
-    expect(list(join(q.root, "error"))).toEqual([...expected, OTHER].sort())
-  })
-
-  it("prints a name holding a newline or a backslash quoted for a shell, so each file stays one line", async () => {
-    await using q = await drained()
-    const backslash = "evt-back\\slash.json"
-    const newline = "evt-x.json\nevt-forged.json"
-    for (const n of [backslash, newline]) fs.writeFileSync(join(q.root, "inbox", n), "{not json")
-    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
-    const r = await replay(["--root", q.root, "--all"])
-    expect(r.stdout).toBe(`'evt-back\\slash.json'\n${BROKEN}\n${NOORDER}\n'evt-x.json'$'\\n''evt-forged.json'\n`)
-    expect(r.stderr).toContain(
-      "replay: moved 'error/evt-x.json'$'\\n''evt-forged.json' back to 'inbox/evt-x.json'$'\\n''evt-forged.json' (failed with parse",
-    )
-    for (const line of r.stderr.trimEnd().split("\n")) expect(line).toStartWith("replay: ")
-    expect(r.exitCode).toBe(0)
-    expect(list(join(q.root, "inbox"))).toEqual([backslash, BROKEN, NOORDER, newline])
-  })
-
-  it("takes an escaped * and [ ] literally, and several globs as their union", async () => {
-    await using q = await drainedHostile()
-    const r = await replay(["--root", q.root, "--match", "evt-\\*4.json", "--match", "evt-\\[3\\].json"])
-    expect(r.stdout).toBe(`${show(HOSTILE.star)}\n${show(HOSTILE.brackets)}\n`)
-    expect(r.exitCode).toBe(0)
-    expect(list(join(q.root, "inbox"))).toEqual([HOSTILE.brackets, HOSTILE.star].sort())
-  })
-
-  it("lists with --dry-run what would move and what would be refused, and changes nothing", async () => {
-    await using q = await drainedHostile()
-    fs.writeFileSync(join(q.root, "inbox", HOSTILE.comma), "producer's")
-    logReplays(q.root, OTHER, 3)
-    const before = fullSnapshot(q.root)
-    const csvTime = fs.statSync(join(q.root, "error.csv")).mtimeMs
-    const r = await replay(["--root", q.root, "--dry-run", "--all"])
-    const movable = [HOSTILE.space, HOSTILE.brackets, HOSTILE.star, BROKEN, NOORDER].sort()
-    expect(r.stdout).toBe(movable.map((n) => `${show(n)}\n`).join(""))
-    expect(r.stderr).toContain(`refused ${HOSTILE.comma}: inbox/ already holds`)
-    expect(r.stderr).toContain(`refused ${OTHER}: it was already replayed 3 times`)
-    expect(r.stderr).toContain("dry run: 5 of 7 selected files would move back to inbox/, 2 would be refused")
-    expect(r.exitCode).toBe(1)
-    expect(fullSnapshot(q.root)).toEqual(before)
-    expect(fs.statSync(join(q.root, "error.csv")).mtimeMs).toBe(csvTime)
-  })
-
-  it("reports links, directories and FIFOs in error/ as refused under --all, never moving them", async () => {
-    await using q = await drained()
-    await using outside = await tempDir("spool-outside-")
-    fs.writeFileSync(join(outside.path, "secret.json"), "{}")
-    fs.symlinkSync(join(outside.path, "secret.json"), join(q.root, "error", "link.json"))
-    fs.mkdirSync(join(q.root, "error", "dir.json"))
-    fs.writeFileSync(join(q.root, "error", "dir.json", "inner.json"), "{}")
-    expect(Bun.spawnSync(["mkfifo", join(q.root, "error", "fifo.json")]).exitCode).toBe(0)
-    const r = await replay(["--root", q.root, "--all"])
-    expect(r.stdout).toBe(`${BROKEN}\n${NOORDER}\n`)
-    for (const n of ["dir.json", "fifo.json", "link.json"]) expect(r.stderr).toContain(`refused ${n}: error/ holds`)
-    expect(r.exitCode).toBe(1)
-    expect(list(join(q.root, "error"))).toEqual(["dir.json", "fifo.json", "link.json"])
-    expect(list(join(q.root, "error", "dir.json"))).toEqual(["inner.json"])
-    expect(list(join(q.root, "inbox"))).toEqual([BROKEN, NOORDER])
-    expect(list(outside.path)).toEqual(["secret.json"])
-  })
-
-  it("exits 0 and changes nothing when a selection finds no file", async () => {
-    await using q = await drained()
-    const before = fullSnapshot(q.root)
-    const r = await replay(["--root", q.root, "--match", "nothing-*"])
-    expect(r.stdout).toBe("")
-    expect(r.stderr).toBe("replay: --match 'nothing-*' selects no file in error/; nothing was changed\n")
-    expect(r.exitCode).toBe(0)
-    expect(fullSnapshot(q.root)).toEqual(before)
-  })
-
-  const usageErrors: [string, string[]][] = [
-    ["names and --all together", [BROKEN, "--all"]],
-    ["--match and --reason together", ["--match", "evt-*", "--reason", "parse"]],
-    ["a glob with a path", ["--match", "../done/*"]],
-    ["a negative --max-replays", ["--max-replays", "-1", "--all"]],
-    ["a --max-replays that is not a number", ["--max-replays", "three", "--all"]],
-    ["options without a selection", ["--dry-run"]],
-  ]
-  it.each(isBuilt ? usageErrors : usageErrors.slice(0, 1))(
-    "refuses %s as a usage error (exit 2) and changes nothing",
-    async (_case, args) => {
-      await using q = await drained()
-      const before = fullSnapshot(q.root)
-      const r = await replay(["--root", q.root, ...args])
-      expect(r.stdout).toBe("")
-      expect(r.stderr).toMatch(/^replay: .+/)
-      expect(r.exitCode).toBe(2)
-      expect(fullSnapshot(q.root)).toEqual(before)
-    },
-  )
-})
 
 describe("dist/replay.sh and a name that starts with -", () => {
   // bun takes a -- right after the script as its own; the launcher must still pass the user's on.
@@ -531,7 +533,8 @@ describe("dist/replay.sh and a name that starts with -", () => {
       },
     ],
   ])("takes -- FILE as its first arguments, %s", async (_how, command) => {
-    await using q = await drained()
+    await using q = await tempQueue()
+    expect((await spool("consume", ["--root", q.root], { SPOOL_LEDGER_URL: "" })).exitCode).toBe(0)
     await using links = await tempDir("spool-links-")
     fs.writeFileSync(join(q.root, "error", "-1.json"), "{not json")
     const r = await run([command(links.path), "--", "-1.json"], { env: { SPOOL_ROOT: q.root } })

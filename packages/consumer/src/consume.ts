@@ -13,6 +13,7 @@ import {
   type LogFormat,
   type LogLevel,
   type OpenLedgerOptions,
+  openExistingLedger,
   openLedger,
   openQueue,
   type Queue,
@@ -134,9 +135,9 @@ export async function main(argv: readonly string[]): Promise<number> {
       if (isAnyKilled) await recoverWorkers(queue, opening, log)
       // Each worker wrote reports when it ended, and two such atomic rewrites can land out of
       // order; one more, after all of them, is sure to reflect the whole ledger.
-      if (ledgerUrl === undefined && !fs.existsSync(queue.ledger)) return code
       try {
-        const ledger = await openLedger(queue, opening)
+        const ledger = await openExistingLedger(queue, opening)
+        if (ledger === undefined) return code
         try {
           await writeReports(queue, ledger)
         } finally {

@@ -1,81 +1,139 @@
-import fs from "node:fs"
-import { type CommandSpec, duration, json, ledger, root, runCommand } from "@spool/cli"
+import { resolve } from "node:path"
+import { type CommandSpec, choice, duration, json, ledger, root, runCommand, text } from "@spool/cli"
 import {
-  checkRootLedger,
+  classOf,
+  type ErrorClass,
   ExitCode,
   emptyStats,
-  Ledger,
+  type LedgerPort,
   type LedgerStats,
+  openExistingLedger,
   openQueue,
-  PostgresLedger,
-  type Queue,
-  readSharedStats,
-  readStats,
   redact,
   resolveLedgerUrl,
   resolveRoot,
-  rootId,
+  SpoolError,
   type StatsPeriod,
+  writeFileAtomic,
 } from "@spool/core/engine"
+import { statsMetrics } from "./stats-metrics.ts"
 
 /** `bun run stats`'s options and help. */
 export const spec = {
   name: "stats",
-  usage: "bun run stats [--root DIR] [--ledger URL] [--json] [--window DURATION]",
-  summary: "Ledger statistics, over all time and over a recent window.",
+  usage:
+    "bun run stats [--root DIR] [--ledger URL] [--json | --format prometheus [--textfile PATH]] [--window DURATION] [--max-duplicate-rate R]",
+  summary: "Ledger statistics, over all time and over a recent window; alerts on the duplicate rate.",
   description:
     "Reads the ledger and prints what the consumer has done, over all time and over a recent window:\n" +
     "messages processed, duplicates and the duplicate rate (duplicates / (processed + duplicates)),\n" +
-    "conflicts (duplicates whose content differs), failures by reason, poison messages and replays.\n" +
+    "conflicts (duplicates whose content differs), failures by reason and by class (format: fix at the\n" +
+    "source; business: re-injectable), poison messages and replays. --format prometheus exports the same\n" +
+    "as metrics; --max-duplicate-rate exits 1 when the window's rate is above R, for cron.\n" +
     "Read-only: safe to run while consumers are working. A queue with no ledger yet shows zeros.",
   options: {
     root,
     ledger,
     window: duration("the recent window, e.g. 15m, 24h, 7d", { default: "24h", min: 1 }),
     json: { ...json, help: "one JSON object on stdout instead of the table" },
+    format: choice("FORMAT", ["table", "json", "prometheus"], "table, json or prometheus (text exposition format)", {
+      fallback: "table",
+    }),
+    textfile: text(
+      "PATH",
+      "with --format prometheus: write to PATH atomically instead of stdout, for the node_exporter textfile collector (PATH should end in .prom)",
+    ),
+    "max-duplicate-rate": text(
+      "R",
+      "exit 1 when the window's duplicate rate is above R (a fraction such as 0.05, or a percentage such as 5%)",
+    ),
   },
 } satisfies CommandSpec
 
-/** `bun run stats`: ledger statistics as a table or JSON. */
+/** `bun run stats`: ledger statistics as a table, JSON or metrics; exit 1 above --max-duplicate-rate. */
 export async function main(argv: readonly string[]): Promise<number> {
   return runCommand(spec, argv, async ({ values: v, texts }) => {
     const windowMs = v.window
     const windowText = texts.window ?? `${windowMs}ms`
+    const format = v.json ? "json" : (v.format ?? "table")
+    if (v.json && v.format !== undefined && v.format !== "json")
+      throw new SpoolError("usage", `--json and --format ${v.format} ask for two formats; give one`)
+    if (v.textfile !== undefined && format !== "prometheus")
+      throw new SpoolError("usage", "--textfile writes the Prometheus format; add --format prometheus")
+    const maxRate = v["max-duplicate-rate"] === undefined ? undefined : parseRate(v["max-duplicate-rate"])
     const queue = openQueue(resolveRoot(v.root))
     const since = new Date(Date.now() - windowMs)
     const url = resolveLedgerUrl(v.ledger)
-    await checkRootLedger(queue, url)
-    const stats =
-      url !== undefined
-        ? await sharedStatsOf(queue, url, since)
-        : fs.existsSync(queue.ledger)
-          ? statsOf(queue.ledger, since)
-          : emptyStats(since)
-    if (v.json) {
-      const out = { root: queue.root, window: { text: windowText, ms: windowMs }, ...stats }
+    const stats = await statsOf(await openExistingLedger(queue, { url, readonly: true }), since)
+    const rate = stats.recent.duplicateRate
+    const isOverRate = maxRate !== undefined && rate !== null && rate > maxRate
+    if (format === "json") {
+      const out = {
+        root: queue.root,
+        window: { text: windowText, ms: windowMs },
+        ...stats,
+        failuresByClass: { allTime: byClass(stats.allTime), recent: byClass(stats.recent) },
+        ...(maxRate !== undefined && { maxDuplicateRate: maxRate, ok: !isOverRate }),
+      }
       process.stdout.write(`${JSON.stringify(out, null, 2)}\n`)
+    } else if (format === "prometheus") {
+      const metrics = statsMetrics(stats, queue.root, windowText)
+      if (v.textfile === undefined) process.stdout.write(metrics)
+      else writeTextfile(v.textfile, metrics)
     } else {
       process.stdout.write(formatStats(stats, url === undefined ? queue.ledger : redact(url), windowText))
     }
-    return ExitCode.ok
+    if (isOverRate)
+      process.stderr.write(
+        `stats: duplicate rate ${percent(rate)} over the last ${windowText} is above --max-duplicate-rate ${percent(maxRate)}\n`,
+      )
+    return isOverRate ? ExitCode.check : ExitCode.ok
   })
 }
 
-async function sharedStatsOf(queue: Queue, url: string, since: Date): Promise<LedgerStats> {
-  const ledger = await PostgresLedger.open(url, rootId(queue), { migrate: false })
+/** A rate limit as a fraction: `0.05` or `5%`. */
+function parseRate(text: string): number {
+  const m = /^(\d+(?:\.\d+)?)(%?)$/.exec(text.trim())
+  const r = m ? Number(m[1]) / (m[2] ? 100 : 1) : Number.NaN
+  if (!(r >= 0 && r <= 1))
+    throw new SpoolError(
+      "usage",
+      `--max-duplicate-rate takes a fraction from 0 to 1 (0.05) or a percentage (5%), not ${JSON.stringify(text)}`,
+    )
+  return r
+}
+
+function percent(r: number): string {
+  return `${(r * 100).toFixed(1)}%`
+}
+
+/** Failures of a period by class. */
+export function byClass(p: StatsPeriod): Record<ErrorClass, number> {
+  const out: Record<ErrorClass, number> = { format: 0, business: 0 }
+  for (const [reason, n] of Object.entries(p.failuresByReason)) out[classOf(reason)] += n
+  return out
+}
+
+function writeTextfile(path: string, text: string): void {
   try {
-    return await readSharedStats(ledger.sql, since)
-  } finally {
-    await ledger.close()
+    // node_exporter reads only *.prom files, and writeFileAtomic's temp name does not end in
+    // .prom, so the collector never sees a half-written file.
+    writeFileAtomic(resolve(path), text)
+  } catch (error) {
+    if (error instanceof SpoolError) throw error
+    throw new SpoolError("io", `cannot write ${path}: ${error instanceof Error ? error.message : String(error)}`, {
+      cause: error,
+    })
   }
 }
 
-function statsOf(path: string, since: Date): LedgerStats {
-  const ledger = Ledger.open(path, { readonly: true })
+/** The ledger's statistics, closing it; zeros where there is no ledger yet. */
+async function statsOf(ledger: LedgerPort | undefined, since: Date): Promise<LedgerStats> {
+  if (ledger === undefined) return emptyStats(since)
   try {
-    return readStats(ledger.db, since)
+    return await ledger.stats(since)
   } finally {
-    ledger.close()
+    await ledger.close()
   }
 }
 
@@ -90,8 +148,10 @@ export function formatStats(stats: LedgerStats, ledgerPath: string, windowText: 
     ["duplicate rate", rate(a), rate(r)],
     ["conflicts", count(a.conflicts), count(r.conflicts)],
     ["failures", count(a.failures), count(r.failures)],
+    ["  format errors", count(byClass(a).format), count(byClass(r).format)],
+    ["  business errors", count(byClass(a).business), count(byClass(r).business)],
     ...Object.keys(a.failuresByReason).map((reason): [string, string, string] => [
-      `  ${reason}`,
+      `  ${reason} (${classOf(reason)})`,
       count(a.failuresByReason[reason] ?? 0),
       count(r.failuresByReason[reason] ?? 0),
     ]),

@@ -28,11 +28,12 @@ export type {
   LedgerOptions,
   OrderProblem,
   Outcome,
+  ReplayRecord,
   Verdict,
 } from "./ledger.ts"
 export { Ledger, schemaVersion } from "./ledger.ts"
 export type { AnyEffect, LedgerPort, OpenLedgerOptions } from "./ledger-port.ts"
-export { checkRootLedger, openLedger, resolveLedgerUrl, rootId } from "./ledger-port.ts"
+export { checkRootLedger, openExistingLedger, openLedger, resolveLedgerUrl, rootId } from "./ledger-port.ts"
 export type { PostgresEffect } from "./ledger-postgres.ts"
 export { PostgresLedger, redact } from "./ledger-postgres.ts"
 export type { LedgerCheck, LedgerCheckName } from "./ledger-verify.ts"
@@ -60,4 +61,4 @@ export type { ErrorClass, Reason } from "./reasons.ts"
 export { classOf, reasons } from "./reasons.ts"
 export { csvField, csvRow, formatOrderResult, reportFiles, writeReports } from "./reports.ts"
 export type { LedgerStats, StatsPeriod } from "./stats.ts"
-export { emptyStats, readSharedStats, readStats } from "./stats.ts"
+export { emptyStats } from "./stats.ts"

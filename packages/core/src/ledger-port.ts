@@ -12,6 +12,7 @@ import {
   Ledger,
   type OrderProblem,
   type Outcome,
+  type ReplayRecord,
   type Verdict,
 } from "./ledger.ts"
 import { rootIdFile } from "./ledger-files.ts"
@@ -19,6 +20,7 @@ import { type PostgresEffect, PostgresLedger, redact } from "./ledger-postgres.t
 import type { LedgerCheck } from "./ledger-verify.ts"
 import type { Owner } from "./owner.ts"
 import type { Queue } from "./queue.ts"
+import type { LedgerStats } from "./stats.ts"
 
 type Awaitable<T> = T | Promise<T>
 
@@ -34,6 +36,13 @@ export type AnyEffect = Effect | PostgresEffect
  */
 export interface LedgerPort<E extends AnyEffect = never> {
   readonly backend: "sqlite" | "postgres"
+  /**
+   * Whether a commit that failed may still have committed: false where a failed transaction is
+   * known to have rolled back (SQLite, in this process), true where the connection can be cut
+   * after COMMIT was sent and only the server knows (PostgreSQL). Hand-back leaves an
+   * uncommitted file of such a ledger to recovery, which reads the claim's state.
+   */
+  readonly isFailedCommitInDoubt: boolean
   registerConsumer(owner: Owner, now: string): Awaitable<void>
   unregisterConsumer(ownerId: string): Awaitable<void>
   /** The consumers registered in this ledger (in this root, for PostgreSQL). */
@@ -70,6 +79,28 @@ export interface LedgerPort<E extends AnyEffect = never> {
   failureReason(file: string): Awaitable<string | undefined>
   /** The result the effect of `msgId`'s processing returned and the ledger stored; undefined when none. */
   resultOf(msgId: string): Awaitable<unknown>
+  /** `failureReason` of every file this root has recorded in error/, in one read. */
+  failureReasons(): Awaitable<Map<string, string>>
+  /** How many replays this root has logged under `file` (a bulk replay's --max-replays count). */
+  replayCount(file: string): Awaitable<number>
+  /** Marks the latest unreplayed failure record of `file` replayed and logs the replay; false when it had none. */
+  markReplayed(file: string, now: string): Awaitable<boolean>
+  /**
+   * The ledger's half of a replay, around its move: in one transaction, serialized with every
+   * other replay of `file` in this root, refused (`too-often`, nothing written) when `maxReplays`
+   * replays of it are logged already, else `markReplayed` and then `move` (the file's rename).
+   * A `move` that throws rolls the mark back; a crash after it leaves the file in inbox/ with
+   * its record unmarked, so the message is consumed again, never lost.
+   */
+  recordReplay(file: string, now: string, move: () => void, maxReplays?: number): Awaitable<ReplayRecord>
+  /**
+   * Runs `fn` (which reads the ledger and writes the reports) under this root's report lock, so
+   * writers of one root's reports run one after the other and the last report written reflects
+   * every commit and move before it.
+   */
+  withReportLock<T>(fn: () => Promise<T>): Promise<T>
+  /** The statistics of `stats`, read in one snapshot; the recent window starts at `since`. */
+  stats(since: Date): Awaitable<LedgerStats>
   orderProblems(): Awaitable<OrderProblem[]>
   compact(historyCutoff: string, keyCutoff: string | undefined, now: string): Awaitable<CompactSummary>
   /** The backend's integrity check of its storage, then spool's consistency checks (`verify`). */
@@ -112,11 +143,32 @@ export async function openLedger(queue: Queue, options: OpenLedgerOptions = {}):
   const url = options.url
   if (url === undefined) return openSqliteLedger(queue, options)
   const bound = await checkRootLedger(queue, url)
-  const ledger = await PostgresLedger.open(url, rootId(queue), { migrate: !options.readonly })
+  const id = options.readonly ? (readRootId(queue) ?? crypto.randomUUID()) : rootId(queue)
+  const ledger = await PostgresLedger.open(url, id, { migrate: !options.readonly })
   const b = bound?.binding
   if (!options.readonly && (bound?.isRecorded !== true || (b?.backend === "postgres" && b.ledgerId === undefined)))
     recordBinding(queue, { backend: "postgres", ledgerId: await ledger.ledgerId(), where: redact(url) }, ledger)
   return ledger
+}
+
+/**
+ * `openLedger` for a command that must create nothing where there is no ledger yet (stats, a
+ * dry run, a selection by failure reason): undefined when the root has none (no ROOT/ledger.db;
+ * a database spool has never set up), and then nothing is created, in the root or the database.
+ * The binding refusals apply as in openLedger.
+ */
+export async function openExistingLedger(
+  queue: Queue,
+  options: OpenLedgerOptions = {},
+): Promise<Ledger | PostgresLedger | undefined> {
+  const url = options.url
+  if (url === undefined) {
+    if (fs.existsSync(queue.ledger)) return openSqliteLedger(queue, options)
+    checkBinding(queue.root, readBinding(queue.root), undefined, undefined)
+    return undefined
+  }
+  await checkRootLedger(queue, url)
+  return (await PostgresLedger.isSetUp(url)) ? openLedger(queue, { ...options, url }) : undefined
 }
 
 /**
@@ -169,9 +221,8 @@ function recordBinding(queue: Queue, binding: Binding, ledger: Ledger | Postgres
 export function rootId(queue: Queue): string {
   const path = join(queue.root, rootIdFile)
   const read = () => fs.readFileSync(path, "utf8").trim()
-  try {
-    return read()
-  } catch {}
+  const found = readRootId(queue)
+  if (found !== undefined) return found
   // Beside the target, not in tmp/: a queue made by hand may have only the four directories.
   const tmp = join(queue.root, `${rootIdFile}.${process.pid}.${crypto.randomUUID()}.tmp`)
   fs.writeFileSync(tmp, `${crypto.randomUUID()}\n`, { mode: 0o644 })
@@ -181,4 +232,18 @@ export function rootId(queue: Queue): string {
     fs.rmSync(tmp, { force: true })
   }
   return read()
+}
+
+/**
+ * The root's id if it has one. A reader of a shared ledger does not create it: the id file
+ * counts as history (a root with one is taken for a PostgreSQL-bound root), and a root without
+ * one has written nothing to any shared ledger, so a new id, kept nowhere, finds all of its
+ * rows there: none.
+ */
+function readRootId(queue: Queue): string | undefined {
+  try {
+    return fs.readFileSync(join(queue.root, rootIdFile), "utf8").trim()
+  } catch {
+    return undefined
+  }
 }

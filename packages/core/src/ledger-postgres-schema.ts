@@ -36,6 +36,14 @@ export async function migrate(sql: SQL): Promise<void> {
   })
 }
 
+/** The schema version in the database (0 when spool has never run there). */
+export async function versionOf(sql: SQL): Promise<number> {
+  const [row] = await sql`SELECT to_regclass('spool_schema') IS NOT NULL AS present`
+  if (!row?.present) return 0
+  const [v] = await sql`SELECT COALESCE(MAX(version), 0)::int AS version FROM spool_schema`
+  return (v?.version as number) ?? 0
+}
+
 /** The id in spool_ledger, undefined where the table is not there yet. */
 export async function ledgerIdOf(sql: SQL): Promise<string | undefined> {
   const [row] = await sql`SELECT to_regclass('spool_ledger') IS NOT NULL AS present`

@@ -4,7 +4,7 @@ import { SpoolError } from "./errors.ts"
 import type { LedgerPort } from "./ledger-port.ts"
 import { commitBatch } from "./ledger-postgres-commit.ts"
 import { asLedgerError, pgCode, redact } from "./ledger-postgres-errors.ts"
-import { ledgerIdOf, migrate } from "./ledger-postgres-schema.ts"
+import { ledgerIdOf, migrate, versionOf } from "./ledger-postgres-schema.ts"
 import { prune, runStepsAsync, statements } from "./ledger-statements.ts"
 import {
   type AcceptedOutcome,
@@ -18,6 +18,7 @@ import {
   type Outcome,
   type RawClaimRow,
   type RawOwner,
+  type ReplayRecord,
   toClaimRow,
   toOwner,
   type Verdict,
@@ -25,6 +26,7 @@ import {
 import { parseResult } from "./ledger-verdicts.ts"
 import { type LedgerCheck, verifyPostgres } from "./ledger-verify.ts"
 import type { Owner } from "./owner.ts"
+import { type LedgerStats, readSharedStats } from "./stats.ts"
 
 export { redact } from "./ledger-postgres-errors.ts"
 
@@ -47,6 +49,8 @@ type Tx = TransactionSQL
  */
 export class PostgresLedger implements LedgerPort<PostgresEffect> {
   readonly backend = "postgres" as const
+  /** A connection cut after COMMIT was sent leaves the outcome to the server. */
+  readonly isFailedCommitInDoubt = true
   readonly sql: SQL
   readonly url: string
   readonly rootId: string
@@ -73,6 +77,18 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
     return ledger
   }
 
+  /** Whether spool has set up a ledger in the database at `url` (read without creating or changing anything). */
+  static async isSetUp(url: string): Promise<boolean> {
+    const sql = new SQL({ url, max: 1, connectionTimeout: 10 })
+    try {
+      return (await versionOf(sql)) > 0
+    } catch (error) {
+      throw asLedgerError(error, url)
+    } finally {
+      await sql.close().catch(() => {})
+    }
+  }
+
   /**
    * The identity of the spool ledger at `url`, without creating or changing anything: its id,
    * undefined for a database spool has never migrated to version 3 (a new database, or one
@@ -95,11 +111,8 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
   }
 
   /** The schema version in the database (0 when spool has never run there). */
-  async version(): Promise<number> {
-    const [row] = await this.sql`SELECT to_regclass('spool_schema') IS NOT NULL AS present`
-    if (!row?.present) return 0
-    const [v] = await this.sql`SELECT COALESCE(MAX(version), 0)::int AS version FROM spool_schema`
-    return (v?.version as number) ?? 0
+  version(): Promise<number> {
+    return versionOf(this.sql)
   }
 
   /** Runs `fn` in a transaction, retrying it whole on deadlock or serialization failure. */
@@ -345,20 +358,42 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
   }
 
   /** How many replays of `file` this root has logged (a bulk replay's --max-replays count). */
-  async replayCount(file: string, tx: SQL = this.sql): Promise<number> {
-    const [row] = await tx`SELECT COUNT(*)::int AS n FROM replays WHERE root_id = ${this.rootId} AND file = ${file}`
-    return row.n as number
+  replayCount(file: string): Promise<number> {
+    return replaysOf(this.sql, this.rootId, file)
   }
 
   /** Marks the failure record of a file replayed from error/ and logs the replay. */
-  async markReplayed(file: string, now: string, tx: SQL = this.sql): Promise<boolean> {
-    const [row] = await tx`
-      SELECT id FROM failures WHERE root_id = ${this.rootId} AND file = ${file} AND replayed_at IS NULL
-      ORDER BY id DESC LIMIT 1 FOR UPDATE`
-    await tx`INSERT INTO replays (root_id, file, failure_id, replayed_at) VALUES (${this.rootId}, ${file}, ${row?.id ?? null}, ${now})`
-    if (!row) return false
-    await tx`UPDATE failures SET replayed_at = ${now} WHERE id = ${row.id}`
-    return true
+  markReplayed(file: string, now: string): Promise<boolean> {
+    return this.transaction((tx) => markFailure(tx, this.rootId, file, now))
+  }
+
+  /**
+   * A replay's ledger half around its move (see LedgerPort), under a transaction-scoped
+   * advisory lock on this root's file name, so two hosts replaying the same file at once cannot
+   * both pass the limit (there may be no failure row to lock).
+   */
+  recordReplay(
+    file: string,
+    now: string,
+    move: () => void,
+    maxReplays = Number.POSITIVE_INFINITY,
+  ): Promise<ReplayRecord> {
+    return this.transaction(async (tx): Promise<ReplayRecord> => {
+      await tx`SELECT pg_advisory_xact_lock(hashtext(${`spool-replay:${this.rootId}:${file}`}))`
+      const count = await replaysOf(tx, this.rootId, file)
+      if (count >= maxReplays) return { kind: "too-often", count }
+      const isRecordMarked = await markFailure(tx, this.rootId, file, now)
+      move()
+      return { kind: "replayed", isRecordMarked }
+    })
+  }
+
+  /**
+   * The statistics of `stats` (sql/stats.sql) over the whole ledger, every root's deliveries, as
+   * deduplication is the ledger's: in one repeatable-read snapshot.
+   */
+  stats(since: Date): Promise<LedgerStats> {
+    return readSharedStats(this.sql, since)
   }
 
   /** The result the effect of `msgId`'s processing returned; undefined when none was stored or the msg_id is unknown. */
@@ -415,6 +450,22 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
 }
 
 const rollback = new Error("roll back the dry run")
+
+async function replaysOf(sql: SQL, rootId: string, file: string): Promise<number> {
+  const [row] = await sql`SELECT COUNT(*)::int AS n FROM replays WHERE root_id = ${rootId} AND file = ${file}`
+  return row.n as number
+}
+
+/** Marks the latest unreplayed failure of `file` replayed and logs the replay, in the caller's transaction. */
+async function markFailure(tx: SQL, rootId: string, file: string, now: string): Promise<boolean> {
+  const [row] = await tx`
+    SELECT id FROM failures WHERE root_id = ${rootId} AND file = ${file} AND replayed_at IS NULL
+    ORDER BY id DESC LIMIT 1 FOR UPDATE`
+  await tx`INSERT INTO replays (root_id, file, failure_id, replayed_at) VALUES (${rootId}, ${file}, ${row?.id ?? null}, ${now})`
+  if (!row) return false
+  await tx`UPDATE failures SET replayed_at = ${now} WHERE id = ${row.id}`
+  return true
+}
 
 /** compact's statements (ledger-statements.ts), in the caller's transaction or savepoint. */
 function pruneIn(tx: SQL, historyCutoff: string, keyCutoff: string | undefined, now: string): Promise<CompactSummary> {

@@ -79,6 +79,15 @@ export interface CompactSummary {
   readonly keys: number
 }
 
+/**
+ * What the ledger made of a replay: recorded (the failure record marked, when there was one, the
+ * replay logged and the file moved, all in one transaction), or refused because `maxReplays`
+ * replays of the file were logged already (nothing recorded, nothing moved).
+ */
+export type ReplayRecord =
+  | { readonly kind: "replayed"; readonly isRecordMarked: boolean }
+  | { readonly kind: "too-often"; readonly count: number }
+
 /** A redelivery whose content differs from the processed message with the same msg_id. */
 export interface ConflictRow {
   readonly msg_id: string

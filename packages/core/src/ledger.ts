@@ -21,6 +21,7 @@ import {
   type Outcome,
   type RawClaimRow,
   type RawOwner,
+  type ReplayRecord,
   toClaimRow,
   toOwner,
   type Verdict,
@@ -28,6 +29,7 @@ import {
 import { parseResult } from "./ledger-verdicts.ts"
 import { type LedgerCheck, verifySqlite } from "./ledger-verify.ts"
 import type { Owner } from "./owner.ts"
+import { type LedgerStats, readStats } from "./stats.ts"
 
 export { schemaVersion } from "./ledger-sqlite-schema.ts"
 export type {
@@ -41,6 +43,7 @@ export type {
   Outcome,
   RawClaimRow,
   RawOwner,
+  ReplayRecord,
   Verdict,
 } from "./ledger-types.ts"
 export { adopted, toClaimRow, toOwner } from "./ledger-types.ts"
@@ -72,6 +75,8 @@ export type Effect = (outcome: AcceptedOutcome, db: Database) => unknown
 /** The SQLite ledger: one file next to the queue, WAL mode, short IMMEDIATE transactions. */
 export class Ledger implements LedgerPort<Effect> {
   readonly backend = "sqlite" as const
+  /** A failed transaction rolled back in this process: nothing of it is left to find out. */
+  readonly isFailedCommitInDoubt = false
   readonly db: Database
   readonly path: string
   #claimCounter = 0
@@ -373,6 +378,41 @@ export class Ledger implements LedgerPort<Effect> {
     return (this.#s.failureReason.get(file) as { reason: string } | null)?.reason
   }
 
+  /** The reason of the latest unreplayed failure of every file recorded in error/. */
+  failureReasons(): Map<string, string> {
+    const reasons = new Map<string, string>()
+    // By id: the latest failure recorded under a name is the one set last.
+    for (const r of this.#s.failureReasons.iterate() as IterableIterator<{ file: string; reason: string }>)
+      reasons.set(r.file, r.reason)
+    return reasons
+  }
+
+  /**
+   * Runs `fn` under the write lock (BEGIN IMMEDIATE), held across its awaits: no commit lands
+   * between its reads and its renames. Other writes of this process meanwhile join the
+   * transaction (as savepoints), so `fn` must not wait on them.
+   */
+  async withReportLock<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      this.db.exec("BEGIN IMMEDIATE")
+    } catch (error) {
+      throw asLedgerError(error, this.path)
+    }
+    try {
+      const result = await fn()
+      this.db.exec("COMMIT")
+      return result
+    } catch (error) {
+      if (this.db.inTransaction) this.db.exec("ROLLBACK")
+      throw asLedgerError(error, this.path)
+    }
+  }
+
+  /** The statistics of `stats` (sql/stats.sql), in one read transaction. */
+  stats(since: Date): LedgerStats {
+    return readStats(this.db, since)
+  }
+
   /** How many replays the ledger has logged under `file` (a bulk replay's --max-replays count). */
   replayCount(file: string): number {
     return (this.#s.replayCount.get(file) as { n: number }).n
@@ -392,6 +432,20 @@ export class Ledger implements LedgerPort<Effect> {
   /** The result the effect of `msgId`'s processing returned; undefined when none was stored or the msg_id is unknown. */
   resultOf(msgId: string): unknown {
     return parseResult((this.#s.resultOf.get(msgId) as { result: string | null } | null)?.result)
+  }
+
+  /**
+   * A replay's ledger half around its move (see LedgerPort). The write lock, taken up front,
+   * serializes it with every other replay, so two bulk replays cannot both pass the limit.
+   */
+  recordReplay(file: string, now: string, move: () => void, maxReplays = Number.POSITIVE_INFINITY): ReplayRecord {
+    return this.transaction((): ReplayRecord => {
+      const count = this.replayCount(file)
+      if (count >= maxReplays) return { kind: "too-often", count }
+      const isRecordMarked = this.markReplayed(file, now)
+      move()
+      return { kind: "replayed", isRecordMarked }
+    })
   }
 
   /** Runs order-check.sql as checked in. */

@@ -102,7 +102,7 @@ describe("writeReports", () => {
         NOW,
       )
       for (const n of ['b,"x".json', "c.json", "stray.json"]) fs.writeFileSync(join(q.error, n), "")
-      writeReports(q, ledger)
+      await writeReports(q, ledger)
       expect(fs.readFileSync(join(q.root, "dup.txt"), "utf8")).toBe("m-a\nm-z\n")
       expect(fs.readFileSync(join(q.root, "error.csv"), "utf8")).toBe(
         'file,reason\n"b,""x"".json",parse\nc.json,missing-field\nstray.json,unknown\n',
@@ -118,7 +118,7 @@ describe("writeReports", () => {
     const q = createQueue(join(dir, "q"))
     const ledger = Ledger.open(q.ledger, { durable: false })
     try {
-      writeReports(q, ledger)
+      await writeReports(q, ledger)
       expect(fs.readFileSync(join(q.root, "dup.txt"), "utf8")).toBe("")
       expect(fs.readFileSync(join(q.root, "error.csv"), "utf8")).toBe("file,reason\n")
     } finally {
@@ -140,7 +140,7 @@ describe("writeReports", () => {
     }
     collectGarbageEvery(0.1)
     try {
-      writeReports(q, ledger)
+      await writeReports(q, ledger)
     } finally {
       collectGarbageEvery(0)
       Bun.gc = gc

@@ -2,9 +2,8 @@ import { join } from "node:path"
 import { fault } from "./_fault.ts"
 import { reportRow, workDone } from "./collect.ts"
 import { writeFileAtomic } from "./files.ts"
-import type { Ledger, OrderProblem } from "./ledger.ts"
+import type { OrderProblem } from "./ledger.ts"
 import type { LedgerPort } from "./ledger-port.ts"
-import { PostgresLedger } from "./ledger-postgres.ts"
 import { type Queue, scanDir } from "./queue.ts"
 
 /** Report files written into the queue root. */
@@ -33,67 +32,55 @@ export function csvRow(fields: readonly (string | number)[]): string {
 /**
  * Rewrites dup.txt (every msg_id ever ignored as a duplicate, distinct, ascending), error.csv
  * (one row per file now in error/, by name) and conflicts.csv (redeliveries of a processed
- * msg_id whose content differs), each atomically.
+ * msg_id whose content differs), each atomically, under the ledger's report lock. On a shared
+ * PostgreSQL ledger dup.txt and conflicts.csv cover the whole ledger (every root's deliveries),
+ * error.csv this root's error/.
  */
 export async function writeReports(queue: Queue, ledger: LedgerPort): Promise<void> {
-  if (ledger instanceof PostgresLedger) await writeSharedReports(queue, ledger)
-  else writeLocalReports(queue, ledger as Ledger)
-  fault("after-reports")
-}
-
-function writeLocalReports(queue: Queue, ledger: Ledger): void {
-  // Under the ledger's write lock: no commit lands between reading the ledger and renaming the
-  // reports into place, and concurrent consumers write one after the other, so the last
-  // report written reflects every commit and move before it.
-  ledger.transaction(() => {
-    writeFileAtomic(
-      join(queue.root, reportFiles.duplicates),
-      (function* () {
-        for (const id of ledger.duplicateIds()) {
-          workDone(reportRow)
-          yield `${id}\n`
-        }
-      })(),
-    )
-    writeFileAtomic(
-      join(queue.root, reportFiles.errors),
-      errorRows(queue, (name) => ledger.failureReason(name)),
-    )
-    writeFileAtomic(
-      join(queue.root, reportFiles.conflicts),
-      (function* () {
-        yield "msg_id,file,processed_file,content_hash,processed_content_hash\n"
-        for (const c of ledger.conflicts()) {
-          workDone(reportRow)
-          yield csvRow([c.msg_id, c.file, c.processed_file, c.content_hash, c.processed_content_hash])
-        }
-      })(),
-    )
-  })
-}
-
-/**
- * The same reports from a shared PostgreSQL ledger, under the root's report lock. dup.txt and
- * conflicts.csv cover the whole ledger (every root's deliveries); error.csv this root's error/.
- */
-async function writeSharedReports(queue: Queue, ledger: PostgresLedger): Promise<void> {
   await ledger.withReportLock(async () => {
-    const ids: string[] = []
-    for await (const id of ledger.duplicateIds()) {
-      workDone(reportRow)
-      ids.push(`${id}\n`)
-    }
-    const conflicts: string[] = ["msg_id,file,processed_file,content_hash,processed_content_hash\n"]
-    for await (const c of ledger.conflicts())
-      conflicts.push(csvRow([c.msg_id, c.file, c.processed_file, c.content_hash, c.processed_content_hash]))
+    writeFileAtomic(join(queue.root, reportFiles.duplicates), await linesOf(ledger.duplicateIds(), (id) => `${id}\n`))
     const reasons = await ledger.failureReasons()
-    writeFileAtomic(join(queue.root, reportFiles.duplicates), ids)
     writeFileAtomic(
       join(queue.root, reportFiles.errors),
       errorRows(queue, (name) => reasons.get(name)),
     )
-    writeFileAtomic(join(queue.root, reportFiles.conflicts), conflicts)
+    writeFileAtomic(
+      join(queue.root, reportFiles.conflicts),
+      await linesOf(
+        ledger.conflicts(),
+        (c) => csvRow([c.msg_id, c.file, c.processed_file, c.content_hash, c.processed_content_hash]),
+        "msg_id,file,processed_file,content_hash,processed_content_hash\n",
+      ),
+    )
   })
+  fault("after-reports")
+}
+
+/**
+ * A report's lines, one per row. Rows a ledger reads synchronously are streamed into the file as
+ * it is written, so a report of any size takes no more memory than a row; rows it reads over the
+ * network are gathered first (writeFileAtomic writes synchronously).
+ */
+async function linesOf<T>(
+  rows: Iterable<T> | AsyncIterable<T>,
+  line: (row: T) => string,
+  header?: string,
+): Promise<Iterable<string>> {
+  if (Symbol.iterator in rows) return streamed(rows, line, header)
+  const lines: string[] = header === undefined ? [] : [header]
+  for await (const row of rows) {
+    workDone(reportRow)
+    lines.push(line(row))
+  }
+  return lines
+}
+
+function* streamed<T>(rows: Iterable<T>, line: (row: T) => string, header: string | undefined): Generator<string> {
+  if (header !== undefined) yield header
+  for (const row of rows) {
+    workDone(reportRow)
+    yield line(row)
+  }
 }
 
 function* errorRows(queue: Queue, reasonOf: (file: string) => string | undefined): Generator<string> {

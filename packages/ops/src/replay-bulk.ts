@@ -1,15 +1,11 @@
 // Bulk replay: which files of error/ a selection names, and their replay one by one, each
 // refused on its own (a taken name, a replay limit) without stopping the rest.
 import fs from "node:fs"
-import { type Ledger, PostgresLedger, type Queue, SpoolError } from "@spool/core/engine"
-
-import { moveAndMark, moveAndMarkShared, type Replayed, replayRefusal, tooOften, whyOf } from "./replay.ts"
-
-/** A ledger replay reads and marks: the SQLite ledger in the root, or a shared PostgreSQL one. */
-export type ReplayLedger = Ledger | PostgresLedger
+import { type LedgerPort, type Queue, SpoolError } from "@spool/core/engine"
+import { moveAndMark, type Replayed, replayRefusal, tooOften, whyOf } from "./replay.ts"
 
 /** Gives the ledger when first needed (undefined: there is none yet, so nothing is recorded). */
-export type LedgerSource = () => ReplayLedger | undefined | Promise<ReplayLedger | undefined>
+export type LedgerSource = () => LedgerPort | undefined | Promise<LedgerPort | undefined>
 
 /** Which files of error/ a bulk replay selects: named ones, or by glob, failure reason, or all. */
 export type Selection =
@@ -38,14 +34,10 @@ export type BulkOutcome =
 /**
  * The names a selection picks in error/, sorted, each once. Named files are taken as given (a
  * name that is not there is refused later); the others are entries directly in error/ of any
- * type, so a link, directory or FIFO is selected and then refused, never skipped silently.
+ * type, so a link, directory or FIFO is selected and then refused, never skipped silently. A
+ * selection by reason asks `ledger` for the root's ledger if it has one, and creates none.
  */
-export async function selectFiles(
-  queue: Queue,
-  selection: Selection,
-  ledger: LedgerSource,
-  options: { readonly isShared?: boolean } = {},
-): Promise<string[]> {
+export async function selectFiles(queue: Queue, selection: Selection, ledger: LedgerSource): Promise<string[]> {
   const unique = (names: Iterable<string>) => [...new Set(names)].sort()
   switch (selection.kind) {
     case "names":
@@ -53,13 +45,10 @@ export async function selectFiles(
     case "all":
       return unique(fs.readdirSync(queue.error))
     case "reason": {
-      // No ledger yet: nothing has failed with any reason (and none is created to find that out).
-      const l = options.isShared === true || fs.existsSync(queue.ledger) ? await ledger() : undefined
-      if (l === undefined) return []
-      // PostgreSQL: one query for every reason rather than a round trip per file.
-      const reasons = l instanceof PostgresLedger ? await l.failureReasons() : undefined
-      const reasonOf = (n: string) => (reasons === undefined ? (l as Ledger).failureReason(n) : reasons.get(n))
-      return unique(fs.readdirSync(queue.error).filter((n) => reasonOf(n) === selection.reason))
+      // No ledger yet: nothing has failed with any reason (and `ledger` creates none to find that out).
+      const reasons = await (await ledger())?.failureReasons()
+      if (reasons === undefined) return []
+      return unique(fs.readdirSync(queue.error).filter((n) => reasons.get(n) === selection.reason))
     }
     case "match":
       return unique(await matchNames(queue.error, selection.patterns))
@@ -114,10 +103,7 @@ export async function replayFiles(
       const l = await ledger()
       if (l === undefined) throw new Error("replayFiles: a real run needs the ledger")
       try {
-        const replayed =
-          l instanceof PostgresLedger
-            ? await moveAndMarkShared(queue, l, file, options.now, limit)
-            : moveAndMark(queue, l, file, options.now, limit)
+        const replayed = await moveAndMark(queue, l, file, options.now, limit)
         outcome = { file, kind: "moved", replayed }
       } catch (error) {
         // Refused inside the transaction (limit reached, or the name taken since the checks):

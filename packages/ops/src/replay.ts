@@ -5,22 +5,22 @@ import {
   checkRootLedger,
   ExitCode,
   errnoOf,
-  Ledger,
+  type LedgerPort,
+  openExistingLedger,
+  openLedger,
   openQueue,
-  PostgresLedger,
   type Queue,
   quoteName,
   renameNoReplace,
   resolveLedgerUrl,
   resolveRoot,
-  rootId,
   SpoolError,
   writeReports,
 } from "@spool/core/engine"
 import { writeErr, writeOut } from "./_io.ts"
-import { type ReplayLedger, replayFiles, type Selection, selectFiles } from "./replay-bulk.ts"
+import { replayFiles, type Selection, selectFiles } from "./replay-bulk.ts"
 
-export type { BulkOptions, BulkOutcome, LedgerSource, ReplayLedger, Selection } from "./replay-bulk.ts"
+export type { BulkOptions, BulkOutcome, LedgerSource, Selection } from "./replay-bulk.ts"
 export { replayFiles, selectFiles } from "./replay-bulk.ts"
 
 /** What a successful replay did. */
@@ -124,7 +124,7 @@ export function tooOften(count: number, maxReplays: number): string {
  * ledger back. A crash between the move and COMMIT leaves the file in inbox/ with its record
  * unmarked: the message is consumed again, never lost.
  */
-export function replayFile(queue: Queue, ledger: Ledger, file: string, now = new Date()): Replayed {
+export async function replayFile(queue: Queue, ledger: LedgerPort, file: string, now = new Date()): Promise<Replayed> {
   checkReplayable(queue, file)
   return moveAndMark(queue, ledger, file, now)
 }
@@ -132,67 +132,20 @@ export function replayFile(queue: Queue, ledger: Ledger, file: string, now = new
 /**
  * The move and the ledger update of a replay, without the checks (exported for tests of the
  * race). With `maxReplays`, a file the ledger has logged that many replays of is refused, decided
- * inside the same transaction, so two concurrent bulk replays cannot both pass the limit.
+ * inside the same transaction (see `LedgerPort.recordReplay`), so two concurrent bulk replays
+ * cannot both pass the limit.
  */
-export function moveAndMark(
+export async function moveAndMark(
   queue: Queue,
-  ledger: Ledger,
-  file: string,
-  now: Date,
-  maxReplays = Number.POSITIVE_INFINITY,
-): Replayed {
-  const reason = ledger.failureReason(file)
-  const isRecordMarked = ledger.transaction(() => {
-    if (maxReplays !== Number.POSITIVE_INFINITY) {
-      const count = ledger.replayCount(file)
-      if (count >= maxReplays) throw refusal(file, tooOften(count, maxReplays))
-    }
-    const isMarked = ledger.markReplayed(file, now.toISOString())
-    moveBack(queue, file)
-    return isMarked
-  })
-  return { file, reason, isRecordMarked }
-}
-
-/**
- * Replay of one file against the shared PostgreSQL ledger: the failure record is marked and the
- * replay logged in a transaction that commits only if the no-replace rename succeeded.
- */
-export async function replayShared(queue: Queue, url: string, file: string, now = new Date()): Promise<Replayed> {
-  const ledger = await PostgresLedger.open(url, rootId(queue), { migrate: false })
-  try {
-    const replayed = await moveAndMarkShared(queue, ledger, file, now)
-    await writeReports(queue, ledger)
-    return replayed
-  } finally {
-    await ledger.close()
-  }
-}
-
-/**
- * moveAndMark on the PostgreSQL ledger. The replay limit is decided under a transaction-scoped
- * advisory lock on this root's file name, so two hosts replaying the same file at once cannot
- * both pass it (there may be no failure row to lock).
- */
-export async function moveAndMarkShared(
-  queue: Queue,
-  ledger: PostgresLedger,
+  ledger: LedgerPort,
   file: string,
   now: Date,
   maxReplays = Number.POSITIVE_INFINITY,
 ): Promise<Replayed> {
   const reason = await ledger.failureReason(file)
-  const isRecordMarked = await ledger.transaction(async (tx) => {
-    await tx`SELECT pg_advisory_xact_lock(hashtext(${`spool-replay:${ledger.rootId}:${file}`}))`
-    if (maxReplays !== Number.POSITIVE_INFINITY) {
-      const count = await ledger.replayCount(file, tx)
-      if (count >= maxReplays) throw refusal(file, tooOften(count, maxReplays))
-    }
-    const isMarked = await ledger.markReplayed(file, now.toISOString(), tx)
-    moveBack(queue, file)
-    return isMarked
-  })
-  return { file, reason, isRecordMarked }
+  const r = await ledger.recordReplay(file, now.toISOString(), () => moveBack(queue, file), maxReplays)
+  if (r.kind === "too-often") throw refusal(file, tooOften(r.count, maxReplays))
+  return { file, reason, isRecordMarked: r.isRecordMarked }
 }
 
 /** The no-replace rename of a replay, inside its ledger transaction: a refusal rolls it back. */
@@ -262,20 +215,14 @@ export async function main(argv: readonly string[]): Promise<number> {
     const queue = openQueue(resolveRoot(values.root))
     // Every refusal that can be decided without the ledger is decided before opening it.
     checkReplayable(queue, file)
-    await checkRootLedger(queue, url)
-    if (url !== undefined) {
-      const r = await replayShared(queue, url, file)
-      await writeErr(`replay: ${movedLine(r)}; run consume to process it\n`)
-      return ExitCode.ok
-    }
-    const ledger = Ledger.open(queue.ledger)
+    const ledger = await openLedger(queue, { url })
     try {
-      const r = replayFile(queue, ledger, file)
+      const r = await replayFile(queue, ledger, file)
       await writeReports(queue, ledger)
       await writeErr(`replay: ${movedLine(r)}; run consume to process it\n`)
       return ExitCode.ok
     } finally {
-      ledger.close()
+      await ledger.close()
     }
   })
 }
@@ -330,23 +277,23 @@ async function replayBulk(
   const isDryRun = values["dry-run"]
   const queue = openQueue(resolveRoot(values.root))
   await checkRootLedger(queue, url)
-  // Opened at first need: a run that selects nothing or refuses everything creates no ledger. A
-  // dry run reads it without creating or migrating it; no ledger yet means no reasons, no replays.
-  // A PostgreSQL ledger is never migrated by replay (consume does that).
-  let ledger: ReplayLedger | undefined
-  let opening: Promise<ReplayLedger | undefined> | undefined
-  const useLedger = (): Promise<ReplayLedger | undefined> => {
-    opening ??= (async () => {
-      if (url !== undefined) ledger = await PostgresLedger.open(url, rootId(queue), { migrate: false })
-      else if (fs.existsSync(queue.ledger) || !isDryRun)
-        ledger = Ledger.open(queue.ledger, isDryRun ? { readonly: true } : {})
-      return ledger
-    })()
-    return opening
+  // Opened at first need: a run that selects nothing or refuses everything creates no ledger, and
+  // neither does a selection by reason nor a dry run (no ledger yet: no reasons, no replays).
+  let ledger: LedgerPort | undefined
+  let existing: Promise<LedgerPort | undefined> | undefined
+  const existingLedger = (): Promise<LedgerPort | undefined> => {
+    existing ??= openExistingLedger(queue, { url, readonly: isDryRun }).then((l) => (ledger = l))
+    return existing
+  }
+  const useLedger = async (): Promise<LedgerPort | undefined> => {
+    const found = await existingLedger()
+    if (found !== undefined || isDryRun) return found
+    ledger ??= await openLedger(queue, { url })
+    return ledger
   }
   let moved = 0
   try {
-    const files = await selectFiles(queue, selection, useLedger, { isShared: url !== undefined })
+    const files = await selectFiles(queue, selection, existingLedger)
     if (files.length === 0) {
       await writeErr(`replay: ${describeSelection(selection)} selects no file in error/; nothing was changed\n`)
       return ExitCode.ok

@@ -17,11 +17,15 @@ export async function pgUnavailable(): Promise<string | undefined> {
   }
 }
 
-/** A fresh database, dropped (with any connection left to it) when disposed. */
-export async function tempDatabase(): Promise<{ url: string } & AsyncDisposable> {
+/**
+ * A fresh database, dropped (with any connection left to it) when disposed; with `copyOf`, a
+ * copy of that temp database (which nothing may be connected to meanwhile).
+ */
+export async function tempDatabase(options: { copyOf?: string } = {}): Promise<{ url: string } & AsyncDisposable> {
   const name = `spool_t_${crypto.randomUUID().replaceAll("-", "").slice(0, 12)}`
   const admin = new SQL({ url: adminUrl, max: 1 })
-  await admin.unsafe(`CREATE DATABASE ${name}`)
+  const template = options.copyOf === undefined ? "" : ` TEMPLATE ${new URL(options.copyOf).pathname.slice(1)}`
+  await admin.unsafe(`CREATE DATABASE ${name}${template}`)
   const u = new URL(adminUrl)
   u.pathname = `/${name}`
   return {

@@ -43,8 +43,8 @@ async function handBackOne(c: Context, item: Item, isFlushed: boolean): Promise<
     return isFlushed && (await moveOut(c, o.name, dest, o.kind === "rejected" ? o.destName : o.name, o.claimId))
   }
   if (item.inProcessing !== true) return item.inProcessing === false
-  if (c.ledger.backend === "postgres") {
-    // A commit that failed over the network may still have committed: only recovery, which
+  if (c.ledger.isFailedCommitInDoubt) {
+    // A commit that failed (over the network) may still have committed: only recovery, which
     // reads the claim's state, can tell. The run is failing cleanly (the database), not
     // crashing on this file, so the attempt its retry counted is taken back (only from a
     // claim still uncommitted), or a database that fails twice while one file is retried
