@@ -26,10 +26,14 @@ const whereOf = (q: BackendQueue) => (q.url === undefined ? "" : ` in ${redact(q
 
 const msg = (id: string, seq: number) => ({ msg_id: id, order_no: "O-1", seq, amount: seq })
 
-/** Every file under `dir` (recursively) with its mtime and a hash of its bytes: any change shows. */
+/**
+ * Every file under `dir` (recursively) with its mtime and a hash of its bytes: any change shows.
+ * The SQLite ledger's files are left out (reading its rows touches them); the rows are compared.
+ */
 function tree(dir: string): Record<string, string> {
   const out: Record<string, string> = {}
   for (const rel of new Bun.Glob("**/*").scanSync({ cwd: dir, dot: true })) {
+    if (rel.startsWith("ledger.db")) continue
     const path = join(dir, rel)
     out[rel] = `${fs.statSync(path).mtimeMs} ${Bun.hash(fs.readFileSync(path))}`
   }
@@ -52,8 +56,8 @@ for (const backend of backends)
         })
         // Old enough that both readings of the number, as seconds or as days, would archive and prune.
         await consumedAndAged(q, 400)
-        const before = tree(q.root)
         const rows = await q.rows("SELECT msg_id FROM processed ORDER BY msg_id")
+        const before = tree(q.root)
         const r = await q.command("compact", args)
         expect(r.stdout).toBe("")
         expect(r.stderr).toBe(

@@ -31,9 +31,11 @@ describe("consume's progress bar", () => {
     // NO_COLOR: the bar is drawn with # and -, no colour codes.
     expect(r.stdout.replaceAll("\x1b[K", "")).not.toContain("\x1b[")
     // The log line for the bad file is on a line of its own, not glued to a frame.
-    const logLine = r.stdout.split(/\r?\n/).find((l) => l.includes("spool: rejected file=bad.json"))
+    const logLine = r.stdout.split(/\r?\n/).find((l) => l.includes("spool: warn: rejected file=bad.json"))
     // What the terminal shows after the last carriage return of that line: the log line alone.
-    expect(logLine?.split("\r").at(-1)?.replace("\x1b[K", "")).toStartWith("spool: rejected file=bad.json reason=parse")
+    expect(logLine?.split("\r").at(-1)?.replace("\x1b[K", "")).toStartWith(
+      "spool: warn: rejected file=bad.json reason=parse",
+    )
     expect(r.exitCode).toBe(0)
     expect(list(join(q.root, "done"))).toHaveLength(60)
   })
