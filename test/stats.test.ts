@@ -1,10 +1,18 @@
 // `bun run stats` end to end on both ledgers, from one matrix: the real command as a process on
 // a queue the real consume has drained, with older history written into its ledger.
 import { afterAll, beforeAll, describe, expect, it } from "bun:test"
+import fs from "node:fs"
 import { join } from "node:path"
-import { type BackendQueue, ledgerBackends, list, run } from "@spool/test-support"
+import { type BackendQueue, ledgerBackends, list, run, tempDir } from "@spool/test-support"
 
 const stats = (q: BackendQueue, args: readonly string[]) => q.command("stats", args)
+
+/** `promtool check metrics` on the text: it must be installed (CI installs Debian's prometheus). */
+async function promtoolAccepts(text: string) {
+  const r = await run(["promtool", "check", "metrics"], { stdin: text })
+  expect(r.stderr + r.stdout).toBe("")
+  expect(r.exitCode).toBe(0)
+}
 
 /** Adds history to a consumed sample: rows older than any window, a conflict, a poison, a replay. */
 async function addHistory(q: BackendQueue) {
@@ -106,6 +114,51 @@ for (const backend of await ledgerBackends())
         replays: 1,
       })
       expect(s.openFailures).toEqual({ parse: 1, "missing-field": 1, poison: 1 })
+    })
+
+    it("counts failures by class, format and business, in --json", async () => {
+      const s = JSON.parse((await stats(q, ["--json", "--window", "1h"])).stdout)
+      expect(s.failuresByClass).toEqual({ allTime: { format: 3, business: 1 }, recent: { format: 2, business: 0 } })
+    })
+
+    it("exports counters by reason and class and the windowed duplicate rate, which promtool accepts", async () => {
+      const r = await stats(q, ["--format", "prometheus", "--window", "1h"])
+      expect(r.exitCode).toBe(0)
+      const root = JSON.stringify(q.root).slice(1, -1)
+      expect(r.stdout).toContain("# TYPE spool_processed_total counter\n")
+      expect(r.stdout).toContain(`spool_processed_total{root="${root}"} 17\n`)
+      expect(r.stdout).toContain(`spool_duplicates_total{root="${root}"} 5\n`)
+      expect(r.stdout).toContain(`spool_conflicts_total{root="${root}"} 1\n`)
+      expect(r.stdout).toContain(`spool_rejections_total{root="${root}",reason="parse",class="format"} 2\n`)
+      expect(r.stdout).toContain(`spool_rejections_total{root="${root}",reason="poison",class="business"} 1\n`)
+      expect(r.stdout).toContain(`spool_duplicate_rate{root="${root}",window="1h"} ${4 / 19}\n`)
+      await promtoolAccepts(r.stdout)
+    })
+
+    it("writes the metrics to --textfile atomically, and refuses --textfile without the format", async () => {
+      await using d = await tempDir()
+      const path = join(d.path, "spool.prom")
+      const r = await stats(q, ["--format", "prometheus", "--textfile", path])
+      expect(r.stdout).toBe("")
+      expect(r.exitCode).toBe(0)
+      expect(fs.readFileSync(path, "utf8")).toContain("spool_duplicate_rate{")
+      expect(fs.readdirSync(d.path)).toEqual(["spool.prom"])
+      const bad = await stats(q, ["--textfile", path])
+      expect(bad.exitCode).toBe(2)
+      expect(bad.stderr).toContain("--textfile writes the Prometheus format; add --format prometheus")
+    })
+
+    it("exits 1 when the window's duplicate rate is above --max-duplicate-rate, for cron", async () => {
+      // The last hour: 4 duplicates of 19 valid deliveries, 21.1%.
+      const over = await stats(q, ["--window", "1h", "--max-duplicate-rate", "0.2"])
+      expect(over.exitCode).toBe(1)
+      expect(over.stderr).toContain("duplicate rate 21.1% over the last 1h is above --max-duplicate-rate 20.0%")
+      const under = await stats(q, ["--window", "1h", "--max-duplicate-rate", "25%", "--json"])
+      expect(under.exitCode).toBe(0)
+      expect(JSON.parse(under.stdout)).toMatchObject({ maxDuplicateRate: 0.25, ok: true })
+      const bad = await stats(q, ["--max-duplicate-rate", "2"])
+      expect(bad.exitCode).toBe(2)
+      expect(bad.stderr).toContain("--max-duplicate-rate takes a fraction from 0 to 1 (0.05) or a percentage (5%)")
     })
 
     it("prints a table with both periods by default", async () => {
