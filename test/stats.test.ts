@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import { type BackendQueue, ledgerBackends, list, run, tempDir } from "@spool/test-support"
+import { type BackendQueue, ledgerBackends, list, repoRoot, run, tempDir, tempQueue } from "@spool/test-support"
 
 const stats = (q: BackendQueue, args: readonly string[]) => q.command("stats", args)
 
@@ -220,5 +220,22 @@ describe("bun run stats --help", () => {
     expect(r.stdout).toContain("Usage: bun run stats")
     expect(r.stdout).toContain("--window DURATION")
     expect(r.exitCode).toBe(0)
+  })
+})
+
+describe("the README's cron line for the duplicate rate", () => {
+  it("runs as written on a queue, exiting 1 above the rate and 0 below it", async () => {
+    const readme = fs.readFileSync(join(repoRoot, "README.md"), "utf8")
+    const line = readme.split("\n").find((l) => l.startsWith("*/15 * * * * cd /opt/spool && "))
+    if (line === undefined) throw new Error("README has no stats cron line")
+    const command = line.slice(line.indexOf("&& ") + 3)
+    await using q = await tempQueue({ seed: "fixtures" })
+    expect((await run(["bun", "run", "consume", "--root", q.root], { env: { SPOOL_LEDGER_URL: "" } })).exitCode).toBe(0)
+    const sh = (text: string) => run(["sh", "-c", text], { env: { SPOOL_LEDGER_URL: "" } })
+    // The sample queue: 3 duplicates of 18 valid deliveries, 16.7%, above 5%.
+    const over = await sh(command.replace("/srv/spool", q.root))
+    expect(over.exitCode).toBe(1)
+    expect(over.stderr).toContain("is above --max-duplicate-rate 5.0%")
+    expect((await sh(command.replace("/srv/spool", q.root).replace("5%", "20%"))).exitCode).toBe(0)
   })
 })
