@@ -1,4 +1,3 @@
-import { resolve } from "node:path"
 import { type CommandSpec, choice, duration, json, ledger, root, runCommand, text } from "@spool/cli"
 import {
   classOf,
@@ -14,7 +13,7 @@ import {
   resolveRoot,
   SpoolError,
   type StatsPeriod,
-  writeFileAtomic,
+  writeTextfile,
 } from "@spool/core/engine"
 import { statsMetrics } from "./stats-metrics.ts"
 
@@ -112,19 +111,6 @@ export function byClass(p: StatsPeriod): Record<ErrorClass, number> {
   const out: Record<ErrorClass, number> = { format: 0, business: 0 }
   for (const [reason, n] of Object.entries(p.failuresByReason)) out[classOf(reason)] += n
   return out
-}
-
-function writeTextfile(path: string, text: string): void {
-  try {
-    // node_exporter reads only *.prom files, and writeFileAtomic's temp name does not end in
-    // .prom, so the collector never sees a half-written file.
-    writeFileAtomic(resolve(path), text)
-  } catch (error) {
-    if (error instanceof SpoolError) throw error
-    throw new SpoolError("io", `cannot write ${path}: ${error instanceof Error ? error.message : String(error)}`, {
-      cause: error,
-    })
-  }
 }
 
 /** The ledger's statistics, closing it; zeros where there is no ledger yet. */

@@ -1,5 +1,8 @@
 // The Prometheus text exposition format (version 0.0.4), as the node_exporter textfile
 // collector and a scrape read it: one writer for every command that exports metrics.
+import { resolve } from "node:path"
+import { SpoolError } from "./errors.ts"
+import { writeFileAtomic } from "./files.ts"
 
 /** A sample's labels, in the order written. */
 export type Labels = Readonly<Record<string, string>>
@@ -45,4 +48,20 @@ function escapeHelp(text: string): string {
 /** A sample value: infinities and NaN as the format spells them. */
 export function formatNumber(n: number): string {
   return Number.isFinite(n) ? String(n) : n > 0 ? "+Inf" : n < 0 ? "-Inf" : "NaN"
+}
+
+/**
+ * Writes metrics for the node_exporter textfile collector, atomically. The collector reads only
+ * *.prom files, and writeFileAtomic's temp name does not end in .prom, so it never sees a
+ * half-written file.
+ */
+export function writeTextfile(path: string, text: string): void {
+  try {
+    writeFileAtomic(resolve(path), text)
+  } catch (error) {
+    if (error instanceof SpoolError) throw error
+    throw new SpoolError("io", `cannot write ${path}: ${error instanceof Error ? error.message : String(error)}`, {
+      cause: error,
+    })
+  }
 }
