@@ -90,6 +90,8 @@ pg("the PostgreSQL ledger (--ledger / SPOOL_LEDGER_URL)", () => {
     expect(stats.allTime).toMatchObject({ processed: 15, duplicates: 3, failures: 2 })
     expect(stats.openFailures).toEqual({ "missing-field": 1, parse: 1 })
 
+    // Corrected in error/ first: replay refuses a format error whose bytes are the ones that failed.
+    fs.appendFileSync(join(shared.root, "error", "evt-broken-0001.json"), "\n")
     const rp = await run([
       "bun",
       "scripts/replay.ts",

@@ -18,11 +18,18 @@ import {
 } from "@spool/test-support"
 
 const replaySh = join(repoRoot, "packages/ops/dist/replay.sh")
+const lagSh = join(repoRoot, "packages/ops/dist/lag.sh")
 
 /** The sample queue after consume: evt-broken-0001.json (parse) and evt-noorder-0002.json (missing-field) in error/. */
 const BROKEN = "evt-broken-0001.json"
 const NOORDER = "evt-noorder-0002.json"
 const DONE = "evt-03bdf456.json"
+/** DONE's message delivered again under this name after its key was pruned: beyond-horizon, a business error. */
+const AGAIN = "evt-again.json"
+/** msg_ids of the sample: NOORDER's (it parses), DONE's (processed), one that no message has. */
+const NOORDER_ID = "m-x-02"
+const DONE_ID = "m-1002-01"
+const day = 86_400_000
 
 beforeAll(async () => {
   const build = await run(["bun", join(repoRoot, "packages/ops/build.ts"), "--if-stale"])
@@ -39,6 +46,13 @@ async function fullSnapshot(q: BackendQueue) {
     mtimes: ["inbox", "processing", "done", "error"].map((d) => fs.statSync(join(q.root, d)).mtimeMs),
   }
 }
+
+/** `bun spool replay`: the same command under the one entry point. */
+const spoolReplay = (args: readonly string[], env?: Record<string, string>, cwd?: string) =>
+  run(["bun", join(repoRoot, "packages/spool/bin/spool.ts"), "replay", ...args], {
+    ...(env ? { env } : {}),
+    ...(cwd ? { cwd } : {}),
+  })
 
 const runners = [
   [
@@ -73,6 +87,17 @@ const shown: Record<string, string> = {
 }
 const show = (name: string) => shown[name] ?? name
 
+/**
+ * Edits every regular file in error/ as an operator's fix would, appending a newline: its bytes
+ * differ from the ones that failed (so replay does not refuse a format error's file as
+ * unchanged), and consumed again it fails the same way.
+ */
+function correct(q: BackendQueue): BackendQueue {
+  const error = join(q.root, "error")
+  for (const n of list(error)) if (fs.lstatSync(join(error, n)).isFile()) fs.appendFileSync(join(error, n), "\n")
+  return q
+}
+
 async function replayRows(q: BackendQueue): Promise<{ file: string; failure_id: unknown }[]> {
   return (await q.rows("SELECT file, failure_id FROM replays ORDER BY id")) as { file: string; failure_id: unknown }[]
 }
@@ -96,8 +121,10 @@ for (const backend of await ledgerBackends())
     }, 120_000)
     afterAll(() => template?.[Symbol.asyncDispose]())
 
-    /** A fresh copy of the drained queue, and of its ledger. */
-    const drained = () => template.copy()
+    /** A fresh copy of the drained queue and its ledger, as consume left it: error/ holds the bytes that failed. */
+    const unchanged = () => template.copy()
+    /** `unchanged`, each file in error/ then corrected (see `correct`), so replay moves it. */
+    const drained = async () => correct(await template.copy())
 
     /** A drained copy of the sample queue whose error/ also holds the HOSTILE files and OTHER (all parse failures). */
     async function drainedHostile(): Promise<BackendQueue> {
@@ -106,7 +133,7 @@ for (const backend of await ledgerBackends())
       const r = await q.command("consume")
       expect(r.exitCode).toBe(0)
       expect(list(join(q.root, "error"))).toEqual([...Object.values(HOSTILE), BROKEN, NOORDER, OTHER].sort())
-      return q
+      return correct(q)
     }
 
     describe.each(runners)("%s", (name, replay) => {
@@ -281,6 +308,7 @@ for (const backend of await ledgerBackends())
         const formulas = ["+SUM(1).json", "-2+3.json", "=cmd|' -C calc'!A0.json", "@x.json"]
         for (const n of formulas) fs.writeFileSync(join(q.root, "inbox", n), "{not json")
         expect((await q.command("consume")).exitCode).toBe(0)
+        correct(q)
         const csv = fs.readFileSync(join(q.root, "error.csv"), "utf8")
         expect(csv).toBe(
           "file,reason\n+SUM(1).json,parse\n-2+3.json,parse\n=cmd|' -C calc'!A0.json,parse\n@x.json,parse\n" +
@@ -293,7 +321,7 @@ for (const backend of await ledgerBackends())
         for (const n of names) {
           const r = await replay([...q.args, "--", n])
           expect(r.exitCode).toBe(0)
-          expect(fs.readFileSync(join(q.root, "inbox", n), "utf8")).toBe("{not json")
+          expect(fs.readFileSync(join(q.root, "inbox", n), "utf8")).toBe("{not json\n")
         }
         expect(list(join(q.root, "error"))).toEqual([BROKEN, NOORDER])
         expect(fs.readFileSync(join(q.root, "error.csv"), "utf8")).toBe(
@@ -348,6 +376,7 @@ for (const backend of await ledgerBackends())
 
       it("skips a file whose name is taken in inbox/, moves the others, and exits 1", async () => {
         await using q = await drained()
+        const broken = fs.readFileSync(join(q.root, "error", BROKEN), "utf8")
         fs.writeFileSync(join(q.root, "inbox", BROKEN), '{"new":"producer data"}')
         const r = await replay([...q.args, "--all"])
         expect(r.stdout).toBe(`${NOORDER}\n`)
@@ -355,9 +384,7 @@ for (const backend of await ledgerBackends())
         expect(r.stderr).toContain("moved 1 of 2 selected files back to inbox/, refused 1")
         expect(r.exitCode).toBe(1)
         expect(fs.readFileSync(join(q.root, "inbox", BROKEN), "utf8")).toBe('{"new":"producer data"}')
-        expect(fs.readFileSync(join(q.root, "error", BROKEN), "utf8")).toBe(
-          fs.readFileSync(join(template.root, "error", BROKEN), "utf8"),
-        )
+        expect(fs.readFileSync(join(q.root, "error", BROKEN), "utf8")).toBe(broken)
         expect(list(join(q.root, "inbox"))).toEqual([BROKEN, NOORDER])
         expect((await replayRows(q)).map((x) => x.file)).toEqual([NOORDER])
         expect(fs.readFileSync(join(q.root, "error.csv"), "utf8")).toBe(`file,reason\n${BROKEN},parse\n`)
@@ -418,6 +445,7 @@ for (const backend of await ledgerBackends())
         const newline = "evt-x.json\nevt-forged.json"
         for (const n of [backslash, newline]) fs.writeFileSync(join(q.root, "inbox", n), "{not json")
         expect((await q.command("consume")).exitCode).toBe(0)
+        correct(q)
         const r = await replay([...q.args, "--all"])
         expect(r.stdout).toBe(`'evt-back\\slash.json'\n${BROKEN}\n${NOORDER}\n'evt-x.json'$'\\n''evt-forged.json'\n`)
         expect(r.stderr).toContain(
@@ -519,6 +547,166 @@ for (const backend of await ledgerBackends())
         },
       )
     })
+
+    // Format errors are refused unchanged; business errors move; --class, --id; the replayed file's age.
+    describe.each([...runners, ["bun spool replay", spoolReplay] as const])(
+      "%s, by class of failure",
+      (_name, replay) => {
+        /** The drained sample plus AGAIN (beyond-horizon) in error/, as consume and compact leave them. */
+        let business: BackendQueue
+        beforeAll(async () => {
+          business = await template.copy()
+          const bytes = fs.readFileSync(join(business.root, "done", DONE))
+          await business.exec("UPDATE processed SET processed_at = ? WHERE msg_id = ?", [
+            new Date(Date.now() - 400 * day).toISOString(),
+            DONE_ID,
+          ])
+          expect((await business.command("compact", ["--older-than", "30d", "--horizon", "365d"])).exitCode).toBe(0)
+          business.put(AGAIN, bytes)
+          expect((await business.command("consume")).exitCode).toBe(0)
+          expect(list(join(business.root, "error"))).toEqual([BROKEN, NOORDER, AGAIN].sort())
+          const reasons = await business.rows(
+            "SELECT file, reason FROM failures WHERE replayed_at IS NULL ORDER BY file",
+          )
+          expect(reasons).toEqual([
+            { file: AGAIN, reason: "beyond-horizon" },
+            { file: BROKEN, reason: "parse" },
+            { file: NOORDER, reason: "missing-field" },
+          ])
+        }, 120_000)
+        afterAll(() => business?.[Symbol.asyncDispose]())
+
+        it("refuses FILE whose format error's bytes are unchanged, changing nothing, and replays it once corrected", async () => {
+          await using q = await unchanged()
+          const before = await fullSnapshot(q)
+          const r = await replay([...q.args, NOORDER])
+          expect(r.stdout).toBe("")
+          expect(r.stderr).toBe(
+            `replay: refusing to replay ${NOORDER}: it failed with missing-field, a format error, and its bytes are ` +
+              "the ones that failed, so it would fail again; fix the file in error/ first, or pass --force to replay " +
+              "it as it is; nothing was changed\n",
+          )
+          expect(r.exitCode).toBe(1)
+          expect(await fullSnapshot(q)).toEqual(before)
+          const fixed = '{"msg_id": "m-x-02", "order_no": "A-1010", "seq": 1, "amount": 5.5}'
+          fs.writeFileSync(join(q.root, "error", NOORDER), fixed)
+          const again = await replay([...q.args, NOORDER])
+          expect(again.stderr).toContain(`moved error/${NOORDER} back to inbox/${NOORDER} (failed with missing-field`)
+          expect(again.exitCode).toBe(0)
+          expect(fs.readFileSync(join(q.root, "inbox", NOORDER), "utf8")).toBe(fixed)
+          expect((await q.command("consume")).exitCode).toBe(0)
+          expect(list(join(q.root, "done"))).toContain(NOORDER)
+          expect(list(join(q.root, "error"))).toEqual([BROKEN])
+        })
+
+        it("replays an unchanged format error with --force", async () => {
+          await using q = await unchanged()
+          const bytes = fs.readFileSync(join(q.root, "error", BROKEN))
+          const r = await replay([...q.args, "--force", BROKEN])
+          expect(r.stdout).toBe(`${BROKEN}\n`)
+          expect(r.exitCode).toBe(0)
+          expect(fs.readFileSync(join(q.root, "inbox", BROKEN))).toEqual(bytes)
+        })
+
+        it("refuses each unchanged format error in a bulk replay, lists it, moves the business error, and exits 1", async () => {
+          await using q = await business.copy()
+          const r = await replay([...q.args, "--all"])
+          expect(r.stdout).toBe(`${AGAIN}\n`)
+          expect(r.stderr).toContain(
+            `refused ${BROKEN}: it failed with parse, a format error, and its bytes are the ones`,
+          )
+          expect(r.stderr).toContain(`refused ${NOORDER}: it failed with missing-field, a format error`)
+          expect(r.stderr).toContain(`moved error/${AGAIN} back to inbox/${AGAIN} (failed with beyond-horizon`)
+          expect(r.stderr).toContain("moved 1 of 3 selected files back to inbox/, refused 2")
+          expect(r.exitCode).toBe(1)
+          expect(list(join(q.root, "inbox"))).toEqual([AGAIN])
+          expect(list(join(q.root, "error"))).toEqual([BROKEN, NOORDER])
+          expect(fs.readFileSync(join(q.root, "error.csv"), "utf8")).toBe(
+            `file,reason\n${BROKEN},parse\n${NOORDER},missing-field\n`,
+          )
+        })
+
+        it("selects by --class business only the business error, and replays it as it is", async () => {
+          await using q = await business.copy()
+          const bytes = fs.readFileSync(join(q.root, "error", AGAIN))
+          const r = await replay([...q.args, "--class", "business"])
+          expect(r.stdout).toBe(`${AGAIN}\n`)
+          expect(r.exitCode).toBe(0)
+          expect(fs.readFileSync(join(q.root, "inbox", AGAIN))).toEqual(bytes)
+          expect(list(join(q.root, "error"))).toEqual([BROKEN, NOORDER])
+          expect((await replayRows(q)).map((x) => x.file)).toEqual([AGAIN])
+        })
+
+        it("selects by --class format the format errors: refused unchanged (exit 1), moved with --force", async () => {
+          await using q = await business.copy()
+          const before = await fullSnapshot(q)
+          const refused = await replay([...q.args, "--class", "format"])
+          expect(refused.stdout).toBe("")
+          expect(refused.stderr).toContain("moved 0 of 2 selected files back to inbox/, refused 2; nothing was changed")
+          expect(refused.exitCode).toBe(1)
+          expect(await fullSnapshot(q)).toEqual(before)
+          const forced = await replay([...q.args, "--class", "format", "--force"])
+          expect(forced.stdout).toBe(`${BROKEN}\n${NOORDER}\n`)
+          expect(forced.exitCode).toBe(0)
+          expect(list(join(q.root, "error"))).toEqual([AGAIN])
+        })
+
+        it("replays by --id the file in error/ that carries the msg_id, the format rule applying", async () => {
+          await using q = await business.copy()
+          const moved = await replay([...q.args, "--id", DONE_ID])
+          expect(moved.stdout).toBe(`${AGAIN}\n`)
+          expect(moved.exitCode).toBe(0)
+          expect(list(join(q.root, "inbox"))).toEqual([AGAIN])
+          const before = await fullSnapshot(q)
+          const refused = await replay([...q.args, "--id", NOORDER_ID])
+          expect(refused.stdout).toBe("")
+          expect(refused.stderr).toContain(`refused ${NOORDER}: it failed with missing-field, a format error`)
+          expect(refused.exitCode).toBe(1)
+          expect(await fullSnapshot(q)).toEqual(before)
+          const forced = await replay([...q.args, "--id", NOORDER_ID, "--force"])
+          expect(forced.stdout).toBe(`${NOORDER}\n`)
+          expect(forced.exitCode).toBe(0)
+        })
+
+        it.each([
+          ["a msg_id no message has", "m-nowhere-99"],
+          ["the msg_id of a message that was processed (in done/, not error/)", "m-1003-01"],
+        ])("refuses --id with %s: exit 1, nothing changed", async (_case, id) => {
+          await using q = await business.copy()
+          if (id === "m-1003-01") {
+            const processed = await q.rows("SELECT file FROM processed WHERE msg_id = ?", [id])
+            expect(processed).toHaveLength(1)
+            expect(list(join(q.root, "done"))).toContain((processed[0] as { file: string }).file)
+          }
+          const before = await fullSnapshot(q)
+          const r = await replay([...q.args, "--id", id])
+          expect(r.stdout).toBe("")
+          expect(r.stderr).toBe(
+            `replay: no file in ${join(q.root, "error")}/ has msg_id "${id}" (a message that was processed is in done/, ` +
+              "not error/); nothing was changed\n",
+          )
+          expect(r.exitCode).toBe(1)
+          expect(await fullSnapshot(q)).toEqual(before)
+        })
+
+        it("sets the replayed file's mtime to the replay, so lag --max-age counts from it", async () => {
+          await using q = await business.copy()
+          const written = new Date(Date.now() - 2 * 3_600_000)
+          fs.utimesSync(join(q.root, "error", AGAIN), written, written)
+          const start = Date.now()
+          expect((await replay([...q.args, AGAIN])).exitCode).toBe(0)
+          const mtime = fs.statSync(join(q.root, "inbox", AGAIN)).mtimeMs
+          expect(mtime).toBeGreaterThanOrEqual(start - 1000)
+          expect(mtime).toBeLessThanOrEqual(Date.now())
+          const lag = await run([lagSh, q.root, "10", "--max-age", "1h"])
+          expect(lag.stdout).toBe("inbox=1 processing=0 error=2\n")
+          expect(lag.exitCode).toBe(0)
+          // The same file dated from its producer's write would be over the limit.
+          fs.utimesSync(join(q.root, "inbox", AGAIN), written, written)
+          expect((await run([lagSh, q.root, "10", "--max-age", "1h"])).exitCode).toBe(1)
+        })
+      },
+    )
   })
 
 describe("dist/replay.sh and a name that starts with -", () => {

@@ -1,6 +1,7 @@
 // Commands run from inside a queue root, or below it, use that root (as git finds its
 // repository): the README's alert text "then replay.sh FILE" works from where the operator is.
 import { describe, expect, it } from "bun:test"
+import fs from "node:fs"
 import { join } from "node:path"
 import { list, repoRoot, run, tempQueue } from "@spool/test-support"
 
@@ -18,7 +19,9 @@ describe("the queue root of the working directory", () => {
       env,
     })
     expect(JSON.parse(stats.stdout).root).toBe(q.root)
-    // From error/, where the operator looked at the file.
+    // From error/, where the operator looked at the file and corrected it (replay refuses a
+    // format error whose bytes are the ones that failed).
+    fs.appendFileSync(join(q.root, "error", "bad.json"), "\n")
     const replay = await run([join(repoRoot, "packages/ops/dist/replay.sh"), "bad.json"], {
       cwd: join(q.root, "error"),
       env,

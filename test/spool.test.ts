@@ -81,6 +81,8 @@ describe("spool", () => {
     expect(list(join(q.root, "error"))).toEqual(["evt-broken-0001.json", "evt-noorder-0002.json"])
     const stats = JSON.parse((await spool(["stats", "--root", q.root, "--json"])).stdout)
     expect(stats.allTime).toMatchObject({ processed: 15, duplicates: 3 })
+    // Corrected in error/ first: replay refuses a format error whose bytes are the ones that failed.
+    fs.appendFileSync(join(q.root, "error", "evt-broken-0001.json"), "\n")
     const replay = await spool(["replay", "--root", q.root, "evt-broken-0001.json"])
     expect(replay.stderr).toContain("moved error/evt-broken-0001.json back to inbox/evt-broken-0001.json")
     expect(replay.exitCode).toBe(0)
@@ -93,6 +95,7 @@ describe("spool", () => {
     await using q = await tempQueue({ seed: { "-1.json": "{not json" } })
     expect((await spool(["consume", "--root", q.root, "-q"])).exitCode).toBe(0)
     expect(list(join(q.root, "error"))).toEqual(["-1.json"])
+    fs.writeFileSync(join(q.root, "error", "-1.json"), "{}")
     const r = await spool(["replay", "--root", q.root, "--", "-1.json"])
     expect(r.stderr).toContain("moved error/-1.json back to inbox/-1.json")
     expect(r.exitCode).toBe(0)

@@ -25,6 +25,7 @@ export type {
   CompactSummary,
   ConflictRow,
   Effect,
+  FailureRecord,
   LedgerOptions,
   OrderProblem,
   Outcome,

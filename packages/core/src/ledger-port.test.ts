@@ -47,12 +47,12 @@ const backends = [
   { name: "PostgreSQL", open: onPostgres, skip: pgSkip },
 ] as const
 
-function rejected(name: string, claimId: string, reason: string): Outcome {
-  return { kind: "rejected", name, claimId, destName: name, reason, detail: "", hash: null }
+function rejected(name: string, claimId: string, reason: string, hash: string | null = null): Outcome {
+  return { kind: "rejected", name, claimId, destName: name, reason, detail: "", hash }
 }
 
-/** Sends each [name, reason] to error/ as consume does: claimed, committed, forgotten. */
-async function fail(l: LedgerPort, ...failures: [string, string][]): Promise<void> {
+/** Sends each [name, reason, hash?] to error/ as consume does: claimed, committed, forgotten. */
+async function fail(l: LedgerPort, ...failures: [string, string, string?][]): Promise<void> {
   const claims = await l.claim(
     "o",
     failures.map(([n]) => n),
@@ -60,7 +60,10 @@ async function fail(l: LedgerPort, ...failures: [string, string][]): Promise<voi
   )
   await l.commit(
     "o",
-    claims.map((c, i) => rejected(c.name, c.claimId, (failures[i] as [string, string])[1])),
+    claims.map((c, i) => {
+      const [, reason, hash] = failures[i] as [string, string, string?]
+      return rejected(c.name, c.claimId, reason, hash ?? null)
+    }),
     NOW,
   )
   await l.claim("o", [], NOW, claims)
@@ -75,6 +78,27 @@ for (const backend of backends)
       await fail(t.ledger, ["a.json", "invalid-field"])
       expect(await t.ledger.failureReasons()).toEqual(new Map([["a.json", "invalid-field"]]))
       expect(await t.ledger.failureReason("a.json")).toBe("invalid-field")
+    })
+
+    it("gives the latest unreplayed failure of a file with its hash and time, none once replayed", async () => {
+      await using t = await backend.open()
+      const hash = "ab".repeat(32)
+      await fail(t.ledger, ["a.json", "parse", "cd".repeat(32)])
+      await t.ledger.markReplayed("a.json", NOW)
+      await fail(t.ledger, ["a.json", "missing-field", hash], ["big.json", "too-large"])
+      expect(await t.ledger.unreplayedFailure("a.json")).toEqual({
+        reason: "missing-field",
+        payloadHash: hash,
+        failedAt: NOW,
+      })
+      expect(await t.ledger.unreplayedFailure("big.json")).toEqual({
+        reason: "too-large",
+        payloadHash: null,
+        failedAt: NOW,
+      })
+      await t.ledger.markReplayed("a.json", LATER)
+      expect(await t.ledger.unreplayedFailure("a.json")).toBeUndefined()
+      expect(await t.ledger.unreplayedFailure("never.json")).toBeUndefined()
     })
 
     it("records a replay: the failure marked, the replay logged, then the move", async () => {

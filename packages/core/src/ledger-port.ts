@@ -9,6 +9,7 @@ import {
   type CompactSummary,
   type ConflictRow,
   type Effect,
+  type FailureRecord,
   Ledger,
   type OrderProblem,
   type Outcome,
@@ -77,6 +78,8 @@ export interface LedgerPort<E extends AnyEffect = never> {
   duplicateIds(): Iterable<string> | AsyncIterable<string>
   conflicts(): Iterable<ConflictRow> | AsyncIterable<ConflictRow>
   failureReason(file: string): Awaitable<string | undefined>
+  /** The latest unreplayed failure recorded under `file` in error/ (what replay decides by); undefined when none. */
+  unreplayedFailure(file: string): Awaitable<FailureRecord | undefined>
   /** The result the effect of `msgId`'s processing returned and the ledger stored; undefined when none. */
   resultOf(msgId: string): Awaitable<unknown>
   /** `failureReason` of every file this root has recorded in error/, in one read. */

@@ -14,6 +14,7 @@ import {
   type ClaimRow,
   type CompactSummary,
   type ConflictRow,
+  type FailureRecord,
   type OrderProblem,
   type Outcome,
   type RawClaimRow,
@@ -333,6 +334,15 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
       SELECT reason FROM failures WHERE root_id = ${this.rootId} AND file = ${file} AND replayed_at IS NULL
       ORDER BY id DESC LIMIT 1`
     return row?.reason as string | undefined
+  }
+
+  /** The latest unreplayed failure recorded under `file` in this root's error/. */
+  async unreplayedFailure(file: string): Promise<FailureRecord | undefined> {
+    const [row] = await this.sql`
+      SELECT reason, payload_hash AS "payloadHash", failed_at AS "failedAt" FROM failures
+      WHERE root_id = ${this.rootId} AND file = ${file} AND replayed_at IS NULL
+      ORDER BY id DESC LIMIT 1`
+    return row as FailureRecord | undefined
   }
 
   /** The reason of the latest unreplayed failure of every file this root has recorded in error/. */

@@ -84,6 +84,15 @@ export interface CompactSummary {
  * replay logged and the file moved, all in one transaction), or refused because `maxReplays`
  * replays of the file were logged already (nothing recorded, nothing moved).
  */
+/** The latest unreplayed failure recorded under a file name in error/: what replay decides by. */
+export interface FailureRecord {
+  readonly reason: string
+  /** sha256 (hex) of the bytes as the consumer read them; null for a file never read (too-large, not-regular, symlink). */
+  readonly payloadHash: string | null
+  /** When the consumer recorded the failure (ISO 8601). */
+  readonly failedAt: string
+}
+
 export type ReplayRecord =
   | { readonly kind: "replayed"; readonly isRecordMarked: boolean }
   | { readonly kind: "too-often"; readonly count: number }

@@ -17,6 +17,7 @@ import {
   type ClaimRow,
   type CompactSummary,
   type ConflictRow,
+  type FailureRecord,
   type OrderProblem,
   type Outcome,
   type RawClaimRow,
@@ -39,6 +40,7 @@ export type {
   ClaimRow,
   CompactSummary,
   ConflictRow,
+  FailureRecord,
   OrderProblem,
   Outcome,
   RawClaimRow,
@@ -376,6 +378,11 @@ export class Ledger implements LedgerPort<Effect> {
   /** The reason of the latest unreplayed failure recorded under `file` in error/. */
   failureReason(file: string): string | undefined {
     return (this.#s.failureReason.get(file) as { reason: string } | null)?.reason
+  }
+
+  /** The latest unreplayed failure recorded under `file` in error/. */
+  unreplayedFailure(file: string): FailureRecord | undefined {
+    return (this.#s.unreplayedFailure.get(file) as FailureRecord | null) ?? undefined
   }
 
   /** The reason of the latest unreplayed failure of every file recorded in error/. */

@@ -1,24 +1,27 @@
 // Bulk replay: which files of error/ a selection names, and their replay one by one, each
 // refused on its own (a taken name, a replay limit) without stopping the rest.
 import fs from "node:fs"
-import { type LedgerPort, type Queue, SpoolError } from "@spool/core/engine"
-import { moveAndMark, type Replayed, replayRefusal, tooOften, whyOf } from "./replay.ts"
+import { join } from "node:path"
+import { classOf, type ErrorClass, type LedgerPort, type Queue, SpoolError } from "@spool/core/engine"
+import { moveAndMark, type Replayed, readUnchanged, replayRefusal, tooOften, whyOf } from "./replay.ts"
 
 /** Gives the ledger when first needed (undefined: there is none yet, so nothing is recorded). */
 export type LedgerSource = () => LedgerPort | undefined | Promise<LedgerPort | undefined>
 
-/** Which files of error/ a bulk replay selects: named ones, or by glob, failure reason, or all. */
+/** Which files of error/ a bulk replay selects: named ones, or by glob, failure reason or class, msg_id, or all. */
 export type Selection =
   | { readonly kind: "names"; readonly names: readonly string[] }
   | { readonly kind: "match"; readonly patterns: readonly string[] }
   | { readonly kind: "reason"; readonly reason: string }
+  | { readonly kind: "class"; readonly errorClass: ErrorClass }
+  | { readonly kind: "id"; readonly msgId: string }
   | { readonly kind: "all" }
 
 /** How a bulk replay treats each selected file. */
 export interface BulkOptions {
   /** Refuse a file the ledger has logged this many replays of (0: refuse any replayed file). */
   readonly maxReplays: number
-  /** Ignore maxReplays. */
+  /** Ignore maxReplays, and replay a format error's file unchanged since it failed. */
   readonly isForced: boolean
   /** Decide and report everything, move nothing. */
   readonly isDryRun: boolean
@@ -35,7 +38,8 @@ export type BulkOutcome =
  * The names a selection picks in error/, sorted, each once. Named files are taken as given (a
  * name that is not there is refused later); the others are entries directly in error/ of any
  * type, so a link, directory or FIFO is selected and then refused, never skipped silently. A
- * selection by reason asks `ledger` for the root's ledger if it has one, and creates none.
+ * selection by reason or class asks `ledger` for the root's ledger if it has one, and creates
+ * none. A selection by msg_id reads the files themselves (see `filesWithMsgId`).
  */
 export async function selectFiles(queue: Queue, selection: Selection, ledger: LedgerSource): Promise<string[]> {
   const unique = (names: Iterable<string>) => [...new Set(names)].sort()
@@ -50,9 +54,46 @@ export async function selectFiles(queue: Queue, selection: Selection, ledger: Le
       if (reasons === undefined) return []
       return unique(fs.readdirSync(queue.error).filter((n) => reasons.get(n) === selection.reason))
     }
+    case "class": {
+      const reasons = await (await ledger())?.failureReasons()
+      if (reasons === undefined) return []
+      return unique(
+        fs.readdirSync(queue.error).filter((n) => {
+          const reason = reasons.get(n)
+          return reason !== undefined && classOf(reason) === selection.errorClass
+        }),
+      )
+    }
+    case "id":
+      return unique(filesWithMsgId(queue.error, selection.msgId))
     case "match":
       return unique(await matchNames(queue.error, selection.patterns))
   }
+}
+
+/** A file in error/ larger than this is not read for its msg_id (a too-large file may be any size). */
+const maxIdFileBytes = 64 * 1024 * 1024
+
+/**
+ * The regular files directly in `dir` whose JSON top level has `msg_id` equal to `msgId`, read
+ * as consume reads them (UTF-8, a leading byte order mark dropped, the last of duplicate keys).
+ * The ledger records no msg_id with a failure, and the bytes in error/ are what a replay sends
+ * again, so the files are the truth: a file that does not parse carries no msg_id.
+ */
+function filesWithMsgId(dir: string, msgId: string): string[] {
+  const decoder = new TextDecoder("utf-8", { fatal: true })
+  return fs.readdirSync(dir).filter((name) => {
+    const path = join(dir, name)
+    try {
+      const st = fs.lstatSync(path)
+      if (!st.isFile() || st.size > maxIdFileBytes) return false
+      const value: unknown = JSON.parse(decoder.decode(fs.readFileSync(path)))
+      return typeof value === "object" && value !== null && (value as { msg_id?: unknown }).msg_id === msgId
+    } catch {
+      // Not JSON, not UTF-8, or gone since the listing: it carries no msg_id to match.
+      return false
+    }
+  })
 }
 
 /**
@@ -97,16 +138,23 @@ export async function replayFiles(
     const why = replayRefusal(queue, file)
     if (why !== undefined) outcome = { file, kind: "refused", why }
     else if (options.isDryRun) {
-      const count = (await (await ledger())?.replayCount(file)) ?? 0
-      outcome = count >= limit ? { file, kind: "refused", why: tooOften(count, limit) } : { file, kind: "would-move" }
+      const l = await ledger()
+      const count = (await l?.replayCount(file)) ?? 0
+      const unchanged = options.isForced ? undefined : readUnchanged(queue, file, await l?.unreplayedFailure(file))
+      outcome =
+        count >= limit
+          ? { file, kind: "refused", why: tooOften(count, limit) }
+          : unchanged !== undefined
+            ? { file, kind: "refused", why: unchanged }
+            : { file, kind: "would-move" }
     } else {
       const l = await ledger()
       if (l === undefined) throw new Error("replayFiles: a real run needs the ledger")
       try {
-        const replayed = await moveAndMark(queue, l, file, options.now, limit)
+        const replayed = await moveAndMark(queue, l, file, options.now, limit, options.isForced)
         outcome = { file, kind: "moved", replayed }
       } catch (error) {
-        // Refused inside the transaction (limit reached, or the name taken since the checks):
+        // Refused inside the transaction (limit reached, unchanged format error, or the name taken since the checks):
         // rolled back, so this file is untouched; anything else (I/O, a locked ledger) stops the run.
         if (!(error instanceof SpoolError) || error.code !== "refused") throw error
         outcome = { file, kind: "refused", why: whyOf(file, error.message) }

@@ -22,7 +22,11 @@ interface TempQueue extends AsyncDisposable {
   readonly ledger: Ledger
 }
 
-/** A queue whose error/ holds bad.json with a failure record (reason parse), as consume leaves it. */
+/**
+ * A queue whose error/ holds bad.json with a failure record (reason parse), as consume leaves it,
+ * except that the record has no hash and the file is written after the failure's time: to the
+ * format rule (see replay-unchanged.ts) it is a corrected file, so these tests are about the move.
+ */
 async function failedQueue(): Promise<TempQueue> {
   const dir = fs.mkdtempSync(join(os.tmpdir(), "spool-replay-"))
   const queue = createQueue(join(dir, "q"))
@@ -209,6 +213,8 @@ describe("parseSelection", () => {
     ["several globs", { match: ["a*", "b*"] }, [], { kind: "match", patterns: ["a*", "b*"] }],
     ["a reason", { reason: "missing-field" }, [], { kind: "reason", reason: "missing-field" }],
     ["--all", { all: true }, [], { kind: "all" }],
+    ["a class", { class: "business" }, [], { kind: "class", errorClass: "business" }],
+    ["a msg_id", { id: "m-1" }, [], { kind: "id", msgId: "m-1" }],
   ]
   it.each(reads)("reads %s", (_case, values, positionals, selection) => {
     expect(parseSelection(values, positionals)).toEqual(selection)
@@ -221,6 +227,9 @@ describe("parseSelection", () => {
     ["a glob with a path", { match: ["../done/*"] }, []],
     ["an empty glob", { match: [""] }, []],
     ["an empty reason", { reason: "" }, []],
+    ["an unknown class", { class: "other" }, []],
+    ["an empty msg_id", { id: "" }, []],
+    ["--id and --class", { id: "m-1", class: "format" }, []],
   ]
   it.each(usageErrors)("refuses %s as a usage error", (_case, values, positionals) => {
     expect(refusal(() => parseSelection(values, positionals)).code).toBe("usage")
@@ -268,6 +277,45 @@ describe("selectFiles", () => {
     expect(await byReason("missing-field")).toEqual(["m1.json"])
     expect(await byReason("parse")).toEqual(["bad.json", "m2.json"])
     expect(await byReason("handler")).toEqual([])
+  })
+
+  it("selects by the class of each file's latest unreplayed failure", async () => {
+    await using t = await failedQueue()
+    fail(t, "h.json", "handler")
+    fail(t, "p.json", "poison")
+    fail(t, "m.json", "missing-field")
+    // Failed with handler, replayed, then failed again with parse: format now.
+    fail(t, "again.json", "handler")
+    t.ledger.markReplayed("again.json", NOW.toISOString())
+    fail(t, "again.json", "parse")
+    fs.writeFileSync(join(t.queue.error, "no-record.json"), "{}")
+    const byClass = (errorClass: "business" | "format") =>
+      selectFiles(t.queue, { kind: "class", errorClass }, () => t.ledger)
+    expect(await byClass("business")).toEqual(["h.json", "p.json"])
+    expect(await byClass("format")).toEqual(["again.json", "bad.json", "m.json"])
+  })
+
+  it("selects by msg_id the regular files whose JSON carries it, reading error/ itself", async () => {
+    await using t = await failedQueue()
+    const msg = (id: unknown) => JSON.stringify({ msg_id: id, seq: 1 })
+    fail(t, "a.json", "handler", msg("m-1"))
+    fail(t, "b.json", "missing-field", `\ufeff${msg("m-1")}`)
+    fail(t, "c.json", "handler", msg("m-2"))
+    fail(t, "dup-keys.json", "handler", '{"msg_id":"m-1","msg_id":"m-3"}')
+    fail(t, "number.json", "invalid-field", msg(1))
+    fail(t, "nested.json", "missing-field", JSON.stringify({ inner: { msg_id: "m-1" } }))
+    fail(t, "bad-utf8.json", "parse")
+    // m-1's message with a byte that is not UTF-8 after it: consume rejects it as parse, so no msg_id.
+    fs.writeFileSync(
+      join(t.queue.error, "bad-utf8.json"),
+      Buffer.concat([Buffer.from(msg("m-1")), Buffer.from([0xff])]),
+    )
+    fs.symlinkSync(join(t.queue.error, "a.json"), join(t.queue.error, "link.json"))
+    const byId = (msgId: string) => selectFiles(t.queue, { kind: "id", msgId }, () => t.ledger)
+    expect(await byId("m-1")).toEqual(["a.json", "b.json"])
+    expect(await byId("m-3")).toEqual(["dup-keys.json"])
+    expect(await byId("1")).toEqual([])
+    expect(await byId("nothing")).toEqual([])
   })
 
   it("selects nothing by reason, and creates no ledger, when the queue has none yet", async () => {
@@ -418,6 +466,97 @@ describe("replayFiles", () => {
       kind: "refused",
       why: expect.stringMatching(/^it was already replayed 1 time \(/),
     })
+  })
+})
+
+describe("moveAndMark and a format error's file", () => {
+  /** error/x.json failed with `reason` and the hash of `content` at `failedAt`, then written with `content`. */
+  function hashedFailure(t: TempQueue, reason: string, content: string, failedAt = NOW.toISOString()): void {
+    const [claim] = t.ledger.claim("o", ["x.json"], failedAt)
+    if (claim === undefined) throw new Error("no claim")
+    const hash = Bun.CryptoHasher.hash("sha256", content, "hex")
+    t.ledger.commit(
+      "o",
+      [{ kind: "rejected", name: "x.json", claimId: claim.claimId, destName: "x.json", reason, detail: "", hash }],
+      failedAt,
+    )
+    t.ledger.claim("o", [], failedAt, [claim])
+    fs.writeFileSync(join(t.queue.error, "x.json"), content)
+  }
+
+  it("refuses an unchanged one inside the transaction, changing nothing, and moves it with isForced", async () => {
+    await using t = await failedQueue()
+    hashedFailure(t, "missing-field", '{"msg_id":"m-1"}')
+    const before = fullState(t)
+    const e = await refusalOf(moveAndMark(t.queue, t.ledger, "x.json", NOW))
+    expect(e.code).toBe("refused")
+    expect(e.message).toContain("failed with missing-field, a format error, and its bytes are the ones that failed")
+    expect(e.message).toContain("fix the file in error/ first, or pass --force")
+    expect(fullState(t)).toEqual(before)
+    expect(t.ledger.db.inTransaction).toBe(false)
+    const r = await moveAndMark(t.queue, t.ledger, "x.json", NOW, Number.POSITIVE_INFINITY, true)
+    expect(r).toEqual({ file: "x.json", reason: "missing-field", isRecordMarked: true })
+    expect(fs.readFileSync(join(t.queue.inbox, "x.json"), "utf8")).toBe('{"msg_id":"m-1"}')
+  })
+
+  it("moves it once corrected in error/, and a business error's file unchanged", async () => {
+    await using t = await failedQueue()
+    hashedFailure(t, "parse", "{not json")
+    fs.writeFileSync(join(t.queue.error, "x.json"), '{"msg_id":"m-1"}')
+    expect((await moveAndMark(t.queue, t.ledger, "x.json", NOW)).reason).toBe("parse")
+    fs.rmSync(join(t.queue.inbox, "x.json"))
+    hashedFailure(t, "handler", '{"msg_id":"m-1"}')
+    expect((await moveAndMark(t.queue, t.ledger, "x.json", NOW)).reason).toBe("handler")
+  })
+
+  it("refuses one recorded without a hash (never read) unless written after it failed", async () => {
+    await using t = await failedQueue()
+    fail(t, "big.json", "too-large", "x".repeat(100))
+    // fail() records the failure at 2026-11-29T09:00Z; dated before it, the file is the one that failed.
+    const before = new Date("2026-11-29T08:00:00.000Z")
+    fs.utimesSync(join(t.queue.error, "big.json"), before, before)
+    const e = await refusalOf(moveAndMark(t.queue, t.ledger, "big.json", NOW))
+    expect(e.message).toContain("failed with too-large, a format error, and it was not written since")
+    expect(fs.readdirSync(t.queue.inbox)).toEqual([])
+    const after = new Date("2026-11-29T09:30:00.000Z")
+    fs.utimesSync(join(t.queue.error, "big.json"), after, after)
+    expect((await moveAndMark(t.queue, t.ledger, "big.json", NOW)).isRecordMarked).toBe(true)
+  })
+
+  it("in a dry run reports an unchanged one as refused, and with isForced as one that would move", async () => {
+    await using t = await failedQueue()
+    hashedFailure(t, "invalid-field", '{"seq":"x"}')
+    const before = fullState(t)
+    const dry = { ...bulk, isDryRun: true }
+    const [refused] = await replayFiles(t.queue, () => t.ledger, ["x.json"], dry)
+    expect(refused?.kind).toBe("refused")
+    expect(refused?.kind === "refused" && refused.why).toContain("fix the file in error/ first")
+    expect(await replayFiles(t.queue, () => t.ledger, ["x.json"], { ...dry, isForced: true })).toEqual([
+      { file: "x.json", kind: "would-move" },
+    ])
+    expect(fullState(t)).toEqual(before)
+  })
+})
+
+describe("moveAndMark and the file's age", () => {
+  it("sets the replayed file's mtime to the replay's time, its bytes unchanged", async () => {
+    await using t = await failedQueue()
+    const written = new Date("2026-01-01T00:00:00.000Z")
+    fs.utimesSync(join(t.queue.error, "bad.json"), written, written)
+    // The failure is of 2026-11-29T09:00Z: a file dated before it is unchanged, so forced.
+    await moveAndMark(t.queue, t.ledger, "bad.json", NOW, Number.POSITIVE_INFINITY, true)
+    const st = fs.statSync(join(t.queue.inbox, "bad.json"))
+    expect(st.mtimeMs).toBe(NOW.getTime())
+    expect(fs.readFileSync(join(t.queue.inbox, "bad.json"), "utf8")).toBe("{not json")
+  })
+
+  it("leaves the mtime of a file whose replay was refused", async () => {
+    await using t = await failedQueue()
+    const written = new Date("2026-11-29T09:30:00.000Z")
+    fs.utimesSync(join(t.queue.error, "bad.json"), written, written)
+    fs.writeFileSync(join(t.queue.inbox, "bad.json"), "producer's")
+    expect((await refusalOf(moveAndMark(t.queue, t.ledger, "bad.json", NOW))).code).toBe("refused")
+    expect(fs.statSync(join(t.queue.error, "bad.json")).mtimeMs).toBe(written.getTime())
   })
 })
 

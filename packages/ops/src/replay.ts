@@ -1,10 +1,23 @@
 import fs from "node:fs"
 import { join } from "node:path"
-import { type CommandSpec, dryRun, flag, integer, ledger, root, runCommand, text, type Values } from "@spool/cli"
+import {
+  type CommandSpec,
+  choice,
+  dryRun,
+  flag,
+  integer,
+  ledger,
+  root,
+  runCommand,
+  text,
+  type Values,
+} from "@spool/cli"
 import {
   checkRootLedger,
+  type ErrorClass,
   ExitCode,
   errnoOf,
+  type FailureRecord,
   type LedgerPort,
   openExistingLedger,
   openLedger,
@@ -19,6 +32,7 @@ import {
 } from "@spool/core/engine"
 import { writeErr, writeOut } from "./_io.ts"
 import { replayFiles, type Selection, selectFiles } from "./replay-bulk.ts"
+import { unchangedRefusal } from "./replay-unchanged.ts"
 
 export type { BulkOptions, BulkOutcome, LedgerSource, Selection } from "./replay-bulk.ts"
 export { replayFiles, selectFiles } from "./replay-bulk.ts"
@@ -122,7 +136,8 @@ export function tooOften(count: number, maxReplays: number): string {
  * nothing. The move is renameat2(RENAME_NOREPLACE), so an inbox file that appears after the
  * checks is never replaced; it runs inside the ledger transaction, so a refused move rolls the
  * ledger back. A crash between the move and COMMIT leaves the file in inbox/ with its record
- * unmarked: the message is consumed again, never lost.
+ * unmarked: the message is consumed again, never lost. A format error's file unchanged since
+ * it failed is refused (see `unchangedRefusal`).
  */
 export async function replayFile(queue: Queue, ledger: LedgerPort, file: string, now = new Date()): Promise<Replayed> {
   checkReplayable(queue, file)
@@ -130,10 +145,12 @@ export async function replayFile(queue: Queue, ledger: LedgerPort, file: string,
 }
 
 /**
- * The move and the ledger update of a replay, without the checks (exported for tests of the
- * race). With `maxReplays`, a file the ledger has logged that many replays of is refused, decided
- * inside the same transaction (see `LedgerPort.recordReplay`), so two concurrent bulk replays
- * cannot both pass the limit.
+ * The move and the ledger update of a replay, without the checks of `replayRefusal` (exported
+ * for tests of the race). With `maxReplays`, a file the ledger has logged that many replays of
+ * is refused, decided inside the same transaction (see `LedgerPort.recordReplay`), so two
+ * concurrent bulk replays cannot both pass the limit. Unless `isForced`, a format error's file
+ * whose bytes are unchanged since it failed is refused, its bytes read inside the transaction
+ * just before the rename.
  */
 export async function moveAndMark(
   queue: Queue,
@@ -141,21 +158,52 @@ export async function moveAndMark(
   file: string,
   now: Date,
   maxReplays = Number.POSITIVE_INFINITY,
+  isForced = false,
 ): Promise<Replayed> {
-  const reason = await ledger.failureReason(file)
-  const r = await ledger.recordReplay(file, now.toISOString(), () => moveBack(queue, file), maxReplays)
+  const failure = await ledger.unreplayedFailure(file)
+  const move = () => {
+    const unchanged = isForced ? undefined : readUnchanged(queue, file, failure)
+    if (unchanged !== undefined) throw refusal(file, unchanged)
+    moveBack(queue, file, now)
+  }
+  const r = await ledger.recordReplay(file, now.toISOString(), move, maxReplays)
   if (r.kind === "too-often") throw refusal(file, tooOften(r.count, maxReplays))
-  return { file, reason, isRecordMarked: r.isRecordMarked }
+  return { file, reason: failure?.reason, isRecordMarked: r.isRecordMarked }
 }
 
-/** The no-replace rename of a replay, inside its ledger transaction: a refusal rolls it back. */
-function moveBack(queue: Queue, file: string): void {
-  const moved = renameNoReplace(join(queue.error, file), join(queue.inbox, file))
+/** `unchangedRefusal` of `error/FILE`; undefined when it is gone (the rename then refuses it). */
+export function readUnchanged(queue: Queue, file: string, failure: FailureRecord | undefined): string | undefined {
+  const path = join(queue.error, file)
+  try {
+    return unchangedRefusal(path, failure)
+  } catch (error) {
+    if (errnoOf(error) === "ENOENT") return undefined
+    throw new SpoolError("io", `cannot read ${path}: ${String(error)}`, { cause: error })
+  }
+}
+
+/**
+ * The no-replace rename of a replay, inside its ledger transaction: a refusal rolls it back.
+ * Once the file is in inbox/, its mtime is set to the replay's time, so its age (lag's
+ * --max-age, consume's --min-age) counts from the replay, not from the producer's write. A
+ * crash between the rename and that leaves the old mtime, which only makes the file look older.
+ */
+function moveBack(queue: Queue, file: string, now: Date): void {
+  const to = join(queue.inbox, file)
+  const moved = renameNoReplace(join(queue.error, file), to)
   if (moved === "exists") throw refusal(file, "a file of that name just appeared in inbox/")
   if (moved === "missing") throw refusal(file, "it left error/ while replay ran")
+  try {
+    fs.utimesSync(to, now, now)
+  } catch {
+    // The file is in inbox/ already: a consumer may have claimed it (ENOENT), and a failure here
+    // must not roll back the ledger's mark of a move that happened. The age is only advisory.
+  }
 }
 
 const defaultMaxReplays = 3
+
+const errorClasses = ["business", "format"] as const satisfies readonly ErrorClass[]
 
 /** `replay`'s options and help. */
 export const spec = {
@@ -163,18 +211,22 @@ export const spec = {
   usage:
     "replay.sh [--root DIR] [--] FILE\n" +
     "       replay.sh [--root DIR] [--dry-run] [--max-replays N] [--force]\n" +
-    "                 (FILE... | --match GLOB | --reason REASON | --all)",
+    "                 (FILE... | --match GLOB | --reason REASON | --class CLASS | --id MSG_ID | --all)",
   summary: "Moves failed messages from error/ back to inbox/, marking them replayed in the ledger.",
   description:
     "Moves ROOT/error/FILE back to ROOT/inbox/FILE so the next consume retries it, marks its failure\n" +
     "record in the ledger as replayed, and rewrites ROOT/error.csv. FILE is a name directly in\n" +
     "error/ (see error.csv). Refuses, changing nothing, when FILE is a path, is not a regular file in\n" +
-    "error/, or its name is taken in inbox/ or processing/. The move never replaces a file.\n\n" +
-    "Bulk replay (several FILEs, --match, --reason, --all, or any of the options below) replays each\n" +
-    "selected file the same way, one ledger transaction per file, refusing (and leaving in error/)\n" +
-    "those that fail the checks or have been replayed --max-replays times already; the others still\n" +
-    "move. It lists the names it moved on stdout, one per line, rewrites the reports once at the end,\n" +
-    "and exits 1 if any selected file was refused. A selection that finds nothing exits 0.",
+    "error/, or its name is taken in inbox/ or processing/, or when its latest failure is a format\n" +
+    "error (parse, missing-field, ...) and the file is unchanged since: it would fail again; fix it\n" +
+    "in error/ first, or pass --force. The move never replaces a file, and sets the file's mtime to\n" +
+    "the replay's time, so its age in inbox/ counts from the replay.\n\n" +
+    "Bulk replay (several FILEs, --match, --reason, --class, --id, --all, or any of the options below)\n" +
+    "replays each selected file the same way, one ledger transaction per file, refusing (and leaving\n" +
+    "in error/) those that fail the checks or have been replayed --max-replays times already; the\n" +
+    "others still move. It lists the names it moved on stdout, one per line, rewrites the reports\n" +
+    "once at the end, and exits 1 if any selected file was refused. A selection that finds nothing\n" +
+    "exits 0, except --id: a msg_id that no file in error/ carries exits 1, changing nothing.",
   arguments: [{ name: "FILE", help: "name of a file in error/ (use -- before a name that starts with -)" }],
   options: {
     root,
@@ -188,12 +240,18 @@ export const spec = {
       "REASON",
       "every file in error/ whose latest unreplayed failure has REASON (parse, missing-field, invalid-field, ...; see error.csv)",
     ),
+    class: choice(
+      "CLASS",
+      errorClasses,
+      "every file in error/ whose latest unreplayed failure is of CLASS: business (handler, beyond-horizon, poison, expired) or format (needs corrected files or --force)",
+    ),
+    id: text("MSG_ID", "the files in error/ whose JSON has this msg_id; exit 1, changing nothing, when there is none"),
     all: flag("every entry in error/"),
     "dry-run": { ...dryRun, help: "list on stdout what would move, change nothing (exit code as a real run)" },
     "max-replays": integer("refuse a file the ledger has logged N replays of already", {
       fallback: String(defaultMaxReplays),
     }),
-    force: flag("replay even past --max-replays"),
+    force: flag("replay even past --max-replays, and a format error's file unchanged since it failed"),
   },
 } satisfies CommandSpec
 
@@ -204,6 +262,8 @@ export async function main(argv: readonly string[]): Promise<number> {
       positionals.length > 1 ||
       values.match !== undefined ||
       values.reason !== undefined ||
+      values.class !== undefined ||
+      values.id !== undefined ||
       values.all ||
       values["dry-run"] ||
       values["max-replays"] !== undefined ||
@@ -236,7 +296,7 @@ function movedLine(r: Replayed): string {
   )
 }
 
-type ReplayValues = Partial<Pick<Values<typeof spec.options>, "match" | "reason" | "all">>
+type ReplayValues = Partial<Pick<Values<typeof spec.options>, "match" | "reason" | "class" | "id" | "all">>
 
 /** Turns the options into one selection, or a usage error. */
 export function parseSelection(values: ReplayValues, positionals: readonly string[]): Selection {
@@ -244,10 +304,15 @@ export function parseSelection(values: ReplayValues, positionals: readonly strin
     positionals.length > 0 ? "FILE" : undefined,
     values.match !== undefined ? "--match" : undefined,
     values.reason !== undefined ? "--reason" : undefined,
+    values.class !== undefined ? "--class" : undefined,
+    values.id !== undefined ? "--id" : undefined,
     values.all === true ? "--all" : undefined,
   ].filter((c) => c !== undefined)
   if (chosen.length === 0)
-    throw new SpoolError("usage", "missing FILE (the name of a file in error/), --match GLOB, --reason REASON or --all")
+    throw new SpoolError(
+      "usage",
+      "missing FILE (the name of a file in error/), --match GLOB, --reason REASON, --class CLASS, --id MSG_ID or --all",
+    )
   if (chosen.length > 1)
     throw new SpoolError("usage", `give one way of choosing files, not ${chosen.join(" and ")} together`)
   if (values.match !== undefined) {
@@ -262,6 +327,15 @@ export function parseSelection(values: ReplayValues, positionals: readonly strin
   if (values.reason !== undefined) {
     if (values.reason === "") throw new SpoolError("usage", "--reason takes a failure reason such as missing-field")
     return { kind: "reason", reason: values.reason }
+  }
+  if (values.class !== undefined) {
+    const errorClass = errorClasses.find((c) => c === values.class)
+    if (errorClass === undefined) throw new SpoolError("usage", "--class takes business or format")
+    return { kind: "class", errorClass }
+  }
+  if (values.id !== undefined) {
+    if (values.id === "") throw new SpoolError("usage", "--id takes a message's msg_id")
+    return { kind: "id", msgId: values.id }
   }
   if (values.all === true) return { kind: "all" }
   return { kind: "names", names: positionals }
@@ -294,6 +368,14 @@ async function replayBulk(
   let moved = 0
   try {
     const files = await selectFiles(queue, selection, existingLedger)
+    if (files.length === 0 && selection.kind === "id") {
+      // A msg_id is a claim that such a message failed: one that is nowhere in error/ is a mistake.
+      await writeErr(
+        `replay: no file in ${queue.error}/ has msg_id ${JSON.stringify(selection.msgId)} ` +
+          "(a message that was processed is in done/, not error/); nothing was changed\n",
+      )
+      return ExitCode.check
+    }
     if (files.length === 0) {
       await writeErr(`replay: ${describeSelection(selection)} selects no file in error/; nothing was changed\n`)
       return ExitCode.ok
@@ -341,6 +423,10 @@ function describeSelection(selection: Selection): string {
       return "--all"
     case "reason":
       return `--reason ${selection.reason}`
+    case "class":
+      return `--class ${selection.errorClass}`
+    case "id":
+      return `--id ${JSON.stringify(selection.msgId)}`
     case "match":
       return selection.patterns.map((p) => `--match ${quoteName(p)}`).join(" ")
   }
