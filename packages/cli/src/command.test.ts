@@ -1,4 +1,5 @@
 import { describe, expect, it } from "bun:test"
+import { SpoolError } from "@spool/core/engine"
 import { captured } from "@spool/test-support"
 import { type CommandSpec, type Parsed, runCommand } from "./command.ts"
 import { helpText } from "./help.ts"
@@ -89,6 +90,41 @@ describe("runCommand", () => {
     const r = await parse(["extra"], { name: "demo", usage: "demo", summary: "Takes no arguments.", options: { root } })
     expect(r.stderr).toBe("demo: unexpected argument extra: demo takes no arguments; run demo --help for the options\n")
     expect(r.code).toBe(2)
+  })
+
+  it.each([
+    ["an argument it does not take", ["--bogus"], 2],
+    ["a value it does not take", ["--batch", "0"], 2],
+  ] as const)("hands %s to onFailure, which decides what is written and the exit code", async (_c, argv, code) => {
+    const seen: [string, number][] = []
+    const r = await captured(() =>
+      runCommand(spec, argv, () => 0, {
+        onFailure: (message, c) => {
+          seen.push([message, c])
+          process.stdout.write(`FAILED ${message}\n`)
+          return 3
+        },
+      }),
+    )
+    expect(r.stdout).toMatch(/^FAILED .*--(bogus|batch)/)
+    expect(r.stderr).toBe("")
+    expect(r.code).toBe(3)
+    expect(seen.map(([, c]) => c)).toEqual([code])
+  })
+
+  it("hands a SpoolError of the body to onFailure with the code the README gives it", async () => {
+    const r = await captured(() =>
+      runCommand(
+        spec,
+        [],
+        () => {
+          throw new SpoolError("io", "cannot read /q/inbox")
+        },
+        { onFailure: (message, code) => (message === "cannot read /q/inbox" ? code + 10 : 0) },
+      ),
+    )
+    expect(r.stderr).toBe("")
+    expect(r.code).toBe(13)
   })
 })
 

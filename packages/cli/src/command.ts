@@ -27,6 +27,16 @@ export interface Parsed<O extends Options> {
   readonly positionals: readonly string[]
 }
 
+/** How a command reports a failure instead of the default `NAME: message` line on stderr. */
+export interface RunOptions {
+  /**
+   * Called with the failure's message (without the command's name) and the exit code the README
+   * gives it; writes what the reader expects and returns the exit code to end with. A monitoring
+   * plugin reports every failure as one UNKNOWN line on stdout, exit 3.
+   */
+  readonly onFailure?: (message: string, code: number) => number | Promise<number>
+}
+
 /**
  * Runs a command body with spool's conventions: strict argument parsing, with one line that names
  * what is wrong and says what to do; `--help`, `--version`; SpoolErrors printed as one clear line
@@ -36,12 +46,15 @@ export async function runCommand<O extends Options>(
   spec: CommandSpec<O>,
   argv: readonly string[],
   body: (args: Parsed<O>) => Promise<number> | number,
+  options: RunOptions = {},
 ): Promise<number> {
   const all: Options = { ...spec.options, help, version }
-  const usage = (problem: string) => {
-    process.stderr.write(`${spec.name}: ${problem}; run ${spec.name} --help for the options\n`)
-    return ExitCode.usage
+  const fail = (message: string, code: number) => {
+    if (options.onFailure !== undefined) return options.onFailure(message, code)
+    process.stderr.write(`${spec.name}: ${message}\n`)
+    return code
   }
+  const usage = (problem: string) => fail(`${problem}; run ${spec.name} --help for the options`, ExitCode.usage)
   let raw: RawArgs
   try {
     raw = readArgv(all, argv, spec.arguments?.[0]?.name.replace(/\.\.\.$/, ""))
@@ -62,14 +75,11 @@ export async function runCommand<O extends Options>(
   try {
     return await body({ ...parseValues(spec.options, raw.values), positionals: raw.positionals })
   } catch (error) {
-    if (error instanceof SpoolError) {
-      process.stderr.write(`${spec.name}: ${error.message}\n`)
-      return exitCodeFor(error)
-    }
-    process.stderr.write(
-      `${spec.name}: unexpected failure: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+    if (error instanceof SpoolError) return await fail(error.message, exitCodeFor(error))
+    return await fail(
+      `unexpected failure: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
+      ExitCode.failure,
     )
-    return ExitCode.failure
   }
 }
 

@@ -1,4 +1,4 @@
-export type { CommandSpec, Parsed } from "./command.ts"
+export type { CommandSpec, Parsed, RunOptions } from "./command.ts"
 export { runCommand } from "./command.ts"
 export type { CommandModule, CommandTable, DispatcherSpec } from "./dispatch.ts"
 export { dispatch, dispatcherHelp } from "./dispatch.ts"
