@@ -47,11 +47,12 @@ export { Exposition, escapeLabel, formatNumber, writeTextfile } from "./metrics.
 export { quoteName } from "./names.ts"
 export type { Liveness, Owner } from "./owner.ts"
 export { currentOwner, ownerLiveness } from "./owner.ts"
-export type { Queue, QueueDir } from "./queue.ts"
+export type { EntryFate, Queue, QueueDir } from "./queue.ts"
 export {
   countFiles,
   createQueue,
   isMessageName,
+  judgeEntry,
   openQueue,
   queueDirs,
   queuePaths,
