@@ -1,14 +1,19 @@
-export type { LagDetail, LagFormat, LagLimits, LagReport } from "./lag.ts"
+export type { Histogram, LagDetail, LagFormat, LagLimits, LagReport, PluginLimits, PluginVerdict } from "./lag.ts"
 export {
+  formatHistogram,
   formatJson,
   formatLine,
   formatLongLine,
+  formatPlugin,
   formatPrometheus,
+  isStalled,
+  judgePlugin,
   lagViolations,
   main as lag,
   measureLag,
+  PluginStatus,
   parseThreshold,
-  scanAges,
+  scanQueueDir,
 } from "./lag.ts"
 export type { BulkOptions, BulkOutcome, Replayed, Selection } from "./replay.ts"
 export {

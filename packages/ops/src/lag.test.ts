@@ -4,13 +4,20 @@ import os from "node:os"
 import { join } from "node:path"
 import { createQueue, type Queue, SpoolError } from "@spool/core"
 import {
+  bucketOf,
+  formatHistogram,
   formatJson,
   formatLine,
   formatLongLine,
+  formatPlugin,
   formatPrometheus,
+  isPluginMode,
+  isStalled,
+  judgePlugin,
   type LagReport,
   lagViolations,
   measureLag,
+  type PluginLimits,
   parseThreshold,
 } from "./lag.ts"
 
@@ -36,6 +43,8 @@ const report = (over: Partial<LagReport> = {}): LagReport => ({
   done: 18,
   oldestInboxAgeSeconds: 12.3456,
   oldestProcessingAgeSeconds: 0.5,
+  ignored: 1,
+  idleSeconds: 40.25,
   ...over,
 })
 
@@ -108,7 +117,7 @@ describe("measureLag", () => {
   it("counts only the regular files directly in each directory", async () => {
     await using t = await tempQueue()
     const q = t.queue
-    for (const n of ["a.json", "b.json", "c.txt"]) fs.writeFileSync(join(q.inbox, n), "{}")
+    for (const n of ["a.json", "b.json", "c.txt", ".d.json", "e.json.part"]) fs.writeFileSync(join(q.inbox, n), "{}")
     fs.mkdirSync(join(q.inbox, "sub.json"))
     fs.writeFileSync(join(q.inbox, "sub.json", "nested.json"), "{}")
     fs.symlinkSync(join(q.done), join(q.inbox, "link.json"))
@@ -120,9 +129,9 @@ describe("measureLag", () => {
     for (let i = 0; i < 5; i++) fs.writeFileSync(join(q.done, `d${i}.json`), "{}")
 
     const quick = measureLag(q, "counts")
-    expect([quick.inbox, quick.processing, quick.error]).toEqual([3, 1, 2])
+    expect([quick.inbox, quick.processing, quick.error, quick.ignored]).toEqual([2, 1, 2, 3])
     const full = measureLag(q, "full")
-    expect([full.inbox, full.processing, full.error, full.done]).toEqual([3, 1, 2, 5])
+    expect([full.inbox, full.processing, full.error, full.done, full.ignored]).toEqual([2, 1, 2, 5, 3])
   })
 
   it("dates inbox/ files from when they were written and processing/ files from when they were claimed", async () => {
@@ -197,7 +206,7 @@ describe("formats", () => {
 
   it("extends the line with done and whole-second ages under --all", () => {
     expect(formatLongLine(report())).toBe(
-      "inbox=3 processing=1 error=2 done=18 oldest_inbox_age_seconds=12 oldest_processing_age_seconds=0\n",
+      "inbox=3 processing=1 error=2 done=18 ignored=1 oldest_inbox_age_seconds=12 oldest_processing_age_seconds=0 idle_seconds=40\n",
     )
   })
 
@@ -211,10 +220,14 @@ describe("formats", () => {
       processing: 1,
       error: 2,
       done: 18,
+      ignored: 1,
       oldest_inbox_age_seconds: 12.346,
       oldest_processing_age_seconds: 0.5,
+      idle_seconds: 40.25,
       threshold: 2,
       max_age_seconds: 300,
+      stalled_after_seconds: null,
+      stalled: false,
       ok: false,
       violations: ["inbox=3 is over the threshold 2"],
     })
@@ -228,8 +241,10 @@ describe("formats", () => {
       [`spool_messages{${r},dir="processing"}`]: 1,
       [`spool_messages{${r},dir="error"}`]: 2,
       [`spool_messages{${r},dir="done"}`]: 18,
+      [`spool_ignored_files{${r},dir="inbox"}`]: 1,
       [`spool_oldest_message_age_seconds{${r},dir="inbox"}`]: 12.346,
       [`spool_oldest_message_age_seconds{${r},dir="processing"}`]: 0.5,
+      [`spool_idle_seconds{${r}}`]: 40.25,
       [`spool_lag_threshold{${r}}`]: 2,
       [`spool_lag_max_age_seconds{${r}}`]: 300,
       [`spool_lag_ok{${r}}`]: 1,
@@ -250,5 +265,148 @@ describe("formats", () => {
     expect(() => parseExposition("m 1\n")).toThrow()
     expect(() => parseExposition("# TYPE m gauge\nm one\n")).toThrow()
     expect(() => parseExposition("# TYPE m gauge\nm 1\nm 2\n")).toThrow()
+  })
+})
+
+describe("the age histogram", () => {
+  it.each([
+    [0, 0],
+    [-60_000, 0],
+    [4 * 60_000 + 59_999, 0],
+    [5 * 60_000, 1],
+    [19 * 60_000, 2],
+    [20 * 60_000, 3],
+    [1279 * 60_000, 8],
+    [1280 * 60_000, 9],
+    [90 * 86_400_000, 9],
+  ])("puts an age of %p ms in bucket %p (under 5, 10, 20, ... minutes, then 1280+)", (ageMs, bucket) => {
+    expect(bucketOf(ageMs)).toBe(bucket)
+  })
+
+  it("counts each waiting directory's files per bucket, by the clock that dates that directory", async () => {
+    await using t = await tempQueue()
+    const q = t.queue
+    const now = Date.now()
+    const put = (dir: string, name: string, minutes: number) => {
+      fs.writeFileSync(join(dir, name), "{}")
+      const at = new Date(now - minutes * 60_000)
+      fs.utimesSync(join(dir, name), at, at)
+    }
+    put(q.inbox, "a.json", 1)
+    put(q.inbox, "b.json", 7)
+    put(q.inbox, "c.json", 30)
+    put(q.inbox, "d.json", 2000)
+    put(q.inbox, ".hidden.json", 2000)
+    // processing/ and error/ are dated by ctime (the rename in), which utimes cannot set back.
+    put(q.error, "e.json", 600)
+    const r = measureLag(q, "counts", now, { histogram: true })
+    expect(r.histogram).toEqual({
+      inbox: [1, 1, 0, 1, 0, 0, 0, 0, 0, 1],
+      processing: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+      error: [1, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+    })
+    expect(r.ignored).toBe(1)
+  })
+
+  it("prints a qshape table: the bucket heads, then one right-aligned row per directory with its total", () => {
+    const text = formatHistogram({
+      inbox: [1, 1, 0, 1, 0, 0, 0, 0, 0, 12],
+      processing: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+      error: [0, 0, 0, 0, 0, 0, 0, 0, 2, 0],
+    })
+    expect(text).toBe(
+      [
+        "            T 5 10 20 40 80 160 320 640 1280 1280+",
+        "     inbox 15 1  1  0  1  0   0   0   0    0    12",
+        "processing  0 0  0  0  0  0   0   0   0    0     0",
+        "     error  2 0  0  0  0  0   0   0   0    2     0",
+        "",
+      ].join("\n"),
+    )
+  })
+})
+
+describe("isStalled", () => {
+  it.each([
+    ["files wait, nothing finished for longer, the oldest waited longer", {}, true],
+    ["nothing waits", { inbox: 0, processing: 0 }, false],
+    ["something finished within the limit", { idleSeconds: 599 }, false],
+    ["the backlog is younger than the limit (a burst after a quiet night)", { oldestInboxAgeSeconds: 30 }, false],
+    [
+      "only processing/ waits, claimed long ago",
+      { inbox: 0, oldestInboxAgeSeconds: 0, processing: 2, oldestProcessingAgeSeconds: 900 },
+      true,
+    ],
+    ["exactly at the limit", { idleSeconds: 600, oldestInboxAgeSeconds: 600 }, false],
+  ] as [string, Partial<LagReport>, boolean][])("%s: %p", (_case, over, expected) => {
+    const r = report({ inbox: 3, processing: 0, idleSeconds: 1200, oldestInboxAgeSeconds: 1800, ...over })
+    expect(isStalled(r, 600)).toBe(expected)
+  })
+
+  it("is never stalled without --stalled-after", () => {
+    expect(isStalled(report({ idleSeconds: 1e9, oldestInboxAgeSeconds: 1e9 }), undefined)).toBe(false)
+  })
+
+  it("says stalled in the line and in the violations", () => {
+    const r = report({ idleSeconds: 1200, oldestInboxAgeSeconds: 1800 })
+    expect(formatLine(r, true)).toBe("inbox=3 processing=1 error=2 stalled\n")
+    expect(lagViolations(r, { threshold: 10, maxAgeSeconds: undefined, stalledAfterSeconds: 600 })).toEqual([
+      "stalled: nothing reached done/ or error/ for 20m while 4 files wait (--stalled-after 10m)",
+    ])
+  })
+})
+
+describe("plugin mode", () => {
+  const limits: PluginLimits = {
+    warning: 10,
+    critical: 50,
+    warningAgeSeconds: 300,
+    criticalAgeSeconds: 900,
+    stalledAfterSeconds: 600,
+  }
+
+  it.each([
+    [["Q", "--warning", "3"], true],
+    [["Q", "--critical=3"], true],
+    [["Q", "--warning-age", "5m"], true],
+    [["--critical-age=1h", "Q"], true],
+    [["Q", "10"], false],
+    [["Q", "10", "--max-age", "5m"], false],
+    [["Q", "--", "--warning"], false],
+    [["Q", "--warnings"], false],
+  ])("judges %p as plugin mode: %p", (argv, expected) => {
+    expect(isPluginMode(argv)).toBe(expected)
+  })
+
+  it.each([
+    ["OK within every limit", {}, "OK", 0],
+    ["WARNING one file over --warning", { inbox: 11 }, "WARNING", 1],
+    ["OK at exactly --warning", { inbox: 10 }, "OK", 0],
+    ["CRITICAL over --critical", { inbox: 51 }, "CRITICAL", 1],
+    ["WARNING over --warning-age", { oldestInboxAgeSeconds: 301 }, "WARNING", 1],
+    ["CRITICAL over --critical-age", { oldestInboxAgeSeconds: 901 }, "CRITICAL", 1],
+    ["CRITICAL when stalled, the stall first", { idleSeconds: 700, oldestInboxAgeSeconds: 700 }, "CRITICAL", 2],
+  ] as [string, Partial<LagReport>, string, number][])("%s", (_case, over, state, reasons) => {
+    const r = report({ inbox: 3, oldestInboxAgeSeconds: 12, idleSeconds: 5, ...over })
+    const v = judgePlugin(r, limits)
+    expect(v.state).toBe(state as never)
+    expect(v.reasons.length).toBe(state === "OK" ? 0 : reasons)
+    if (_case.includes("stalled")) expect(v.reasons[0]).toStartWith("stalled: nothing reached done/ or error/ for 11m")
+  })
+
+  it("prints the status line with perfdata: units for seconds, warn;crit;min, empty fields where no limit", () => {
+    const r = report({ inbox: 3, processing: 0, error: 0, ignored: 0, oldestInboxAgeSeconds: 12.7, idleSeconds: 4 })
+    expect(formatPlugin(r, limits, judgePlugin(r, limits))).toBe(
+      "SPOOL OK - inbox=3 processing=0 error=0 ignored=0 oldest=12s | " +
+        "inbox=3;10;50;0 processing=0;;;0 error=0;;;0 ignored=0;;;0 oldest=12s;300;900;0 oldest_processing=0s;;;0 idle=4s;;;0\n",
+    )
+  })
+
+  it("puts the reasons before the counts, critical first", () => {
+    const r = report({ inbox: 60, oldestInboxAgeSeconds: 400 })
+    const line = formatPlugin(r, limits, judgePlugin(r, limits))
+    expect(line).toStartWith(
+      "SPOOL CRITICAL - inbox=60 is over the critical threshold 50; the oldest message in inbox/ is 6m old, over the warning age 5m: inbox=60 ",
+    )
   })
 })

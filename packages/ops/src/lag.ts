@@ -1,144 +1,42 @@
-import fs from "node:fs"
-import { join, resolve } from "node:path"
-import { type CommandSpec, choice, duration, flag, json, runCommand, text } from "@spool/cli"
-import {
-  countFiles,
-  ExitCode,
-  errnoOf,
-  openQueue,
-  type Queue,
-  SpoolError,
-  scanDir,
-  writeFileAtomic,
-} from "@spool/core/engine"
+import { resolve } from "node:path"
+import { type CommandSpec, choice, duration, flag, integer, json, runCommand, text } from "@spool/cli"
+import { ExitCode, openQueue, SpoolError, writeFileAtomic } from "@spool/core/engine"
 import { writeErr, writeOut } from "./_io.ts"
+import { formatHistogram, histogramJson } from "./lag/histogram.ts"
+import { isStalled, type LagLimits, lagViolations } from "./lag/limits.ts"
+import { type LagDetail, type LagReport, measureLag } from "./lag/measure.ts"
+import {
+  formatPlugin,
+  formatUnknown,
+  isPluginMode,
+  judgePlugin,
+  type PluginLimits,
+  PluginStatus,
+  pluginOptions,
+} from "./lag/plugin.ts"
 
-/** How far behind a queue is: regular files per directory and the age of the oldest waiting ones. */
-export interface LagReport {
-  readonly root: string
-  readonly inbox: number
-  readonly processing: number
-  readonly error: number
-  readonly done: number
-  /** Seconds since the oldest file in inbox/ was written (its mtime); 0 when inbox/ is empty. */
-  readonly oldestInboxAgeSeconds: number
-  /** Seconds since the oldest file in processing/ was claimed (its ctime); 0 when it is empty. */
-  readonly oldestProcessingAgeSeconds: number
-}
+export type { Histogram } from "./lag/histogram.ts"
+export { bucketOf, formatHistogram, histogramEdgesMinutes } from "./lag/histogram.ts"
+export type { LagLimits } from "./lag/limits.ts"
+export { isStalled, lagViolations } from "./lag/limits.ts"
+export type { AgeClock, DirScan, LagDetail, LagReport } from "./lag/measure.ts"
+export { measureLag, scanQueueDir, waitingDirs } from "./lag/measure.ts"
+export type { PluginLimits, PluginVerdict } from "./lag/plugin.ts"
+export { formatPlugin, isPluginMode, judgePlugin, PluginStatus } from "./lag/plugin.ts"
 
 /** The output formats of lag. */
 export type LagFormat = "line" | "json" | "prometheus"
 
 const formats = ["line", "json", "prometheus"] as const satisfies readonly LagFormat[]
 
-interface DirScan {
-  readonly count: number
-  /** The smallest timestamp among the regular files, in ms since the epoch. */
-  readonly oldestMs: number | undefined
+/** The default output, exactly as README.md specifies it; ` stalled` ends it when the queue is. */
+export function formatLine(r: LagReport, stalled = false): string {
+  return `inbox=${r.inbox} processing=${r.processing} error=${r.error}${stalled ? " stalled" : ""}\n`
 }
 
-/**
- * Which timestamp dates a file: `mtime`, when its producer wrote it (kept by every rename, so
- * inbox/ age is the delay since the message was produced); `ctime`, which rename(2) sets on
- * Linux filesystems, so in processing/ it is the moment a consumer claimed the file.
- */
-export type AgeClock = "mtime" | "ctime"
-
-/**
- * Counts the regular files directly in `path` and finds the oldest timestamp, streaming the
- * directory so memory stays flat at any size. A file that vanishes between readdir and
- * lstat (a consumer claimed it) is not counted.
- */
-export function scanAges(path: string, clock: AgeClock): DirScan {
-  let count = 0
-  let oldest: number | undefined
-  for (const e of scanDir(path, 1024)) {
-    if (!e.isFile() && isKnownType(e)) continue
-    let st: fs.Stats
-    try {
-      st = fs.lstatSync(join(path, e.name))
-    } catch (error) {
-      if (errnoOf(error) === "ENOENT") continue
-      throw new SpoolError("io", `cannot read ${join(path, e.name)}: ${String(error)}`, { cause: error })
-    }
-    if (!st.isFile()) continue
-    count++
-    const t = clock === "mtime" ? st.mtimeMs : st.ctimeMs
-    if (oldest === undefined || t < oldest) oldest = t
-  }
-  return { count, oldestMs: oldest }
-}
-
-/** False when readdir could not tell the type (DT_UNKNOWN on some filesystems): lstat decides. */
-function isKnownType(e: fs.Dirent): boolean {
-  return (
-    e.isFile() ||
-    e.isDirectory() ||
-    e.isSymbolicLink() ||
-    e.isFIFO() ||
-    e.isSocket() ||
-    e.isBlockDevice() ||
-    e.isCharacterDevice()
-  )
-}
-
-/**
- * How much to measure: `counts` is one readdir per directory; `ages` adds an lstat per file
- * in inbox/ and processing/; `full` also counts done/, which grows without bound.
- */
-export type LagDetail = "counts" | "ages" | "full"
-
-/** Measures a queue; what a level leaves out is reported as 0. */
-export function measureLag(queue: Queue, detail: LagDetail, now = Date.now()): LagReport {
-  const count = (d: string) => {
-    try {
-      return countFiles(d)
-    } catch (error) {
-      throw new SpoolError("io", `cannot read ${d}: ${String(error)}`, { cause: error })
-    }
-  }
-  const age = (s: DirScan) => (s.oldestMs === undefined ? 0 : Math.max(0, now - s.oldestMs) / 1000)
-  const inbox =
-    detail === "counts" ? { count: count(queue.inbox), oldestMs: undefined } : scanAges(queue.inbox, "mtime")
-  const processing =
-    detail === "counts" ? { count: count(queue.processing), oldestMs: undefined } : scanAges(queue.processing, "ctime")
-  return {
-    root: queue.root,
-    inbox: inbox.count,
-    processing: processing.count,
-    error: count(queue.error),
-    done: detail === "full" ? count(queue.done) : 0,
-    oldestInboxAgeSeconds: age(inbox),
-    oldestProcessingAgeSeconds: age(processing),
-  }
-}
-
-/** The thresholds a lag check compares against. */
-export interface LagLimits {
-  readonly threshold: number
-  /** In seconds; undefined when no --max-age was given. */
-  readonly maxAgeSeconds: number | undefined
-}
-
-/** Why a lag check failed, one phrase per limit crossed; empty when it passed. */
-export function lagViolations(report: LagReport, limits: LagLimits): string[] {
-  const out: string[] = []
-  if (report.inbox > limits.threshold) out.push(`inbox=${report.inbox} is over the threshold ${limits.threshold}`)
-  if (limits.maxAgeSeconds !== undefined && report.oldestInboxAgeSeconds > limits.maxAgeSeconds)
-    out.push(
-      `the oldest message in inbox/ is ${formatSeconds(report.oldestInboxAgeSeconds)} old, over --max-age ${formatSeconds(limits.maxAgeSeconds)}`,
-    )
-  return out
-}
-
-/** The default output, exactly as README.md specifies it. */
-export function formatLine(r: LagReport): string {
-  return `inbox=${r.inbox} processing=${r.processing} error=${r.error}\n`
-}
-
-/** The `--all` line: the default fields, then done and the ages in whole seconds. */
-export function formatLongLine(r: LagReport): string {
-  return `inbox=${r.inbox} processing=${r.processing} error=${r.error} done=${r.done} oldest_inbox_age_seconds=${Math.floor(r.oldestInboxAgeSeconds)} oldest_processing_age_seconds=${Math.floor(r.oldestProcessingAgeSeconds)}\n`
+/** The `--all` line: the default fields, then done, ignored, the ages in whole seconds and the idle time. */
+export function formatLongLine(r: LagReport, stalled = false): string {
+  return `inbox=${r.inbox} processing=${r.processing} error=${r.error} done=${r.done} ignored=${r.ignored} oldest_inbox_age_seconds=${Math.floor(r.oldestInboxAgeSeconds)} oldest_processing_age_seconds=${Math.floor(r.oldestProcessingAgeSeconds)} idle_seconds=${Math.floor(r.idleSeconds)}${stalled ? " stalled" : ""}\n`
 }
 
 /** One JSON object on one line. */
@@ -149,12 +47,17 @@ export function formatJson(r: LagReport, limits: LagLimits, violations: readonly
     processing: r.processing,
     error: r.error,
     done: r.done,
+    ignored: r.ignored,
     oldest_inbox_age_seconds: round3(r.oldestInboxAgeSeconds),
     oldest_processing_age_seconds: round3(r.oldestProcessingAgeSeconds),
-    threshold: limits.threshold,
+    idle_seconds: round3(r.idleSeconds),
+    threshold: limits.threshold ?? null,
     max_age_seconds: limits.maxAgeSeconds ?? null,
+    stalled_after_seconds: limits.stalledAfterSeconds ?? null,
+    stalled: isStalled(r, limits.stalledAfterSeconds),
     ok: violations.length === 0,
     violations,
+    ...(r.histogram === undefined ? {} : { histogram: histogramJson(r.histogram) }),
   })}\n`
 }
 
@@ -172,8 +75,13 @@ export function formatPrometheus(r: LagReport, limits: LagLimits, violations: re
   }
   metric(
     "spool_messages",
-    "Regular files directly in each queue directory.",
+    "Regular files directly in each queue directory; in inbox, only the names consume takes.",
     (["inbox", "processing", "error", "done"] as const).map((d) => [`${root},dir="${d}"`, r[d]]),
+  )
+  metric(
+    "spool_ignored_files",
+    "Regular files in inbox that consume leaves: hidden names, names not ending in .json.",
+    [[`${root},dir="inbox"`, r.ignored]],
   )
   metric(
     "spool_oldest_message_age_seconds",
@@ -183,9 +91,21 @@ export function formatPrometheus(r: LagReport, limits: LagLimits, violations: re
       [`${root},dir="processing"`, round3(r.oldestProcessingAgeSeconds)],
     ],
   )
-  metric("spool_lag_threshold", "The inbox size above which lag exits 1.", [[root, limits.threshold]])
+  metric("spool_idle_seconds", "Seconds since a file last entered or left done or error (their directories' mtime).", [
+    [root, round3(r.idleSeconds)],
+  ])
+  if (limits.threshold !== undefined)
+    metric("spool_lag_threshold", "The inbox size above which lag exits 1.", [[root, limits.threshold]])
   if (limits.maxAgeSeconds !== undefined)
     metric("spool_lag_max_age_seconds", "The inbox age above which lag exits 1.", [[root, limits.maxAgeSeconds]])
+  if (limits.stalledAfterSeconds !== undefined) {
+    metric("spool_lag_stalled_after_seconds", "The idle time after which a queue with waiting files is stalled.", [
+      [root, limits.stalledAfterSeconds],
+    ])
+    metric("spool_lag_stalled", "1 when files wait and nothing has finished for --stalled-after, else 0.", [
+      [root, isStalled(r, limits.stalledAfterSeconds) ? 1 : 0],
+    ])
+  }
   metric("spool_lag_ok", "1 when the last lag check passed, 0 when it exited 1.", [
     [root, violations.length === 0 ? 1 : 0],
   ])
@@ -204,10 +124,6 @@ function round3(n: number): number {
   return Math.round(n * 1000) / 1000
 }
 
-function formatSeconds(s: number): string {
-  return s < 120 ? `${Math.floor(s)}s` : s < 7200 ? `${Math.floor(s / 60)}m` : `${Math.floor(s / 3600)}h`
-}
-
 /** THRESHOLD: a whole number, written plainly (no sign, no exponent, no spaces). */
 export function parseThreshold(text: string | undefined): number {
   if (text === undefined) throw new SpoolError("usage", "missing THRESHOLD (the inbox size above which lag exits 1)")
@@ -221,21 +137,30 @@ export function parseThreshold(text: string | undefined): number {
 /** `lag`'s options and help. */
 export const spec = {
   name: "lag",
-  usage: "lag.sh DIR THRESHOLD [--all | --json | --format line|json|prometheus] [--textfile PATH] [--max-age AGE]",
-  summary: "How far behind a queue is: files per directory; exit 1 over THRESHOLD or --max-age.",
+  usage:
+    "lag.sh DIR THRESHOLD [--all | --json | --format line|json|prometheus] [--textfile PATH] [--max-age AGE] [--stalled-after DURATION] [--histogram]\n" +
+    "       lag.sh DIR [--warning N] [--critical N] [--warning-age DURATION] [--critical-age DURATION] [--stalled-after DURATION]",
+  summary: "How far behind a queue is: files per directory; exit 1 over THRESHOLD, --max-age or stalled.",
   description:
     "By default prints exactly one line\n" +
     "  inbox=<n> processing=<n> error=<n>\n" +
-    "counting the regular files directly in each directory, and exits 1 when inbox holds more than\n" +
-    "THRESHOLD files (or, with --max-age, when its oldest file is older than AGE). An inbox/ age is\n" +
-    "the time since the file was written (mtime); a processing/ age, since it was claimed (ctime).",
+    "counting the regular files directly in each directory (in inbox/, only the names consume takes:\n" +
+    "hidden names and names not ending in .json are counted apart as ignored), and exits 1 when inbox\n" +
+    "holds more than THRESHOLD files, when --max-age is crossed, or when the queue is stalled (the\n" +
+    "line then ends in ` stalled`). An inbox/ age is the time since the file was written (mtime); a\n" +
+    "processing/ age, since it was claimed (ctime). Stalled: files wait in inbox/ or processing/,\n" +
+    "the oldest for longer than --stalled-after, and nothing entered done/ or error/ for as long.\n" +
+    "--histogram prints the ages of inbox/, processing/ and error/ in buckets of minutes, as qshape\n" +
+    "(THRESHOLD is then optional). With --warning, --critical, --warning-age or --critical-age, lag is\n" +
+    "a Nagios/Icinga plugin: one line `SPOOL OK - ... | perfdata`, exit 0 OK, 1 WARNING, 2 CRITICAL\n" +
+    "(also when stalled), 3 UNKNOWN for bad arguments, a DIR that is not a queue or cannot be read.",
   arguments: [
     { name: "DIR", help: "queue root holding inbox/ processing/ done/ error/" },
-    { name: "THRESHOLD", help: "whole number; exit 1 when inbox holds more files than this" },
+    { name: "THRESHOLD", help: "whole number; exit 1 when inbox holds more files than this (not in plugin mode)" },
   ],
   options: {
-    all: flag("add done=<n> and the oldest ages in inbox/ and processing/ to the line"),
-    json: { ...json, help: "one JSON object (counts, ages in seconds, limits, ok, violations)" },
+    all: flag("add done, ignored, the oldest ages in inbox/ and processing/ and the idle time to the line"),
+    json: { ...json, help: "one JSON object (counts, ages in seconds, limits, stalled, ok, violations)" },
     format: choice("FORMAT", formats, "line, json or prometheus (text exposition format)", { fallback: "line" }),
     textfile: text(
       "PATH",
@@ -245,38 +170,105 @@ export const spec = {
       ...duration("also exit 1 when the oldest inbox file is older than AGE (30s, 5m, 2h)", { example: "5m" }),
       value: "AGE",
     },
+    "stalled-after": duration(
+      "stalled when files wait and nothing entered done/ or error/ for this long: exit 1 (plugin: CRITICAL)",
+      { example: "10m", min: 1 },
+    ),
+    histogram: flag("print the age histogram of inbox/, processing/ and error/ (minutes, as qshape)"),
+    warning: integer("plugin: WARNING when inbox holds more than N files"),
+    critical: integer("plugin: CRITICAL when inbox holds more than N files"),
+    "warning-age": duration("plugin: WARNING when the oldest inbox file is older than this", { example: "5m" }),
+    "critical-age": duration("plugin: CRITICAL when the oldest inbox file is older than this", { example: "15m" }),
   },
 } satisfies CommandSpec
 
-/** `lag DIR THRESHOLD`: queue depth for cron and dashboards. Exit 1 over the threshold or age limit. */
+type Values = Parameters<Parameters<typeof runCommand<typeof spec.options>>[2]>[0]
+
+/** `lag DIR THRESHOLD`: queue depth for cron and dashboards; `lag DIR --warning N ...`: a Nagios plugin. */
 export async function main(argv: readonly string[]): Promise<number> {
-  return runCommand(spec, argv, async ({ values, positionals }) => {
-    const [dir, thresholdText, ...extra] = positionals
-    if (dir === undefined || dir === "") throw new SpoolError("usage", "missing DIR (the queue root)")
-    const threshold = parseThreshold(thresholdText)
-    if (extra.length > 0) throw new SpoolError("usage", `unexpected argument ${JSON.stringify(extra[0])}`)
-    const format = chooseFormat(values.format, values.json)
-    if (values.textfile !== undefined && format !== "prometheus")
-      throw new SpoolError("usage", "--textfile writes the Prometheus format; add --format prometheus")
-    if (values.all === true && format !== "line")
-      throw new SpoolError("usage", "--all extends the one-line format; --json and prometheus always have every field")
-    const maxAge = values["max-age"]
-    const limits: LagLimits = { threshold, maxAgeSeconds: maxAge === undefined ? undefined : maxAge / 1000 }
-    const queue = openQueue(resolve(dir))
-    const detail: LagDetail =
-      format !== "line" || values.all === true ? "full" : limits.maxAgeSeconds !== undefined ? "ages" : "counts"
-    const report = measureLag(queue, detail)
-    const violations = lagViolations(report, limits)
-    if (format === "line") await writeOut(values.all === true ? formatLongLine(report) : formatLine(report))
-    else if (format === "json") await writeOut(formatJson(report, limits, violations))
-    else {
-      const text = formatPrometheus(report, limits, violations)
-      if (values.textfile === undefined) await writeOut(text)
-      else writeTextfile(values.textfile, text)
-    }
-    if (violations.length > 0) await writeErr(violations.map((v) => `lag: ${v}\n`).join(""))
-    return violations.length === 0 ? ExitCode.ok : ExitCode.check
-  })
+  if (isPluginMode(argv))
+    return runCommand(spec, argv, runPlugin, {
+      onFailure: async (message) => {
+        await writeOut(formatUnknown(message))
+        return PluginStatus.UNKNOWN
+      },
+    })
+  return runCommand(spec, argv, runCheck)
+}
+
+const seconds = (ms: number | undefined) => (ms === undefined ? undefined : ms / 1000)
+
+function queueOf(dir: string | undefined) {
+  if (dir === undefined || dir === "") throw new SpoolError("usage", "missing DIR (the queue root)")
+  return openQueue(resolve(dir))
+}
+
+async function runCheck({ values, positionals }: Values): Promise<number> {
+  const [dir, thresholdText, ...extra] = positionals
+  if (dir === undefined || dir === "") throw new SpoolError("usage", "missing DIR (the queue root)")
+  const threshold = thresholdText === undefined && values.histogram === true ? undefined : parseThreshold(thresholdText)
+  if (extra.length > 0) throw new SpoolError("usage", `unexpected argument ${JSON.stringify(extra[0])}`)
+  const format = chooseFormat(values.format, values.json)
+  if (values.textfile !== undefined && format !== "prometheus")
+    throw new SpoolError("usage", "--textfile writes the Prometheus format; add --format prometheus")
+  if (values.all === true && format !== "line")
+    throw new SpoolError("usage", "--all extends the one-line format; --json and prometheus always have every field")
+  if (values.histogram === true && (format === "prometheus" || values.all === true))
+    throw new SpoolError("usage", "--histogram prints a table or, with --json, a field; not with --all or prometheus")
+  const limits: LagLimits = {
+    threshold,
+    maxAgeSeconds: seconds(values["max-age"]),
+    stalledAfterSeconds: seconds(values["stalled-after"]),
+  }
+  const queue = queueOf(dir)
+  const isDated = limits.maxAgeSeconds !== undefined || limits.stalledAfterSeconds !== undefined
+  const detail: LagDetail = format !== "line" || values.all === true ? "full" : isDated ? "ages" : "counts"
+  const report = measureLag(queue, detail, Date.now(), { histogram: values.histogram })
+  const violations = lagViolations(report, limits)
+  const stalled = isStalled(report, limits.stalledAfterSeconds)
+  if (format === "json") await writeOut(formatJson(report, limits, violations))
+  else if (format === "prometheus") {
+    const text = formatPrometheus(report, limits, violations)
+    if (values.textfile === undefined) await writeOut(text)
+    else writeTextfile(values.textfile, text)
+  } else if (report.histogram !== undefined) await writeOut(formatHistogram(report.histogram))
+  else await writeOut(values.all === true ? formatLongLine(report, stalled) : formatLine(report, stalled))
+  if (violations.length > 0) await writeErr(violations.map((v) => `lag: ${v}\n`).join(""))
+  return violations.length === 0 ? ExitCode.ok : ExitCode.check
+}
+
+async function runPlugin({ values, positionals }: Values): Promise<number> {
+  const [dir, ...extra] = positionals
+  if (extra.length > 0)
+    throw new SpoolError(
+      "usage",
+      `unexpected argument ${JSON.stringify(extra[0])}: as a plugin lag takes DIR and --warning/--critical, not THRESHOLD`,
+    )
+  for (const other of ["all", "json", "histogram"] as const)
+    if (values[other] === true) throw new SpoolError("usage", `--${other} is not a plugin's output; drop it`)
+  for (const other of ["format", "textfile", "max-age"] as const)
+    if (values[other] !== undefined)
+      throw new SpoolError(
+        "usage",
+        `--${other} does not go with ${pluginOptions.map((o) => `--${o}`).join(", ")}${other === "max-age" ? "; use --warning-age or --critical-age" : ""}`,
+      )
+  const limits: PluginLimits = {
+    warning: values.warning,
+    critical: values.critical,
+    warningAgeSeconds: seconds(values["warning-age"]),
+    criticalAgeSeconds: seconds(values["critical-age"]),
+    stalledAfterSeconds: seconds(values["stalled-after"]),
+  }
+  if (limits.warning !== undefined && limits.critical !== undefined && limits.critical < limits.warning)
+    throw new SpoolError("usage", `--critical ${limits.critical} is below --warning ${limits.warning}`)
+  const wa = limits.warningAgeSeconds
+  const ca = limits.criticalAgeSeconds
+  if (wa !== undefined && ca !== undefined && ca < wa)
+    throw new SpoolError("usage", "--critical-age is shorter than --warning-age")
+  const report = measureLag(queueOf(dir), "ages")
+  const verdict = judgePlugin(report, limits)
+  await writeOut(formatPlugin(report, limits, verdict))
+  return PluginStatus[verdict.state]
 }
 
 function chooseFormat(format: LagFormat | undefined, isJson: boolean): LagFormat {
