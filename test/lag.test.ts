@@ -46,7 +46,7 @@ describe.each(runners)("%s", (name, lag) => {
   })
 
   it("counts only regular files at the top of each directory", async () => {
-    await using q = await tempQueue({ seed: { "a.json": {}, "notes.txt": "x" } })
+    await using q = await tempQueue({ seed: { "a.json": {}, "b.json": "x" } })
     fs.mkdirSync(join(q.root, "inbox", "dir.json"))
     fs.writeFileSync(join(q.root, "inbox", "dir.json", "nested.json"), "{}")
     fs.symlinkSync(join(q.root, "inbox", "a.json"), join(q.root, "inbox", "link.json"))
@@ -61,6 +61,154 @@ describe.each(runners)("%s", (name, lag) => {
     const r = await run([...commandOf(name), "q", "0"], { cwd: q.path })
     expect(r.stdout).toBe("inbox=1 processing=0 error=0\n")
     expect(r.exitCode).toBe(1)
+  })
+
+  it("counts in inbox= only the names consume takes, and the others apart as ignored", async () => {
+    await using q = await tempQueue({
+      seed: { "a.json": {}, ".b.json": {}, "c.json.part": "{", "notes.txt": "x", ".tmp": "x" },
+    })
+    const line = await lag([q.root, "1"])
+    expect(line.stdout).toBe("inbox=1 processing=0 error=0\n")
+    expect(line.stderr).toBe("")
+    expect(line.exitCode).toBe(0)
+    const all = await lag([q.root, "1", "--all"])
+    expect(all.stdout).toMatch(/^inbox=1 processing=0 error=0 done=0 .* ignored=4 /)
+    const json = JSON.parse((await lag([q.root, "1", "--json"])).stdout)
+    expect([json.inbox, json.ignored]).toEqual([1, 4])
+    const plugin = await lag([q.root, "--warning", "0"])
+    expect(plugin.stdout).toContain(" ignored=4;;;0 ")
+  })
+
+  it("ends the line in stalled and exits 1 when files wait and nothing finished for --stalled-after", async () => {
+    await using q = await tempQueue({ seed: { "a.json": {}, "b.json": {} } })
+    age(join(q.root, "inbox", "a.json"), 1800)
+    for (const d of ["done", "error"]) age(join(q.root, d), 1200)
+    const stalled = await lag([q.root, "10", "--stalled-after", "10m"])
+    expect(stalled.stdout).toBe("inbox=2 processing=0 error=0 stalled\n")
+    expect(stalled.stderr).toBe(
+      "lag: stalled: nothing reached done/ or error/ for 20m while 2 files wait (--stalled-after 10m)\n",
+    )
+    expect(stalled.exitCode).toBe(1)
+    // A file finished just now (a rename into done/ sets its mtime): no longer stalled.
+    fs.writeFileSync(join(q.root, "inbox", "c.json"), "{}")
+    fs.renameSync(join(q.root, "inbox", "c.json"), join(q.root, "done", "c.json"))
+    const moving = await lag([q.root, "10", "--stalled-after", "10m"])
+    expect(moving.stdout).toBe("inbox=2 processing=0 error=0\n")
+    expect(moving.exitCode).toBe(0)
+  })
+
+  it("prints the age histogram of inbox/, processing/ and error/, without THRESHOLD", async () => {
+    await using q = await tempQueue({ seed: { "a.json": {}, "b.json": {}, "c.json": {}, ".x.json": {} } })
+    age(join(q.root, "inbox", "a.json"), 60)
+    age(join(q.root, "inbox", "b.json"), 25 * 60)
+    age(join(q.root, "inbox", "c.json"), 3 * 86_400)
+    fs.writeFileSync(join(q.root, "error", "e.json"), "x")
+    const r = await lag([q.root, "--histogram"])
+    expect(r.stdout).toBe(
+      [
+        "           T 5 10 20 40 80 160 320 640 1280 1280+",
+        "     inbox 3 1  0  0  1  0   0   0   0    0     1",
+        "processing 0 0  0  0  0  0   0   0   0    0     0",
+        "     error 1 1  0  0  0  0   0   0   0    0     0",
+        "",
+      ].join("\n"),
+    )
+    expect(r.stderr).toBe("")
+    expect(r.exitCode).toBe(0)
+    const over = await lag([q.root, "2", "--histogram", "--json"])
+    const o = JSON.parse(over.stdout)
+    expect(o.histogram).toEqual({
+      bucket_minutes: [5, 10, 20, 40, 80, 160, 320, 640, 1280],
+      inbox: { total: 3, counts: [1, 0, 0, 1, 0, 0, 0, 0, 0, 1] },
+      processing: { total: 0, counts: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0] },
+      error: { total: 1, counts: [1, 0, 0, 0, 0, 0, 0, 0, 0, 0] },
+    })
+    expect(over.exitCode).toBe(1)
+  })
+
+  describe("as a Nagios/Icinga plugin", () => {
+    const limits = ["--warning", "10", "--critical", "50", "--warning-age", "5m", "--critical-age", "15m"]
+
+    it("prints SPOOL OK with perfdata and exits 0 within every limit", async () => {
+      await using q = await tempQueue({ seed: { "a.json": {}, "b.json": {}, "c.json": {} } })
+      age(join(q.root, "inbox", "a.json"), 12)
+      const r = await lag([q.root, ...limits])
+      expect(r.stdout).toMatch(
+        /^SPOOL OK - inbox=3 processing=0 error=0 ignored=0 oldest=1\ds \| inbox=3;10;50;0 processing=0;;;0 error=0;;;0 ignored=0;;;0 oldest=1\ds;300;900;0 oldest_processing=0s;;;0 idle=\d+s;;;0\n$/,
+      )
+      expect(r.stderr).toBe("")
+      expect(r.exitCode).toBe(0)
+    })
+
+    it.each([
+      ["WARNING over --warning", 11, 0, "SPOOL WARNING - inbox=11 is over the warning threshold 10: ", 1],
+      ["CRITICAL over --critical", 51, 0, "SPOOL CRITICAL - inbox=51 is over the critical threshold 50: ", 2],
+      [
+        "WARNING over --warning-age",
+        1,
+        600,
+        "SPOOL WARNING - the oldest message in inbox/ is 10m old, over the warning age 5m: ",
+        1,
+      ],
+      [
+        "CRITICAL over --critical-age",
+        1,
+        3600,
+        "SPOOL CRITICAL - the oldest message in inbox/ is 60m old, over the critical age 15m: ",
+        2,
+      ],
+    ] as const)("prints %s", async (_case, files, oldest, start, code) => {
+      await using q = await tempQueue()
+      for (let i = 0; i < files; i++) q.put(`m${i}.json`, {})
+      if (oldest > 0) age(join(q.root, "inbox", "m0.json"), oldest)
+      const r = await lag([q.root, ...limits])
+      expect(r.stdout).toStartWith(start)
+      expect(r.stdout).toMatch(/ \| inbox=\d+;10;50;0 .* oldest=\d+s;300;900;0 .*\n$/)
+      expect(r.stdout.trimEnd()).not.toContain("\n")
+      expect(r.exitCode).toBe(code)
+    })
+
+    it("is CRITICAL with stalled in the text when files wait and nothing finished for --stalled-after", async () => {
+      await using q = await tempQueue({ seed: { "a.json": {} } })
+      age(join(q.root, "inbox", "a.json"), 900)
+      for (const d of ["done", "error"]) age(join(q.root, d), 700)
+      const r = await lag([q.root, "--warning", "10", "--stalled-after", "10m"])
+      expect(r.stdout).toStartWith(
+        "SPOOL CRITICAL - stalled: nothing reached done/ or error/ for 11m while 1 file waits: inbox=1 ",
+      )
+      expect(r.stdout).toContain(" idle=70")
+      expect(r.exitCode).toBe(2)
+    })
+
+    it("is UNKNOWN (3) on stdout for a DIR that is not a queue", async () => {
+      await using d = await tempDir()
+      const r = await lag([join(d.path, "nowhere"), ...limits])
+      expect(r.stdout).toStartWith(`SPOOL UNKNOWN - ${join(d.path, "nowhere")} is not a spool queue: inbox/ is missing`)
+      expect(r.stdout.trimEnd()).not.toContain("\n")
+      expect(r.stderr).toBe("")
+      expect(r.exitCode).toBe(3)
+    })
+
+    it.each([
+      ["a word for --warning", ["Q", "--warning", "ten"], "--warning takes a whole number"],
+      [
+        "a bare number for --critical-age",
+        ["Q", "--critical-age", "15"],
+        "--critical-age takes a duration with a unit",
+      ],
+      ["THRESHOLD as well", ["Q", "10", "--warning", "5"], "not THRESHOLD"],
+      ["an unknown option", ["Q", "--warning", "5", "--bogus"], "--bogus"],
+      ["--critical below --warning", ["Q", "--warning", "5", "--critical", "2"], "--critical 2 is below --warning 5"],
+      ["--json", ["Q", "--warning", "5", "--json"], "--json is not a plugin's output"],
+      ["no DIR", ["--warning", "5"], "missing DIR"],
+    ])("is UNKNOWN (3) on stdout for %s", async (_case, args, text) => {
+      await using q = await tempQueue()
+      const r = await lag(args.map((a) => (a === "Q" ? q.root : a)))
+      expect(r.stdout).toStartWith("SPOOL UNKNOWN - ")
+      expect(r.stdout).toContain(text)
+      expect(r.stderr).toBe("")
+      expect(r.exitCode).toBe(3)
+    })
   })
 
   // The source entry loads @spool/core whole (arktype included, about a second per start on
@@ -145,7 +293,7 @@ describe.each(runners)("%s", (name, lag) => {
     fs.writeFileSync(join(q.root, "done", "d.json"), "{}")
     const r = await lag([q.root, "5", "--all"])
     expect(r.stdout).toMatch(
-      /^inbox=1 processing=0 error=0 done=1 oldest_inbox_age_seconds=36\d\d oldest_processing_age_seconds=0\n$/,
+      /^inbox=1 processing=0 error=0 done=1 oldest_inbox_age_seconds=36\d\d oldest_processing_age_seconds=0 ignored=0 idle_seconds=\d+\n$/,
     )
     expect(r.exitCode).toBe(0)
   })
@@ -182,7 +330,7 @@ describe.each(runners)("%s", (name, lag) => {
     expect(lines).toContain(`spool_messages{root="${q.root}",dir="done"} 0`)
     expect(lines).toContain(`spool_lag_max_age_seconds{root="${q.root}"} 3600`)
     expect(lines).toContain(`spool_lag_ok{root="${q.root}"} 0`)
-    expect(lines.filter((l) => l.startsWith("# TYPE "))).toHaveLength(5)
+    expect(lines.filter((l) => l.startsWith("# TYPE "))).toHaveLength(7)
     expect(r.exitCode).toBe(1)
   })
 
@@ -264,5 +412,19 @@ describe("dist/lag.sh as installed", () => {
       expect(JSON.parse(r.stdout).inbox).toBe(1)
       expect(r.exitCode).toBe(0)
     }
+  })
+})
+
+describe("bun spool lag", () => {
+  const spoolLag = (args: string[]) => run(["bun", join(repoRoot, "packages/spool/bin/spool.ts"), "lag", ...args])
+
+  it("is the same plugin: OK with perfdata, and UNKNOWN (3) for a DIR that is not a queue", async () => {
+    await using q = await tempQueue({ seed: { "a.json": {} } })
+    const ok = await spoolLag([q.root, "--warning", "5", "--critical", "9"])
+    expect(ok.stdout).toStartWith("SPOOL OK - inbox=1 processing=0 error=0 ignored=0 oldest=0s | inbox=1;5;9;0 ")
+    expect(ok.exitCode).toBe(0)
+    const unknown = await spoolLag([join(q.path, "nowhere"), "--critical", "9"])
+    expect(unknown.stdout).toStartWith("SPOOL UNKNOWN - ")
+    expect(unknown.exitCode).toBe(3)
   })
 })
