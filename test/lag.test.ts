@@ -428,3 +428,81 @@ describe("bun spool lag", () => {
     expect(unknown.exitCode).toBe(3)
   })
 })
+
+describe("README's lag examples, run as written", () => {
+  const readme = fs.readFileSync(join(repoRoot, "README.md"), "utf8")
+  const lagSection = readme.slice(readme.indexOf("### lag\n"), readme.indexOf("### replay\n"))
+  /** The README's paths, pointed at this checkout and a temp queue. */
+  const localize = (line: string, root: string, textfiles: string) =>
+    line
+      .replaceAll("/opt/spool", repoRoot)
+      .replaceAll("/var/spool/orders", root)
+      .replaceAll("/var/lib/node_exporter/textfile", textfiles)
+  const cronLines = lagSection.split("\n").filter((l) => /^(\*|\*\/\d+) \* \* \* \* /.test(l))
+  const cronCommand = (line: string) => line.split(" ").slice(5).join(" ")
+
+  it("has the two cron lines and the Nagios definitions", () => {
+    expect(cronLines).toHaveLength(2)
+    expect(lagSection).toContain("command_name    check_spool")
+  })
+
+  it("writes the textfile with the first cron line", async () => {
+    await using q = await tempQueue({ seed: { "a.json": {} } })
+    await using out = await tempDir()
+    const r = await run(["/bin/sh", "-c", localize(cronCommand(cronLines[0] ?? ""), q.root, out.path)])
+    expect(r.stdout).toBe("")
+    expect(r.stderr).toBe("")
+    expect(r.exitCode).toBe(0)
+    expect(fs.readFileSync(join(out.path, "spool_orders.prom"), "utf8")).toContain(
+      `spool_messages{root="${q.root}",dir="inbox"} 1\n`,
+    )
+  })
+
+  it("prints nothing with the mailing cron line while the queue flows, and the reason once it is stalled", async () => {
+    await using q = await tempQueue({ seed: { "a.json": {} } })
+    const command = localize(cronCommand(cronLines[1] ?? ""), q.root, q.path)
+    const flowing = await run(["/bin/sh", "-c", command])
+    expect(flowing.stdout + flowing.stderr).toBe("")
+    expect(flowing.exitCode).toBe(0)
+    age(join(q.root, "inbox", "a.json"), 700)
+    for (const d of ["done", "error"]) age(join(q.root, d), 700)
+    const stalled = await run(["/bin/sh", "-c", command])
+    expect(stalled.stdout).toBe("")
+    expect(stalled.stderr).toStartWith("lag: stalled: nothing reached done/ or error/ for 11m while 1 file waits")
+    expect(stalled.exitCode).toBe(1)
+  })
+
+  it("runs the Nagios command definition with the service's arguments, as Nagios would (no shell)", async () => {
+    const commandLine = /command_line\s+(.+)/.exec(lagSection)?.[1] ?? ""
+    const checkCommand = /check_command\s+(.+)/.exec(lagSection)?.[1] ?? ""
+    const [, ...args] = checkCommand.split("!")
+    await using q = await tempQueue()
+    for (let i = 0; i < 1001; i++) q.put(`m${i}.json`, {})
+    const argv = commandLine
+      .replaceAll("$USER1$", dist)
+      .replace(/\$ARG(\d)\$/g, (_, n) => args[Number(n) - 1] ?? "")
+      .split(/\s+/)
+      .map((a) => localize(a, q.root, q.path))
+    const r = await run(argv)
+    expect(r.stdout).toStartWith("SPOOL WARNING - inbox=1001 is over the warning threshold 1000: ")
+    expect(r.stdout).toContain(" | inbox=1001;1000;5000;0 ")
+    expect(r.exitCode).toBe(1)
+    fs.rmSync(join(q.root, "inbox", "m0.json"))
+    const ok = await run(argv)
+    expect(ok.stdout).toStartWith("SPOOL OK - inbox=1000 ")
+    expect(ok.exitCode).toBe(0)
+  })
+
+  it("prints the histogram shown", async () => {
+    const shown = /\$ (lag\.sh \S+ --histogram)\n([\s\S]*?)```/.exec(lagSection)
+    await using q = await tempQueue({ seed: { "a.json": {}, "b.json": {}, "c.json": {} } })
+    age(join(q.root, "inbox", "a.json"), 60)
+    age(join(q.root, "inbox", "b.json"), 25 * 60)
+    age(join(q.root, "inbox", "c.json"), 3 * 86_400)
+    fs.writeFileSync(join(q.root, "error", "e.json"), "x")
+    const argv = (shown?.[1] ?? "").split(" ").map((a) => (a === "lag.sh" ? lagSh : localize(a, q.root, q.path)))
+    const r = await run(argv)
+    expect(r.stdout).toBe(shown?.[2] ?? "(no example)")
+    expect(r.exitCode).toBe(0)
+  })
+})

@@ -204,9 +204,9 @@ describe("formats", () => {
     expect(formatLine(report())).toBe("inbox=3 processing=1 error=2\n")
   })
 
-  it("extends the line with done and whole-second ages under --all", () => {
+  it("extends the line with done, whole-second ages, ignored and the idle time under --all", () => {
     expect(formatLongLine(report())).toBe(
-      "inbox=3 processing=1 error=2 done=18 ignored=1 oldest_inbox_age_seconds=12 oldest_processing_age_seconds=0 idle_seconds=40\n",
+      "inbox=3 processing=1 error=2 done=18 oldest_inbox_age_seconds=12 oldest_processing_age_seconds=0 ignored=1 idle_seconds=40\n",
     )
   })
 

@@ -34,9 +34,9 @@ export function formatLine(r: LagReport, stalled = false): string {
   return `inbox=${r.inbox} processing=${r.processing} error=${r.error}${stalled ? " stalled" : ""}\n`
 }
 
-/** The `--all` line: the default fields, then done, ignored, the ages in whole seconds and the idle time. */
+/** The `--all` line: the default fields, then done, the ages in whole seconds, ignored and the idle time. */
 export function formatLongLine(r: LagReport, stalled = false): string {
-  return `inbox=${r.inbox} processing=${r.processing} error=${r.error} done=${r.done} ignored=${r.ignored} oldest_inbox_age_seconds=${Math.floor(r.oldestInboxAgeSeconds)} oldest_processing_age_seconds=${Math.floor(r.oldestProcessingAgeSeconds)} idle_seconds=${Math.floor(r.idleSeconds)}${stalled ? " stalled" : ""}\n`
+  return `inbox=${r.inbox} processing=${r.processing} error=${r.error} done=${r.done} oldest_inbox_age_seconds=${Math.floor(r.oldestInboxAgeSeconds)} oldest_processing_age_seconds=${Math.floor(r.oldestProcessingAgeSeconds)} ignored=${r.ignored} idle_seconds=${Math.floor(r.idleSeconds)}${stalled ? " stalled" : ""}\n`
 }
 
 /** One JSON object on one line. */
