@@ -6,7 +6,7 @@ import { Database } from "bun:sqlite"
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import { list, pgUnavailable, type RunResult, tempDatabase, tempQueue } from "@spool/test-support"
+import { consumeBin, list, pgUnavailable, type RunResult, run, tempDatabase, tempQueue } from "@spool/test-support"
 import { SQL } from "bun"
 
 const app = join(import.meta.dir, "apps", "transient.ts")
@@ -241,3 +241,39 @@ for (const backend of ["sqlite", "postgres"] as const)
       expect(await deferrals(s)).toEqual([{ file: "f-1.json", msg_id: "m-1", attempts: 2 }])
     })
   })
+
+describe("consume and deferred files", () => {
+  it("picks up a deferred file in watch mode when it falls due, with no event and no rescan", async () => {
+    await using s = await open("sqlite", seed(1))
+    s.down(true)
+    expect((await s.app({ DEFER_FIRST_MS: "1500", DEFER_MAX_MS: "1500" })).exitCode).toBe(0)
+    expect(dirs(s).deferred).toEqual(["f-1.json"])
+    const proc = Bun.spawn(["bun", consumeBin, "--root", s.root, "--watch", "--rescan", "1h"], {
+      env: { ...process.env, NO_COLOR: "1", SPOOL_LEDGER_URL: "" },
+      stdin: "ignore",
+      stdout: "ignore",
+      stderr: "ignore",
+    })
+    try {
+      const deadline = Date.now() + 10_000
+      while (list(join(s.root, "done")).length === 0 && Date.now() < deadline) await Bun.sleep(50)
+      expect(dirs(s)).toEqual({ inbox: [], processing: [], deferred: [], done: ["f-1.json"], error: [] })
+      expect(await deferrals(s)).toEqual([])
+    } finally {
+      proc.kill("SIGTERM")
+      expect(await proc.exited).toBe(0)
+    }
+  })
+
+  it("takes --defer-first, --defer-max and --defer-max-age with units, defaulting to 5m, 1h and 5d", async () => {
+    const r = await run(["bun", consumeBin, "--help"])
+    expect(r.exitCode).toBe(0)
+    expect(r.stdout).toMatch(/--defer-first\b.*\n?.*5m/)
+    expect(r.stdout).toMatch(/--defer-max\b.*\n?.*1h/)
+    expect(r.stdout).toMatch(/--defer-max-age\b.*\n?.*5d/)
+    await using q = await tempQueue()
+    const bad = await run(["bun", consumeBin, "--root", q.root, "--defer-first", "300"])
+    expect(bad.stderr).toContain("--defer-first takes a duration with a unit")
+    expect(bad.exitCode).toBe(2)
+  })
+})
