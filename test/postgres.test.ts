@@ -148,7 +148,7 @@ pg("the PostgreSQL ledger (--ledger / SPOOL_LEDGER_URL)", () => {
     }
   })
 
-  it("works on a queue made by hand with only the four directories", async () => {
+  it("works on a queue made by hand with only the four directories, adding deferred/", async () => {
     await using db = await tempDatabase()
     await using dir = await tempDir()
     const root = join(dir.path, "q")
@@ -161,6 +161,7 @@ pg("the PostgreSQL ledger (--ledger / SPOOL_LEDGER_URL)", () => {
       ".spool",
       ".spool-root-id",
       "conflicts.csv",
+      "deferred",
       "done",
       "dup.txt",
       "error",
