@@ -301,7 +301,7 @@ describe("bun run consume refuses what is not a queue", () => {
         expect(r.stdout).toBe("")
         expect(r.stderr).toContain("are on different filesystems")
         expect(r.stderr).toContain("done/ on device")
-        expect(r.stderr).toContain("put all four on one filesystem")
+        expect(r.stderr).toContain("put all five on one filesystem")
         expect(r.exitCode).toBe(2)
         expect(list(join(q.root, "inbox"))).toEqual(["a.json"])
         expect(list(done)).toEqual([])

@@ -108,7 +108,7 @@ pg("the PostgreSQL ledger (--ledger / SPOOL_LEDGER_URL)", () => {
     expect(refused.exitCode).toBe(1)
   })
 
-  it("works on a queue made by hand with only the four directories", async () => {
+  it("works on a queue made by hand with only the four directories, adding deferred/", async () => {
     await using db = await tempDatabase()
     await using dir = await tempDir()
     const root = join(dir.path, "q")
@@ -121,6 +121,7 @@ pg("the PostgreSQL ledger (--ledger / SPOOL_LEDGER_URL)", () => {
       ".spool",
       ".spool-root-id",
       "conflicts.csv",
+      "deferred",
       "done",
       "dup.txt",
       "error",
@@ -347,7 +348,7 @@ describe("schema migrations", () => {
     const r = await spool("consume", ["--root", q.root])
     expect(r.exitCode).toBe(0)
     const after = new Database(join(q.root, "ledger.db"), { readonly: true })
-    expect(after.query("PRAGMA user_version").get()).toEqual({ user_version: 4 })
+    expect(after.query("PRAGMA user_version").get()).toEqual({ user_version: 5 })
     // Version 3 dropped two indexes that every message paid for and no query of spool's needs.
     expect(
       after.query("SELECT name FROM sqlite_master WHERE name IN ('claims_owner', 'processed_order_seq')").all(),
@@ -379,6 +380,7 @@ describe("schema migrations", () => {
         { version: 2 },
         { version: 3 },
         { version: 4 },
+        { version: 5 },
       ])
       expect(await sql`SELECT msg_id, amount FROM processed ORDER BY msg_id`).toEqual([
         { msg_id: "new", amount: "2.5" },

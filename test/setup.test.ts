@@ -140,7 +140,7 @@ describe("bun run setup", () => {
       `setup: queue ready at ${join(d.path, "spool")}; copied 1 message(s) from ${src} into inbox/\n`,
     )
     expect(r.exitCode).toBe(0)
-    expect(list(join(d.path, "spool"))).toEqual(["done", "error", "inbox", "processing", "tmp"])
+    expect(list(join(d.path, "spool"))).toEqual(["deferred", "done", "error", "inbox", "processing", "tmp"])
     expect(list(join(d.path, "spool", "inbox"))).toEqual(["a.json"])
   })
 

@@ -119,6 +119,9 @@ describe("every duration option of every command", () => {
   it("is found: compact's, consume's, stats' and lag's", () => {
     expect(durationOptions.map(([n, o]) => `${n} --${o}`)).toEqual([
       "consume --min-age",
+      "consume --defer-first",
+      "consume --defer-max",
+      "consume --defer-max-age",
       "consume --busy-timeout",
       "consume --rescan",
       "consume --batch-window",

@@ -49,6 +49,21 @@ export const spec = {
     }),
     "max-bytes": bytes("larger files go to error/ as too-large, unread", { default: "1m" }),
     "min-age": duration("skip files modified more recently than this, e.g. 5s", { default: "0s", example: "5s" }),
+    "defer-first": duration("after a transient failure (TransientError), try the message again this much later", {
+      default: "5m",
+      min: 1,
+    }),
+    "defer-max": duration("the longest wait between two attempts of a deferred message (the delay doubles)", {
+      default: "1h",
+      min: 1,
+    }),
+    "defer-max-age": duration(
+      "a message still failing transiently this long after its first deferral goes to error/ as expired",
+      {
+        default: "5d",
+        min: 1,
+      },
+    ),
     "busy-timeout": duration("wait this long for another process's ledger lock", { default: "10s" }),
     "no-fsync": flag("skip fsyncs: survives a process crash, not a power loss (see README)"),
     "one-thread": flag(
@@ -113,6 +128,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       maxAttempts: v["max-attempts"],
       maxBytes: v["max-bytes"],
       minAgeMs: v["min-age"],
+      defer: { firstMs: v["defer-first"], maxMs: v["defer-max"], maxAgeMs: v["defer-max-age"] },
       ...(v["one-thread"] && { pipeline: false }),
     }
     const progress: Progress =
@@ -210,6 +226,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         recovered: summary.recovered,
         ...(summary.lost > 0 && { lost: summary.lost }),
         ...(summary.deferred > 0 && { deferred: summary.deferred }),
+        ...(summary.transient > 0 && { transient: summary.transient }),
         seconds: Number(seconds),
         ...(stop.signal.aborted && { stopped: "by signal" }),
       })

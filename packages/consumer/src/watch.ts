@@ -83,7 +83,10 @@ export async function watch<E extends AnyEffect = never>(o: WatchOptions<E>): Pr
       // A file left as too young (--min-age) sends no second event: look again once it is old
       // enough, whether its event woke this drain or came before it.
       const timeoutMs = drain.deferred > 0 ? Math.min(o.rescanMs, minAgeMs + o.batchWindowMs) : o.rescanMs
-      woke = await wake.wait(timeoutMs)
+      // A deferred file falls due with no event at all: wake when the earliest one does.
+      const nextDue = await o.ledger.nextDeferralAt()
+      const dueInMs = nextDue === undefined ? Number.POSITIVE_INFINITY : Math.max(0, Date.parse(nextDue) - Date.now())
+      woke = await wake.wait(Math.min(timeoutMs, dueInMs))
       if (woke === "event") await wake.sleep(o.batchWindowMs, o.signal)
     }
   } finally {
@@ -168,6 +171,7 @@ function addTo(total: ConsumeSummary, s: Readonly<ConsumeSummary>): void {
   total.recovered += s.recovered
   total.lost += s.lost
   total.batches += s.batches
+  total.transient += s.transient
   for (const [r, n] of Object.entries(s.rejectedBy) as [keyof ConsumeSummary["rejectedBy"], number][])
     total.rejectedBy[r] = (total.rejectedBy[r] ?? 0) + n
 }

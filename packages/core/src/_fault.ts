@@ -2,11 +2,20 @@
 // itself with SIGKILL (no cleanup runs, exactly as a crash): `after-claim` (files renamed
 // into processing/, nothing committed), `after-commit` (committed, not yet moved),
 // `after-move` (moved, claim rows not yet forgotten), `after-reports` (reports written),
+// `after-pickup-claim` (due deferred files claimed, still in deferred/), `after-pickup` (those
+// renamed into processing/, nothing committed),
 // optionally `step@N` for the N-th time the step is reached. SPOOL_FAULT_SIGNAL=SIGSTOP stops
 // the process there instead (a stall: a paused VM, a hung mount), for a test to resume with
 // SIGCONT. SPOOL_CRASH_ON=name kills the process whenever it reads that file (a poison
 // message). All are read once, at start-up.
-const steps = ["after-claim", "after-commit", "after-move", "after-reports"] as const
+const steps = [
+  "after-claim",
+  "after-commit",
+  "after-move",
+  "after-reports",
+  "after-pickup-claim",
+  "after-pickup",
+] as const
 
 /** The protocol steps a test can crash at. */
 export type FaultStep = (typeof steps)[number]

@@ -8,6 +8,7 @@ import {
   type ClaimRow,
   type CompactSummary,
   type ConflictRow,
+  type Deferral,
   type Effect,
   type FailureRecord,
   Ledger,
@@ -22,6 +23,7 @@ import type { LedgerCheck } from "./ledger-verify.ts"
 import type { Owner } from "./owner.ts"
 import type { Queue } from "./queue.ts"
 import type { LedgerStats } from "./stats.ts"
+import type { DeferPolicy } from "./transient.ts"
 
 type Awaitable<T> = T | Promise<T>
 
@@ -59,7 +61,30 @@ export interface LedgerPort<E extends AnyEffect = never> {
    * nothing (`lost`). A property, not a method, so that its effect is checked contravariantly:
    * an effect written for the other backend does not type-check.
    */
-  commit: (ownerId: string, outcomes: readonly Outcome[], now: string, effect?: E) => Awaitable<Verdict[]>
+  commit: (
+    ownerId: string,
+    outcomes: readonly Outcome[],
+    now: string,
+    effect?: E,
+    policy?: DeferPolicy,
+  ) => Awaitable<Verdict[]>
+  /**
+   * Claims due deferred files as `claim` claims names: each free one's claim row, and its
+   * deferrals row made that claim's while it is still the one listed and still due.
+   */
+  claimDue(ownerId: string, due: readonly Deferral[], now: string, forget?: readonly Claim[]): Awaitable<Claim[]>
+  /** The deferrals due at `now`, earliest first, at most `limit`. */
+  dueDeferrals(now: string, limit: number): Awaitable<Deferral[]>
+  /** When the earliest deferred file falls due; undefined when none waits. */
+  nextDeferralAt(): Awaitable<string | undefined>
+  /** The deferrals row a claim holds (the claim that deferred its file, or picked it up), if any. */
+  deferralOf(claimId: string): Awaitable<Deferral | undefined>
+  /** Records the final name of a file in deferred/ when the chosen one was taken at move time. */
+  renameDeferral(claimId: string, file: string): Awaitable<void>
+  /** Forgets a picked-up deferrals row whose file was not in deferred/, and gives up its claim. */
+  dropDeferral(claim: Claim, ownerId: string): Awaitable<void>
+  /** How many deferrals rows there are, and how many of them are due at `now`. */
+  deferralCounts(now: string): Awaitable<{ deferred: number; due: number }>
   listClaims(): Awaitable<ClaimRow[]>
   adoptClaims(rows: readonly ClaimRow[], ownerId: string): Awaitable<ClaimRow[]>
   startAttempt(claim: Claim, ownerId: string): Awaitable<Claim>

@@ -6,7 +6,9 @@ import type { TransactionSQL } from "bun"
 import type { PostgresEffect } from "./ledger-postgres.ts"
 import { statements } from "./ledger-statements.ts"
 import type { AcceptedOutcome, Outcome, Verdict } from "./ledger-types.ts"
-import { destinationOf, Judgement, resultText } from "./ledger-verdicts.ts"
+import { destinationOf, Judgement, type PriorDeferral, resultText } from "./ledger-verdicts.ts"
+import { alternateName } from "./names.ts"
+import { type DeferPolicy, isTransient } from "./transient.ts"
 
 /**
  * Commits a batch in one transaction: every claim marked (the fence), then processed rows
@@ -21,8 +23,9 @@ export async function commitBatch(
   all: readonly Outcome[],
   now: string,
   effect: PostgresEffect | undefined,
+  policy?: DeferPolicy,
 ): Promise<Verdict[]> {
-  const j = new Judgement(all)
+  const j = new Judgement(all, now, policy)
   const held = await fence(tx, root, ownerId, all)
   for (const o of all) j.fence(o, held.has(o.claimId))
   await horizon(tx, j)
@@ -54,7 +57,7 @@ export async function commitBatch(
     for (const o of round) {
       if (!inserted.has(o.claimId)) refused.push(o)
       else if (effect === undefined) j.inserted(o)
-      else await runEffect(tx, j, o, effect)
+      else await runEffect(tx, root, j, o, effect)
     }
     if (refused.length === 0) continue
     // The processed row each refused delivery repeats, read after the effects: a row whose
@@ -111,7 +114,39 @@ export async function commitBatch(
       UPDATE claims c SET dest = 'error', dest_name = t.name
       FROM jsonb_to_recordset(${redirected}::jsonb) AS t(name text, claim_id text)
       WHERE c.root_id = ${root} AND c.name = t.name AND c.claim_id = t.claim_id`
+  await deferrals(tx, root, j)
   return j.verdicts()
+}
+
+/**
+ * Step 5: the held claims' picked-up deferrals rows closed (one indexed statement per batch),
+ * and the new deferrals written, each claim pointed at deferred/ under the row's name: a
+ * picked-up file's own, a first deferral's first name no other deferred file has.
+ */
+async function deferrals(tx: TransactionSQL, root: string, j: Judgement): Promise<void> {
+  const closed = j.closed()
+  if (closed.length > 0)
+    await tx`
+      DELETE FROM deferrals
+      WHERE root_id = ${root} AND claim_id = ANY (ARRAY(SELECT jsonb_array_elements_text(${closed}::jsonb)))`
+  for (const d of j.deferrals) {
+    const o = d.outcome
+    let file = o.name
+    for (let k = 1; !d.isPickedUp; k++) {
+      const [taken] = await tx`SELECT 1 AS one FROM deferrals WHERE root_id = ${root} AND file = ${file}`
+      if (taken === undefined) break
+      file = alternateName(o.name, k)
+    }
+    await tx`
+      INSERT INTO deferrals (root_id, file, msg_id, attempts, first_deferred_at, next_attempt_at, last_error, payload_hash, claim_id)
+      VALUES (${root}, ${file}, ${o.msgId}, ${d.attempts}, ${d.firstDeferredAt}, ${d.nextAttemptAt}, ${d.lastError}, ${o.hash}, ${o.claimId})
+      ON CONFLICT (root_id, file) DO UPDATE SET msg_id = excluded.msg_id, attempts = excluded.attempts,
+        first_deferred_at = excluded.first_deferred_at, next_attempt_at = excluded.next_attempt_at,
+        last_error = excluded.last_error, payload_hash = excluded.payload_hash, claim_id = excluded.claim_id`
+    await tx`
+      UPDATE claims SET dest = 'deferred', dest_name = ${file}
+      WHERE root_id = ${root} AND name = ${o.name} AND claim_id = ${o.claimId}`
+  }
 }
 
 /**
@@ -171,7 +206,13 @@ async function horizon(tx: TransactionSQL, j: Judgement): Promise<void> {
 }
 
 /** Runs the effect of an inserted outcome in a savepoint; when it throws, its processed row goes too. */
-async function runEffect(tx: TransactionSQL, j: Judgement, o: AcceptedOutcome, effect: PostgresEffect): Promise<void> {
+async function runEffect(
+  tx: TransactionSQL,
+  root: string,
+  j: Judgement,
+  o: AcceptedOutcome,
+  effect: PostgresEffect,
+): Promise<void> {
   try {
     await tx.savepoint(async (sp) => {
       const result = resultText(await effect(o, sp))
@@ -180,6 +221,12 @@ async function runEffect(tx: TransactionSQL, j: Judgement, o: AcceptedOutcome, e
     j.inserted(o)
   } catch (error) {
     await tx`DELETE FROM processed WHERE claim_id = ${o.claimId}`
-    j.effectFailed(o, error)
+    let prior: PriorDeferral | undefined
+    if (isTransient(error)) {
+      const [r] = await tx`
+        SELECT attempts, first_deferred_at FROM deferrals WHERE root_id = ${root} AND claim_id = ${o.claimId}`
+      if (r !== undefined) prior = { attempts: Number(r.attempts), firstDeferredAt: r.first_deferred_at as string }
+    }
+    j.effectFailed(o, error, prior)
   }
 }

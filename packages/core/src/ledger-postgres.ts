@@ -14,13 +14,16 @@ import {
   type ClaimRow,
   type CompactSummary,
   type ConflictRow,
+  type Deferral,
   type FailureRecord,
   type OrderProblem,
   type Outcome,
   type RawClaimRow,
+  type RawDeferral,
   type RawOwner,
   type ReplayRecord,
   toClaimRow,
+  toDeferral,
   toOwner,
   type Verdict,
 } from "./ledger-types.ts"
@@ -28,6 +31,7 @@ import { parseResult } from "./ledger-verdicts.ts"
 import { type LedgerCheck, verifyPostgres } from "./ledger-verify.ts"
 import type { Owner } from "./owner.ts"
 import { type LedgerStats, readSharedStats } from "./stats.ts"
+import type { DeferPolicy } from "./transient.ts"
 
 export { redact } from "./ledger-postgres-errors.ts"
 
@@ -214,8 +218,86 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
   }
 
   /** Commits a batch in one transaction (see commitBatch), fenced by claim owner. */
-  commit(ownerId: string, all: readonly Outcome[], now: string, effect?: PostgresEffect): Promise<Verdict[]> {
-    return this.transaction((tx) => commitBatch(tx, this.rootId, ownerId, all, now, effect))
+  commit(
+    ownerId: string,
+    all: readonly Outcome[],
+    now: string,
+    effect?: PostgresEffect,
+    policy?: DeferPolicy,
+  ): Promise<Verdict[]> {
+    return this.transaction((tx) => commitBatch(tx, this.rootId, ownerId, all, now, effect, policy))
+  }
+
+  /** Claims due deferred files (see the SQLite ledger's claimDue), one row at a time in the order given. */
+  async claimDue(
+    ownerId: string,
+    due: readonly Deferral[],
+    now: string,
+    forget: readonly Claim[] = [],
+  ): Promise<Claim[]> {
+    const rows = due.map((d) => ({ d, claimId: `${ownerId}.${(this.#claimCounter++).toString(36)}` }))
+    return this.transaction(async (tx) => {
+      if (forget.length > 0)
+        await tx`
+          DELETE FROM claims c
+          WHERE c.root_id = ${this.rootId} AND c.name = ANY (ARRAY(SELECT jsonb_array_elements_text(${forget.map((c) => c.name)}::jsonb)))
+            AND c.owner_id = ${ownerId} AND c.state = 'committed'`
+      await tx.unsafe(statements.heartbeat, [now, ownerId])
+      const claimed: Claim[] = []
+      for (const { d, claimId } of rows) {
+        const inserted = await tx`
+          INSERT INTO claims (root_id, name, claim_id, owner_id, attempts, state, claimed_at)
+          VALUES (${this.rootId}, ${d.file}, ${claimId}, ${ownerId}, 1, 'claimed', ${now})
+          ON CONFLICT (root_id, name) DO NOTHING RETURNING claim_id`
+        if (inserted.length === 0) continue
+        const picked = await tx`
+          UPDATE deferrals SET claim_id = ${claimId}
+          WHERE root_id = ${this.rootId} AND file = ${d.file} AND claim_id = ${d.claimId} AND next_attempt_at <= ${now}`
+        if (picked.count === 1) claimed.push({ name: d.file, claimId, attempts: 1 })
+        else await tx`DELETE FROM claims WHERE root_id = ${this.rootId} AND name = ${d.file} AND claim_id = ${claimId}`
+      }
+      return claimed
+    })
+  }
+
+  async dueDeferrals(now: string, limit: number): Promise<Deferral[]> {
+    const rows = await this.sql`
+      SELECT file, msg_id, attempts, first_deferred_at, next_attempt_at, last_error, claim_id FROM deferrals
+      WHERE root_id = ${this.rootId} AND next_attempt_at <= ${now}
+      ORDER BY next_attempt_at, file COLLATE "C" LIMIT ${limit}`
+    return (rows as RawDeferral[]).map(toDeferral)
+  }
+
+  async nextDeferralAt(): Promise<string | undefined> {
+    const [r] = await this.sql`SELECT min(next_attempt_at) AS at FROM deferrals WHERE root_id = ${this.rootId}`
+    return (r?.at as string | null) ?? undefined
+  }
+
+  async deferralOf(claimId: string): Promise<Deferral | undefined> {
+    const [r] = await this.sql`
+      SELECT file, msg_id, attempts, first_deferred_at, next_attempt_at, last_error, claim_id FROM deferrals
+      WHERE root_id = ${this.rootId} AND claim_id = ${claimId}`
+    return r === undefined ? undefined : toDeferral(r as RawDeferral)
+  }
+
+  async renameDeferral(claimId: string, file: string): Promise<void> {
+    await this.sql`UPDATE deferrals SET file = ${file} WHERE root_id = ${this.rootId} AND claim_id = ${claimId}`
+  }
+
+  async dropDeferral(claim: Claim, ownerId: string): Promise<void> {
+    await this.transaction(async (tx) => {
+      await tx`DELETE FROM deferrals WHERE root_id = ${this.rootId} AND file = ${claim.name} AND claim_id = ${claim.claimId}`
+      await tx`
+        DELETE FROM claims
+        WHERE root_id = ${this.rootId} AND name = ${claim.name} AND claim_id = ${claim.claimId} AND owner_id = ${ownerId}`
+    })
+  }
+
+  async deferralCounts(now: string): Promise<{ deferred: number; due: number }> {
+    const [r] = await this.sql`
+      SELECT count(*)::int AS deferred, (count(*) FILTER (WHERE next_attempt_at <= ${now}))::int AS due
+      FROM deferrals WHERE root_id = ${this.rootId}`
+    return { deferred: Number(r?.deferred ?? 0), due: Number(r?.due ?? 0) }
   }
 
   /** Every claim of this root with its owner's identity, in claim order. */

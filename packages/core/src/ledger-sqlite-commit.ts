@@ -4,8 +4,10 @@
 import type { Database } from "bun:sqlite"
 import type { Effect } from "./ledger.ts"
 import type { prepare } from "./ledger-sqlite-schema.ts"
-import type { AcceptedOutcome, Outcome, Verdict } from "./ledger-types.ts"
+import type { AcceptedOutcome, Outcome, RawDeferral, Verdict } from "./ledger-types.ts"
 import { Judgement, resultText } from "./ledger-verdicts.ts"
+import { alternateName } from "./names.ts"
+import { type DeferPolicy, isTransient } from "./transient.ts"
 
 type Statements = ReturnType<typeof prepare>
 
@@ -21,8 +23,9 @@ export function commitBatch(
   outcomes: readonly Outcome[],
   now: string,
   effect: Effect | undefined,
+  policy?: DeferPolicy,
 ): Verdict[] {
-  const j = new Judgement(outcomes)
+  const j = new Judgement(outcomes, now, policy)
   for (const o of outcomes) j.fence(o, isHeld(s, o, ownerId))
   if (s.hasHorizon.get() !== null)
     for (const o of j.undecided()) {
@@ -39,6 +42,29 @@ export function commitBatch(
   }
   for (const f of j.failures) s.insertFailure.run(f.file, f.original, f.reason, f.detail, f.hash, f.claimId, now)
   for (const o of j.redirected()) s.commitClaim.run("error", o.name, o.hash, o.name, o.claimId, ownerId)
+  // Step 5, asked only of a ledger that holds deferrals (or is writing its first): one
+  // indexed probe per batch on the path that never defers.
+  if (j.deferrals.length > 0 || s.hasDeferrals.get() !== null) {
+    for (const id of j.closed()) s.closeDeferral.run(id)
+    for (const d of j.deferrals) {
+      const o = d.outcome
+      // A picked-up file goes back under its own name; a first deferral takes the first name
+      // no other deferred file has (another delivery of the same name may be waiting there).
+      let file = o.name
+      for (let k = 1; !d.isPickedUp && s.deferralAt.get(file) !== null; k++) file = alternateName(o.name, k)
+      s.upsertDeferral.run(
+        file,
+        o.msgId,
+        d.attempts,
+        d.firstDeferredAt,
+        d.nextAttemptAt,
+        d.lastError,
+        o.hash,
+        o.claimId,
+      )
+      s.commitClaim.run("deferred", file, o.hash, o.name, o.claimId, ownerId)
+    }
+  }
   return j.verdicts()
 }
 
@@ -79,7 +105,12 @@ function insert(
   } catch (error) {
     db.exec("ROLLBACK TO spool_effect")
     db.exec("RELEASE spool_effect")
-    j.effectFailed(o, error)
+    const prior = isTransient(error) ? (s.deferralOf.get(o.claimId) as RawDeferral | null) : null
+    j.effectFailed(
+      o,
+      error,
+      prior === null ? undefined : { attempts: prior.attempts, firstDeferredAt: prior.first_deferred_at },
+    )
   }
 }
 

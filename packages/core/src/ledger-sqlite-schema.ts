@@ -5,11 +5,12 @@ import init0001 from "../sql/sqlite/0001-init.sql" with { type: "text" }
 import horizon0002 from "../sql/sqlite/0002-horizon.sql" with { type: "text" }
 import indexes0003 from "../sql/sqlite/0003-fewer-indexes.sql" with { type: "text" }
 import results0004 from "../sql/sqlite/0004-results.sql" with { type: "text" }
+import deferrals0005 from "../sql/sqlite/0005-deferrals.sql" with { type: "text" }
 import { SpoolError } from "./errors.ts"
 import { forSqlite, statements } from "./ledger-statements.ts"
 
 /** Schema migrations, applied in order; the index + 1 is the schema version. */
-const migrations: readonly string[] = [init0001, horizon0002, indexes0003, results0004]
+const migrations: readonly string[] = [init0001, horizon0002, indexes0003, results0004, deferrals0005]
 
 /** The newest schema version this spool writes. */
 export const schemaVersion = migrations.length
@@ -53,6 +54,30 @@ export function prepare(db: Database) {
     ),
     insertFailure: q(
       "INSERT INTO failures (file, original, reason, detail, payload_hash, claim_id, failed_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+    ),
+    hasDeferrals: q("SELECT 1 FROM deferrals LIMIT 1"),
+    deferralOf: q(
+      "SELECT file, msg_id, attempts, first_deferred_at, next_attempt_at, last_error, claim_id FROM deferrals WHERE claim_id = ?",
+    ),
+    deferralAt: q("SELECT 1 FROM deferrals WHERE file = ?"),
+    closeDeferral: q("DELETE FROM deferrals WHERE claim_id = ?"),
+    upsertDeferral: q(
+      `INSERT INTO deferrals (file, msg_id, attempts, first_deferred_at, next_attempt_at, last_error, payload_hash, claim_id)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (file) DO UPDATE SET msg_id = excluded.msg_id, attempts = excluded.attempts,
+         first_deferred_at = excluded.first_deferred_at, next_attempt_at = excluded.next_attempt_at,
+         last_error = excluded.last_error, payload_hash = excluded.payload_hash, claim_id = excluded.claim_id`,
+    ),
+    dueDeferrals: q(
+      `SELECT file, msg_id, attempts, first_deferred_at, next_attempt_at, last_error, claim_id FROM deferrals
+       WHERE next_attempt_at <= ? ORDER BY next_attempt_at, file LIMIT ?`,
+    ),
+    nextDeferral: q("SELECT min(next_attempt_at) AS at FROM deferrals"),
+    pickUpDeferral: q("UPDATE deferrals SET claim_id = ? WHERE file = ? AND claim_id = ? AND next_attempt_at <= ?"),
+    dropDeferral: q("DELETE FROM deferrals WHERE file = ? AND claim_id = ?"),
+    renameDeferral: q("UPDATE deferrals SET file = ? WHERE claim_id = ?"),
+    countDeferrals: q(
+      "SELECT count(*) AS deferred, count(*) FILTER (WHERE next_attempt_at <= ?) AS due FROM deferrals",
     ),
     listClaims: q(
       `SELECT c.name, c.claim_id, c.owner_id, c.attempts, c.state, c.dest, c.dest_name, c.payload_hash,

@@ -9,11 +9,14 @@ export interface Claim {
   readonly attempts: number
 }
 
+/** Where a committed claim's file goes out of processing/. */
+export type Destination = "done" | "error" | "deferred"
+
 /** A claim as stored, with what is known of its owner. */
 export interface ClaimRow extends Claim {
   readonly ownerId: string | null
   readonly state: "claimed" | "committed"
-  readonly dest: "done" | "error" | null
+  readonly dest: Destination | null
   readonly destName: string | null
   readonly payloadHash: string | null
   readonly owner: (Owner & { readonly heartbeatAt: string }) | undefined
@@ -55,6 +58,9 @@ export type Outcome =
 /**
  * What the ledger made of an outcome. `handler-rejected`: the effect threw; `beyond-horizon`:
  * an unknown msg_id at or below its order's pruned seq (see compact). Both go to error/.
+ * `deferred`: the effect threw a TransientError; a deferrals row says when to try again and the
+ * file goes to deferred/. `expired`: it threw one past the policy's maximum age, and goes to
+ * error/ as `expired`.
  * `lost`: the claim is no longer the committing consumer's (another one took it over after
  * this one's lease ran out), so nothing was recorded and the file is not this consumer's to
  * move. `vanished`: the consumer still held the claim but the file was gone; the claim is
@@ -67,6 +73,8 @@ export type Verdict =
   | "rejected"
   | "handler-rejected"
   | "beyond-horizon"
+  | "deferred"
+  | "expired"
   | "lost"
   | "vanished"
 
@@ -123,7 +131,7 @@ export interface RawClaimRow {
   owner_id: string | null
   attempts: number
   state: "claimed" | "committed"
-  dest: "done" | "error" | null
+  dest: Destination | null
   dest_name: string | null
   payload_hash: string | null
   host: string | null
@@ -178,4 +186,42 @@ export function toClaimRow(r: RawClaimRow): ClaimRow {
 /** The detail of a `beyond-horizon` rejection, the same on both backends. */
 export function beyondHorizon(seq: number | string, maxSeq: number | string, orderNo: string): string {
   return `msg_id unknown, but seq ${seq} <= ${maxSeq}, the highest seq of order ${orderNo} pruned by compact: older than the deduplication horizon`
+}
+
+/** A deferrals row: a file waiting in deferred/ for its next attempt. */
+export interface Deferral {
+  /** Its name in deferred/. */
+  readonly file: string
+  readonly msgId: string
+  /** Transient failures so far. */
+  readonly attempts: number
+  readonly firstDeferredAt: string
+  readonly nextAttemptAt: string
+  readonly lastError: string
+  /** The claim that holds the file now: the one that deferred it, or the one that picked it up. */
+  readonly claimId: string
+}
+
+/** A deferrals row as both backends select it. */
+export interface RawDeferral {
+  file: string
+  msg_id: string
+  attempts: number
+  first_deferred_at: string
+  next_attempt_at: string
+  last_error: string
+  claim_id: string
+}
+
+/** A selected deferrals row as the engine sees it. */
+export function toDeferral(r: RawDeferral): Deferral {
+  return {
+    file: r.file,
+    msgId: r.msg_id,
+    attempts: Number(r.attempts),
+    firstDeferredAt: r.first_deferred_at,
+    nextAttemptAt: r.next_attempt_at,
+    lastError: r.last_error,
+    claimId: r.claim_id,
+  }
 }

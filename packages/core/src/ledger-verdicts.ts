@@ -13,11 +13,17 @@
 //                     delivery of the msg_id in the batch, as in a sequential run
 //   4. the repeat     a delivery whose key was taken is a `duplicate` of the processed one, or a
 //                     `conflict` when its content differs
+//   5. the deferral   an effect that threw a TransientError is `deferred`: its deferrals row is
+//                     written (attempts and first time carried over from the row of the claim
+//                     that picked it up, if any) and its claim points at deferred/; past the
+//                     policy's maximum age it is `expired` instead, a failure. Every other held
+//                     claim's deferrals row is closed: the file has an outcome
 //
 // Rejections, horizons and failed effects go to error/: their failures rows, and the claims of
 // accepted outcomes the ledger refused after all, which must point at error/ instead of done/.
 import { type AcceptedOutcome, beyondHorizon, type Outcome, type Verdict } from "./ledger-types.ts"
 import { toStorableText } from "./storable-text.ts"
+import { backoffMs, type DeferPolicy, defaultDeferPolicy, isTransient } from "./transient.ts"
 
 /** A failures row to write. `detail` is free text (a parser's message, an effect's error), made storable. */
 export interface FailureRow {
@@ -33,6 +39,24 @@ export interface FailureRow {
 export interface DuplicateRow {
   readonly outcome: AcceptedOutcome
   readonly isConflict: boolean
+}
+
+/** A deferrals row to write (insert, or update the one this claim picked up). */
+export interface DeferralRow {
+  readonly outcome: AcceptedOutcome
+  readonly attempts: number
+  readonly firstDeferredAt: string
+  readonly nextAttemptAt: string
+  /** The effect's error, made storable. */
+  readonly lastError: string
+  /** Whether the claim picked up a deferrals row (its file came from deferred/): that row is updated. */
+  readonly isPickedUp: boolean
+}
+
+/** The deferrals row of the claim whose effect failed transiently, if it picked one up, as its adapter read it. */
+export interface PriorDeferral {
+  readonly attempts: number
+  readonly firstDeferredAt: string
 }
 
 /** Where the fence marks a held claim's file to go: a rejection to error/ under its chosen name. */
@@ -81,11 +105,17 @@ export class Judgement {
   readonly failures: FailureRow[] = []
   /** The duplicates rows to write, in batch order within each round of inserts. */
   readonly duplicates: DuplicateRow[] = []
+  /** The deferrals rows to write, in the order they were decided. */
+  readonly deferrals: DeferralRow[] = []
   readonly #verdicts = new Map<string, Verdict>()
+  readonly #now: string
+  readonly #policy: DeferPolicy
   #lastRound = -1
 
-  constructor(outcomes: readonly Outcome[]) {
+  constructor(outcomes: readonly Outcome[], now = new Date().toISOString(), policy: DeferPolicy = defaultDeferPolicy) {
     this.outcomes = outcomes
+    this.#now = now
+    this.#policy = policy
   }
 
   /** Step 1: whether the fence found the outcome's claim still held by the committing owner. */
@@ -131,10 +161,45 @@ export class Judgement {
     this.#verdicts.set(o.claimId, "processed")
   }
 
-  /** Step 3: the effect of an inserted outcome threw, and its writes and processed row were rolled back. */
-  effectFailed(o: AcceptedOutcome, error: unknown): void {
-    this.#verdicts.set(o.claimId, "handler-rejected")
-    this.#fail(o.name, o.name, "handler", error instanceof Error ? error.message : String(error), o.hash, o.claimId)
+  /**
+   * Step 3: the effect of an inserted outcome threw, and its writes and processed row were rolled
+   * back. A TransientError is step 5: `prior` is the deferrals row its claim picked up (ask for it
+   * with `isTransient` true only), undefined for a first deferral.
+   */
+  effectFailed(o: AcceptedOutcome, error: unknown, prior?: PriorDeferral): void {
+    const message = error instanceof Error ? error.message : String(error)
+    if (!isTransient(error)) {
+      this.#verdicts.set(o.claimId, "handler-rejected")
+      this.#fail(o.name, o.name, "handler", message, o.hash, o.claimId)
+      return
+    }
+    const now = Date.parse(this.#now)
+    const first = prior?.firstDeferredAt ?? this.#now
+    const attempts = (prior?.attempts ?? 0) + 1
+    const ageMs = now - Date.parse(first)
+    if (ageMs >= this.#policy.maxAgeMs) {
+      this.#verdicts.set(o.claimId, "expired")
+      const detail = `still failing transiently after ${attempts} attempts since ${first}: ${message}`
+      this.#fail(o.name, o.name, "expired", detail, o.hash, o.claimId)
+      return
+    }
+    this.#verdicts.set(o.claimId, "deferred")
+    this.deferrals.push({
+      outcome: o,
+      attempts,
+      firstDeferredAt: first,
+      nextAttemptAt: new Date(now + backoffMs(this.#policy, attempts, error.retryAfterMs)).toISOString(),
+      lastError: toStorableText(message),
+      isPickedUp: prior !== undefined,
+    })
+  }
+
+  /** Step 5: the held claims whose deferrals row, if they picked one up, is closed (every outcome but `deferred` and `lost`). */
+  closed(): string[] {
+    return this.outcomes.flatMap((o) => {
+      const v = this.#verdicts.get(o.claimId)
+      return v === "deferred" || v === "lost" ? [] : [o.claimId]
+    })
   }
 
   /**
@@ -151,11 +216,11 @@ export class Judgement {
     return true
   }
 
-  /** Accepted outcomes the ledger refused after all (horizon, effect): their claims point at error/ under their own names. */
+  /** Accepted outcomes the ledger refused after all (horizon, effect, expiry): their claims point at error/ under their own names. */
   redirected(): AcceptedOutcome[] {
     return this.outcomes.filter((o): o is AcceptedOutcome => {
       const v = this.#verdicts.get(o.claimId)
-      return o.kind === "accepted" && (v === "handler-rejected" || v === "beyond-horizon")
+      return o.kind === "accepted" && (v === "handler-rejected" || v === "beyond-horizon" || v === "expired")
     })
   }
 

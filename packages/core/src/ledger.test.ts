@@ -115,6 +115,7 @@ describe("Ledger.open", () => {
     expect(tables.map((r) => (r as { name: string }).name)).toEqual([
       "claims",
       "consumers",
+      "deferrals",
       "duplicates",
       "failures",
       "horizon",
@@ -159,7 +160,7 @@ Ledger.open(process.argv[2], { durable: false }).close()
     const db = new Database(t.path, { readonly: true })
     try {
       expect(db.query("PRAGMA user_version").get()).toEqual({ user_version: schemaVersion })
-      expect(db.query("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table'").get()).toEqual({ n: 7 })
+      expect(db.query("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table'").get()).toEqual({ n: 8 })
     } finally {
       db.close()
     }

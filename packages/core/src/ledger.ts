@@ -17,13 +17,16 @@ import {
   type ClaimRow,
   type CompactSummary,
   type ConflictRow,
+  type Deferral,
   type FailureRecord,
   type OrderProblem,
   type Outcome,
   type RawClaimRow,
+  type RawDeferral,
   type RawOwner,
   type ReplayRecord,
   toClaimRow,
+  toDeferral,
   toOwner,
   type Verdict,
 } from "./ledger-types.ts"
@@ -31,6 +34,7 @@ import { parseResult } from "./ledger-verdicts.ts"
 import { type LedgerCheck, verifySqlite } from "./ledger-verify.ts"
 import type { Owner } from "./owner.ts"
 import { type LedgerStats, readStats } from "./stats.ts"
+import type { DeferPolicy } from "./transient.ts"
 
 export { schemaVersion } from "./ledger-sqlite-schema.ts"
 export type {
@@ -40,6 +44,8 @@ export type {
   ClaimRow,
   CompactSummary,
   ConflictRow,
+  Deferral,
+  Destination,
   FailureRecord,
   OrderProblem,
   Outcome,
@@ -238,8 +244,65 @@ export class Ledger implements LedgerPort<Effect> {
    * Commits a batch of outcomes in one transaction (see commitBatch). Fenced: an outcome whose
    * claim `ownerId` no longer holds records nothing and is `lost`.
    */
-  commit(ownerId: string, outcomes: readonly Outcome[], now: string, effect?: Effect): Verdict[] {
-    return this.transaction(() => commitBatch(this.db, this.#s, ownerId, outcomes, now, effect))
+  commit(ownerId: string, outcomes: readonly Outcome[], now: string, effect?: Effect, policy?: DeferPolicy): Verdict[] {
+    return this.transaction(() => commitBatch(this.db, this.#s, ownerId, outcomes, now, effect, policy))
+  }
+
+  /**
+   * Claims due deferred files, like `claim`: a claim row per free name, and the file's deferrals
+   * row made the new claim's, only while it is still the one listed and still due (another
+   * consumer may have taken it and deferred it again meanwhile: that claim is given up at once).
+   */
+  claimDue(ownerId: string, due: readonly Deferral[], now: string, forget: readonly Claim[] = []): Claim[] {
+    const claimed: Claim[] = []
+    this.lazily(() =>
+      this.transaction(() => {
+        for (const c of forget) this.#s.forgetClaim.run(c.name, c.claimId)
+        this.#s.heartbeat.run(now, ownerId)
+        for (const d of due) {
+          const claimId = `${ownerId}.${(this.#claimCounter++).toString(36)}`
+          if (this.#s.insertClaim.run(d.file, claimId, ownerId, now).changes !== 1) continue
+          if (this.#s.pickUpDeferral.run(claimId, d.file, d.claimId, now).changes === 1)
+            claimed.push({ name: d.file, claimId, attempts: 1 })
+          else this.#s.releaseClaim.run(d.file, claimId, ownerId)
+        }
+      }),
+    )
+    return claimed
+  }
+
+  /** The deferrals due at `now`, earliest first, at most `limit`. */
+  dueDeferrals(now: string, limit: number): Deferral[] {
+    return (this.#s.dueDeferrals.all(now, limit) as RawDeferral[]).map(toDeferral)
+  }
+
+  /** When the earliest deferred file falls due; undefined when none waits. */
+  nextDeferralAt(): string | undefined {
+    return (this.#s.nextDeferral.get() as { at: string | null }).at ?? undefined
+  }
+
+  /** The deferrals row a claim holds, if any. */
+  deferralOf(claimId: string): Deferral | undefined {
+    const r = this.#s.deferralOf.get(claimId) as RawDeferral | null
+    return r === null ? undefined : toDeferral(r)
+  }
+
+  /** Records the final name of a file in deferred/ when the chosen one was taken at move time. */
+  renameDeferral(claimId: string, file: string): void {
+    this.transaction(() => this.#s.renameDeferral.run(file, claimId))
+  }
+
+  /** Forgets a picked-up deferrals row whose file was not in deferred/, and gives up its claim. */
+  dropDeferral(claim: Claim, ownerId: string): void {
+    this.transaction(() => {
+      this.#s.dropDeferral.run(claim.name, claim.claimId)
+      this.#s.releaseClaim.run(claim.name, claim.claimId, ownerId)
+    })
+  }
+
+  /** How many deferrals rows there are, and how many of them are due at `now`. */
+  deferralCounts(now: string): { deferred: number; due: number } {
+    return this.#s.countDeferrals.get(now) as { deferred: number; due: number }
   }
 
   /**

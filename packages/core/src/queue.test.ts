@@ -74,13 +74,24 @@ describe("openQueue", () => {
     expect(e.message).toContain(`bun run setup --root ${join(d.path, "nothing")}`)
   })
 
-  it.each(queueDirs)("names %s/ when only that directory is missing", async (missing) => {
+  it.each(queueDirs.filter((d) => d !== "deferred"))(
+    "names %s/ when only that directory is missing",
+    async (missing) => {
+      await using d = await tempDir()
+      const q = createQueue(join(d.path, "q"))
+      fs.rmSync(q[missing], { recursive: true })
+      const e = thrown(() => openQueue(q.root))
+      expect(e.code).toBe("not-a-queue")
+      expect(e.message).toContain(`${missing}/ is missing`)
+    },
+  )
+
+  it("creates deferred/ in a root made before it existed", async () => {
     await using d = await tempDir()
     const q = createQueue(join(d.path, "q"))
-    fs.rmSync(q[missing], { recursive: true })
-    const e = thrown(() => openQueue(q.root))
-    expect(e.code).toBe("not-a-queue")
-    expect(e.message).toContain(`${missing}/ is missing`)
+    fs.rmSync(q.deferred, { recursive: true })
+    openQueue(q.root)
+    expect(fs.lstatSync(q.deferred).isDirectory()).toBe(true)
   })
 
   it("says a root that is a regular file is not a queue", async () => {
@@ -103,13 +114,13 @@ describe("openQueue", () => {
 })
 
 describe("createQueue", () => {
-  it("creates the four directories and tmp/, and is idempotent", async () => {
+  it("creates the five directories and tmp/, and is idempotent", async () => {
     await using d = await tempDir()
     const root = join(d.path, "a", "q")
     createQueue(root)
     fs.writeFileSync(join(root, "inbox", "keep.json"), "{}")
     createQueue(root)
-    expect(fs.readdirSync(root).sort()).toEqual(["done", "error", "inbox", "processing", "tmp"])
+    expect(fs.readdirSync(root).sort()).toEqual(["deferred", "done", "error", "inbox", "processing", "tmp"])
     expect(fs.readdirSync(join(root, "inbox"))).toEqual(["keep.json"])
   })
 })

@@ -5,8 +5,11 @@ import { errnoOf, SpoolError } from "./errors.ts"
 import { type OpenDir, renameNoReplaceAt } from "./files.ts"
 import { alternateName, quoteName } from "./names.ts"
 
-/** The four directories every queue root holds, on one filesystem. */
-export const queueDirs = ["inbox", "processing", "done", "error"] as const
+/**
+ * The directories every queue root holds, on one filesystem. deferred/ holds the files whose
+ * effect failed transiently, each until the next attempt time its deferrals row records.
+ */
+export const queueDirs = ["inbox", "processing", "done", "error", "deferred"] as const
 export type QueueDir = (typeof queueDirs)[number]
 
 /** Absolute paths of a queue root and everything spool keeps in it. */
@@ -16,6 +19,8 @@ export interface Queue {
   readonly processing: string
   readonly done: string
   readonly error: string
+  /** Files whose effect failed transiently (TransientError), waiting for their next attempt. */
+  readonly deferred: string
   /** Where enqueue and setup write files before renaming them into inbox/ (Maildir's tmp/). */
   readonly tmp: string
   readonly ledger: string
@@ -57,19 +62,21 @@ export function queuePaths(root: string): Queue {
     processing: join(r, "processing"),
     done: join(r, "done"),
     error: join(r, "error"),
+    deferred: join(r, "deferred"),
     tmp: join(r, "tmp"),
     ledger: join(r, "ledger.db"),
   }
 }
 
 /**
- * Checks that `root` is a queue: the four directories exist, none of them (nor tmp/) is a
+ * Checks that `root` is a queue: the five directories exist, none of them (nor tmp/) is a
  * symbolic link, and they share one filesystem (a rename across filesystems is a copy, not
  * atomic). Throws a SpoolError that says what to do.
  */
 export function openQueue(root: string): Queue {
   const q = queuePaths(root)
   refuseLinkedDirs(q)
+  addDeferred(q)
   const devices = new Map<string, number>()
   for (const d of queueDirs) {
     let st: fs.Stats
@@ -91,10 +98,22 @@ export function openQueue(root: string): Queue {
     const list = [...devices].map(([d, dev]) => `${d}/ on device ${dev}`).join(", ")
     throw new SpoolError(
       "cross-device",
-      `the queue directories of ${q.root} are on different filesystems (${list}); a rename between them would not be atomic, so put all four on one filesystem`,
+      `the queue directories of ${q.root} are on different filesystems (${list}); a rename between them would not be atomic, so put all five on one filesystem`,
     )
   }
   return q
+}
+
+/**
+ * Creates deferred/ in a root made before it existed, beside the others (no-op when it is there).
+ * Only when inbox/ is there, so a path that is no queue at all is still refused as one; a
+ * reader without write access leaves it missing and the check below says so.
+ */
+function addDeferred(q: Queue): void {
+  if (!fs.existsSync(q.inbox)) return
+  try {
+    fs.mkdirSync(q.deferred, { mode: 0o755 })
+  } catch {}
 }
 
 /**

@@ -13,6 +13,7 @@ import type { Log } from "./log.ts"
 import type { Message, MessageType } from "./message.ts"
 import { openQueue, type Queue, resolveRoot } from "./queue.ts"
 import { writeReports } from "./reports.ts"
+import type { DeferPolicy } from "./transient.ts"
 
 /**
  * A message as a handler sees it: its `amount` is the exact decimal the file wrote (a big.js
@@ -40,7 +41,7 @@ export type Json = string | number | boolean | null | readonly Json[] | { readon
 export interface HandledOutcome {
   readonly file: string
   readonly msgId: string
-  /** `processed`, `duplicate`, `conflict`, `handler-rejected`, `beyond-horizon`, or `lost` (taken over). */
+  /** `processed`, `duplicate`, `conflict`, `handler-rejected`, `beyond-horizon`, `deferred`, `expired`, or `lost` (taken over). */
   readonly verdict: Verdict
   /**
    * The result stored with the msg_id's processed row: the one the handler just returned
@@ -71,6 +72,11 @@ export interface ConsumerOptions<T extends Message> {
   readonly maxBytes?: number
   readonly minAgeMs?: number
   readonly durable?: boolean
+  /**
+   * When a message whose handler threw a TransientError is tried again: the first delay, the
+   * cap and the maximum age (in ms), each defaulting to `defaultDeferPolicy`'s (5 min, 1 h, 5 days).
+   */
+  readonly defer?: Partial<DeferPolicy>
   readonly log?: Log
   /**
    * Called once per message that passed validation, after its batch committed and before its
@@ -88,7 +94,8 @@ export interface ConsumerConfig<T extends Message> extends ConsumerOptions<T> {
    * Applies a message the first time its msg_id is seen, inside the ledger transaction: your
    * writes on `db` commit together with the processed row, or not at all. Never called for a
    * duplicate. Throwing sends the message to error/ with reason `handler` (your writes for it
-   * are rolled back) and lets the rest of the batch commit. Synchronous, as bun:sqlite's
+   * are rolled back) and lets the rest of the batch commit; throwing a `TransientError` (the
+   * system you need is down) sends it to deferred/ instead, to be tried again later (`defer`). Synchronous, as bun:sqlite's
    * transactions are: a handler that returns a promise is a handler failure. What it returns
    * (JSON-serialisable) is stored with the processed row, for `onOutcome` and `ledger.resultOf`.
    * Keep it to database work: a call to another system here cannot be rolled back.
@@ -114,7 +121,7 @@ export interface PostgresConsumerConfig<T extends Message> extends ConsumerOptio
    * writes on `tx` (never on another connection) commit together with the processed row, or
    * not at all. Never called for a duplicate. Throwing (or rejecting) sends the message to
    * error/ with reason `handler` (its writes are rolled back to a savepoint of its own) and
-   * lets the rest of the batch commit. What it returns or resolves to (JSON-serialisable) is
+   * lets the rest of the batch commit; a `TransientError` sends it to deferred/ instead (`defer`). What it returns or resolves to (JSON-serialisable) is
    * stored with the processed row, for `onOutcome` and `ledger.resultOf`. Keep it to database work.
    */
   // biome-ignore lint/suspicious/noConfusingVoidType: a handler that returns nothing is the usual one
@@ -310,6 +317,7 @@ async function drainOnce<T extends Message, E extends AnyEffect>(
     ...(config.maxBytes !== undefined && { maxBytes: config.maxBytes }),
     ...(config.minAgeMs !== undefined && { minAgeMs: config.minAgeMs }),
     ...(config.durable !== undefined && { durable: config.durable }),
+    ...(config.defer && { defer: config.defer }),
     ...(config.log && { log: config.log }),
     ...(config.onOutcome && { onCommit: results.committed }),
   })

@@ -3,7 +3,7 @@ import { join } from "node:path"
 import { fault } from "../_fault.ts"
 import { renameNoReplace, renameNoReplaceAt } from "../files.ts"
 import { type ClaimInReply, hashAt, InStatus, type IoThread } from "../io-thread.ts"
-import type { Claim } from "../ledger.ts"
+import type { Claim, Deferral } from "../ledger.ts"
 import type { Log } from "../log.ts"
 import { alternateName, escapeUndecodable, fitsNameMax } from "../names.ts"
 import { isMessageName } from "../queue.ts"
@@ -43,6 +43,40 @@ export async function claimHere(
   if (held.length === 0) return undefined
   c.sync("inbox", "processing")
   fault("after-claim")
+  countClaimed(c.summary, c.log, held)
+  return held
+}
+
+/**
+ * Claims due deferred files and moves them back into processing/, as claimHere does from
+ * inbox/: the claim rows (each file's deferrals row made the new claim's) first, then each
+ * rename deferred/ -> processing/ (no-replace), then both directories fsynced. A due row whose
+ * file is not in deferred/ (a power cut lost a claim whose rename survived, or the file was
+ * removed by hand) is dropped. Returns the files now in processing/, or undefined if none.
+ */
+export async function claimDue(c: Context, due: readonly Deferral[]): Promise<Item[] | undefined> {
+  const me = c.owner.ownerId
+  const claims = await c.ledger.claimDue(me, due, now(), c.moved.splice(0))
+  if (claims.length === 0) return undefined
+  fault("after-pickup-claim")
+  const held: Item[] = []
+  const gone: Claim[] = []
+  for (const claim of claims) {
+    const moved = renameNoReplaceAt(c.dirs.deferred, claim.name, c.dirs.processing, claim.name)
+    if (moved === "moved") held.push({ ...claim, inProcessing: true })
+    else if (moved === "exists") {
+      warnStray(c.log, claim.name)
+      gone.push(claim)
+    } else {
+      c.log.warn("deferral-gone", { file: claim.name, problem: "due, but not in deferred/; its deferral is forgotten" })
+      await c.ledger.dropDeferral(claim, me)
+    }
+  }
+  for (const item of held) c.inHand.add(item)
+  await c.ledger.release(me, gone)
+  if (held.length === 0) return undefined
+  c.sync("deferred", "processing")
+  fault("after-pickup")
   countClaimed(c.summary, c.log, held)
   return held
 }

@@ -5,6 +5,7 @@ import type { AnyEffect, LedgerPort } from "../ledger-port.ts"
 import { type Log, silentLog } from "../log.ts"
 import { currentOwner, type Owner } from "../owner.ts"
 import type { Queue } from "../queue.ts"
+import { type DeferPolicy, defaultDeferPolicy } from "../transient.ts"
 import { Decider } from "./decide.ts"
 import { type ConsumeOptions, defaults } from "./options.ts"
 import { type ConsumeSummary, emptySummary } from "./summary.ts"
@@ -21,11 +22,13 @@ export interface Item extends Claim {
   /** The file as the I/O thread read it, if it did, and the sha256 of its bytes. */
   read?: FileRead | undefined
   hash?: string | undefined
+  /** The name its deferrals row gave it in deferred/, once its commit deferred it. */
+  deferredAs?: string
   /** Retried alone, its attempt counted by this run and not yet committed. */
   isAttempted?: boolean
 }
 
-export type QueueDirName = "inbox" | "processing" | "done" | "error"
+export type QueueDirName = "inbox" | "processing" | "done" | "error" | "deferred"
 
 /**
  * What the steps of one consume run share: its settings, the queue directories held open, the
@@ -42,6 +45,7 @@ export class Context {
   readonly maxBytes: number
   readonly minAgeMs: number
   readonly durable: boolean
+  readonly defer: DeferPolicy
   /**
    * How long after its commit a batch may still be moved without asking the ledger whether
    * its claims are still this consumer's: a quarter lease, the heartbeat's period. Only a
@@ -70,9 +74,16 @@ export class Context {
     this.maxBytes = o.maxBytes ?? defaults.maxBytes
     this.minAgeMs = o.minAgeMs ?? defaults.minAgeMs
     this.durable = o.durable ?? true
+    this.defer = { ...defaultDeferPolicy, ...o.defer }
     this.moveGuardMs = (o.leaseMs ?? defaults.leaseMs) / 4
     const at = (d: QueueDirName): OpenDir => ({ path: this.queue[d], fd: openDir(this.queue[d]) })
-    this.dirs = { inbox: at("inbox"), processing: at("processing"), done: at("done"), error: at("error") }
+    this.dirs = {
+      inbox: at("inbox"),
+      processing: at("processing"),
+      done: at("done"),
+      error: at("error"),
+      deferred: at("deferred"),
+    }
     this.decider = new Decider(o.type, this.dirs.processing, this.queue.error, this.maxBytes)
   }
 

@@ -1,7 +1,7 @@
 import type { AnyEffect } from "../ledger-port.ts"
 import type { Message } from "../message.ts"
 import { judgeEntry, scanDir } from "../queue.ts"
-import { claimHere, renameUndecodable } from "./claim.ts"
+import { claimDue, claimHere, renameUndecodable } from "./claim.ts"
 import { commit } from "./commit.ts"
 import { Context, now } from "./context.ts"
 import { handBack, withLeftovers } from "./hand-back.ts"
@@ -77,6 +77,7 @@ class Engine {
     const passStart = Date.now()
     let hasUndecodable = false
     let deferred = 0
+    await this.#takeDue(new Date(passStart).toISOString())
     for (const e of scanDir(c.queue.inbox, 1024)) {
       const fate = judgeEntry(c.queue.inbox, e.name, c.minAgeMs, passStart)
       // An undecodable name is renamed to its %XX spelling below, and taken in the next pass.
@@ -96,6 +97,25 @@ class Engine {
     if (hasUndecodable && !c.isStopping && renameUndecodable(c) > 0) c.passClaimed = true
     c.summary.deferred = deferred + c.youngOrphans
     return c.passClaimed
+  }
+
+  /**
+   * Takes the deferred files due at `at` (the pass's start) before the pass's inbox/ files,
+   * batch by batch, earliest due first, on this thread: a file deferred again meanwhile is
+   * due after `at`, so each pass tries a deferred file at most once.
+   */
+  async #takeDue(at: string): Promise<void> {
+    const c = this.#c
+    while (!c.isStopping) {
+      const due = await c.ledger.dueDeferrals(at, c.batchSize)
+      if (due.length === 0) return
+      await this.#pipeline?.drain()
+      const held = await claimDue(c, due)
+      // Nothing claimable: held by other consumers, or waiting for this one's claims to be forgotten.
+      if (held === undefined) return
+      await moveHere(c, held, await commit(c, held))
+      c.passClaimed = true
+    }
   }
 
   async #claimBatch(names: readonly string[], regular: ReadonlySet<string>): Promise<void> {

@@ -2,7 +2,7 @@ import { join } from "node:path"
 import { SpoolError } from "../errors.ts"
 import { renameNoReplace } from "../files.ts"
 import { type Context, type Item, now } from "./context.ts"
-import { destOf, moveOut } from "./move.ts"
+import { destOf, moveOut, preferredName } from "./move.ts"
 import type { Pipeline } from "./pipeline.ts"
 
 /**
@@ -28,7 +28,7 @@ export async function handBack(c: Context, pipeline: Pipeline | undefined): Prom
     }
   c.inHand.clear()
   try {
-    c.sync("inbox", "processing", "done", "error")
+    c.sync("inbox", "processing", "done", "error", "deferred")
   } catch {}
   return left
 }
@@ -40,7 +40,7 @@ async function handBackOne(c: Context, item: Item, isFlushed: boolean): Promise<
     const dest = destOf(o, item.verdict)
     // No destination: a claim lost or a file vanished, not this consumer's to move.
     if (dest === undefined) return true
-    return isFlushed && (await moveOut(c, o.name, dest, o.kind === "rejected" ? o.destName : o.name, o.claimId))
+    return isFlushed && (await moveOut(c, o.name, dest, preferredName(item), o.claimId))
   }
   if (item.inProcessing !== true) return item.inProcessing === false
   if (c.ledger.isFailedCommitInDoubt) {

@@ -3,7 +3,7 @@ import { fault } from "../_fault.ts"
 import { workDone } from "../collect.ts"
 import { SpoolError } from "../errors.ts"
 import { clockNow, type IoThread, type MoveOut, type MoveOutReply } from "../io-thread.ts"
-import type { Outcome, Verdict } from "../ledger.ts"
+import type { Destination, Outcome, Verdict } from "../ledger.ts"
 import { quoteName } from "../names.ts"
 import { moveFinished } from "../queue.ts"
 import type { Context, Item } from "./context.ts"
@@ -20,12 +20,39 @@ export interface Moving {
 }
 
 /**
- * Where a committed file goes: error/ for a rejected file and for a verdict that refused it;
- * nowhere for a claim this consumer lost or a file that vanished (not its file to move).
+ * Where a committed file goes: error/ for a rejected file and for a verdict that refused it,
+ * deferred/ for a transient failure; nowhere for a claim this consumer lost or a file that
+ * vanished (not its file to move).
  */
-export function destOf(o: Outcome, verdict: Verdict | undefined): "done" | "error" | undefined {
+export function destOf(o: Outcome, verdict: Verdict | undefined): Destination | undefined {
   if (verdict === "lost" || verdict === "vanished") return undefined
-  return o.kind === "rejected" || verdict === "handler-rejected" || verdict === "beyond-horizon" ? "error" : "done"
+  if (verdict === "deferred") return "deferred"
+  return o.kind === "rejected" ||
+    verdict === "handler-rejected" ||
+    verdict === "beyond-horizon" ||
+    verdict === "expired"
+    ? "error"
+    : "done"
+}
+
+/** The name a committed item should have where it goes: chosen before its move for error/ and deferred/. */
+export function preferredName(item: Item): string {
+  const o = item.outcome as Outcome
+  return o.kind === "rejected" ? o.destName : (item.deferredAs ?? o.name)
+}
+
+/**
+ * Moves a pipelined batch's deferred items on this thread (the I/O thread knows done/ and
+ * error/ only; a transient failure is rare) and returns the rest, for moveThroughIo.
+ */
+export async function moveDeferredAside(c: Context, held: readonly Item[], committedAt: number): Promise<Item[]> {
+  const deferred = held.filter((i) => i.verdict === "deferred")
+  if (deferred.length === 0) return held as Item[]
+  for (const item of deferred) countVerdict(c.summary, c.log, item.outcome as Outcome, "deferred")
+  const moved = await moveHeld(c, deferred, committedAt)
+  c.moved.push(...moved)
+  for (const item of deferred) c.inHand.delete(item)
+  return held.filter((i) => i.verdict !== "deferred")
 }
 
 /**
@@ -54,8 +81,7 @@ export async function moveHere(c: Context, all: readonly Item[], committedAt: nu
  * taken over is its adopter's file, left alone and not forgotten by this consumer.
  */
 async function moveHeld(c: Context, items: readonly Item[], committedAt: number): Promise<Item[]> {
-  let toDone = false
-  let toError = false
+  const entered = new Set<Destination>()
   const moved: Item[] = []
   for (const item of items) {
     const o = item.outcome as Outcome
@@ -69,14 +95,12 @@ async function moveHeld(c: Context, items: readonly Item[], committedAt: number)
       continue
     }
     moved.push(item)
-    if (!(await moveOut(c, o.name, dest, o.kind === "rejected" ? o.destName : o.name, o.claimId)))
+    if (!(await moveOut(c, o.name, dest, preferredName(item), o.claimId)))
       await notThereToMove(c, o.name, o.claimId, dest)
-    else if (dest === "done") toDone = true
-    else toError = true
+    else entered.add(dest)
   }
   // A directory no file entered has nothing to make durable: its fsync would be a no-op.
-  if (toDone && toError) c.sync("processing", "done", "error")
-  else if (toDone || toError) c.sync("processing", toError ? "error" : "done")
+  if (entered.size > 0) c.sync("processing", ...entered)
   return moved
 }
 
@@ -95,6 +119,8 @@ export function moveThroughIo(c: Context, io: IoThread, held: readonly Item[], c
       c.inHand.delete(item)
       continue
     }
+    if (dest === "deferred")
+      throw new Error(`${o.name}: a deferred file reached the I/O thread's moves (see moveDeferredAside)`)
     leaving.push(item)
     moves.push([o.name, dest, o.kind === "rejected" ? o.destName : o.name])
   }
@@ -150,13 +176,16 @@ function movedOut(c: Context, items: readonly Item[]): void {
 export async function moveOut(
   c: Context,
   name: string,
-  dest: "done" | "error",
+  dest: Destination,
   preferred: string,
   claimId: string,
 ): Promise<boolean> {
   const to = moveFinished(c.dirs.processing, name, c.dirs[dest], preferred)
   if (to === undefined) return false
-  if (dest === "error" && to !== preferred) await c.ledger.renameFailure(claimId, to)
+  if (to === preferred) return true
+  // Taken by a file spool did not put there: the row follows the name the file got.
+  if (dest === "error") await c.ledger.renameFailure(claimId, to)
+  else if (dest === "deferred") await c.ledger.renameDeferral(claimId, to)
   return true
 }
 
@@ -167,7 +196,7 @@ export async function moveOut(
  * outcome stands, and nothing is wrong with the queue. If the claim is still this
  * consumer's, something outside spool removed the file, and the run fails.
  */
-async function notThereToMove(c: Context, name: string, claimId: string, dest: "done" | "error"): Promise<void> {
+async function notThereToMove(c: Context, name: string, claimId: string, dest: Destination): Promise<void> {
   if (await c.ledger.holdsClaim(name, claimId, c.owner.ownerId))
     throw new SpoolError(
       "io",

@@ -3,6 +3,7 @@ import type { Outcome, Verdict } from "../ledger-types.ts"
 import type { Log } from "../log.ts"
 import type { Message, MessageType } from "../message.ts"
 import type { Queue } from "../queue.ts"
+import type { DeferPolicy } from "../transient.ts"
 import type { ConsumeSummary } from "./summary.ts"
 
 /**
@@ -25,6 +26,12 @@ export interface ConsumeOptions<T extends Message = Message, E extends AnyEffect
   readonly maxBytes?: number
   /** Leave files younger than this (by mtime) for later: their producer may still be writing. */
   readonly minAgeMs?: number
+  /**
+   * When a message whose effect threw a TransientError is tried again (from deferred/), and
+   * how long it may keep failing before it goes to error/ as `expired`; each field defaults to
+   * `defaultDeferPolicy`'s.
+   */
+  readonly defer?: Partial<DeferPolicy>
   /** fsync directories after renames (the Maildir rule). Off only with --no-fsync. */
   readonly durable?: boolean
   /**

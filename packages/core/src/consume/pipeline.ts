@@ -2,7 +2,7 @@ import { type ClaimInReply, IoError, IoThread } from "../io-thread.ts"
 import { type Claimed, claimedIn, claimThroughIo, markInProcessing } from "./claim.ts"
 import { commit } from "./commit.ts"
 import type { Context } from "./context.ts"
-import { type Moving, moveThroughIo, settleMoves } from "./move.ts"
+import { type Moving, moveDeferredAside, moveThroughIo, settleMoves } from "./move.ts"
 
 /**
  * The protocol on two threads: the I/O thread moves batch k+1 into processing/ and reads it
@@ -96,6 +96,7 @@ export class Pipeline {
     if (held === undefined) return
     this.#c.passClaimed = true
     const committedAt = await commit(this.#c, held)
-    this.#moving.push(moveThroughIo(this.#c, this.#io, held, committedAt))
+    const rest = await moveDeferredAside(this.#c, held, committedAt)
+    this.#moving.push(moveThroughIo(this.#c, this.#io, rest, committedAt))
   }
 }

@@ -62,7 +62,7 @@ async function adoptDead(c: Context): Promise<void> {
   }
   if (finished.length > 0) {
     // The moves must be on disk before the rows that explain them are forgotten.
-    c.sync("processing", "done", "error")
+    c.sync("processing", "done", "error", "deferred")
     await c.ledger.dropClaims(finished)
   }
   for (const item of retry)

@@ -1,6 +1,6 @@
 import type { Claim, Outcome, Verdict } from "../ledger.ts"
 import type { Log } from "../log.ts"
-import type { RejectReason } from "../message.ts"
+import type { Reason } from "../reasons.ts"
 
 /** What a run did. */
 export interface ConsumeSummary {
@@ -9,7 +9,7 @@ export interface ConsumeSummary {
   duplicates: number
   conflicts: number
   rejected: number
-  rejectedBy: Partial<Record<RejectReason, number>>
+  rejectedBy: Partial<Record<Reason, number>>
   recovered: number
   /**
    * Claims this consumer no longer held when it committed: another consumer took them over
@@ -23,6 +23,8 @@ export interface ConsumeSummary {
    * among the orphans in processing/.
    */
   deferred: number
+  /** Files sent to deferred/: their effect failed transiently (TransientError), to be tried again when due. */
+  transient: number
 }
 
 /** A summary of a run that did nothing yet (to add drains to, as watch mode does). */
@@ -38,6 +40,7 @@ export function emptySummary(): ConsumeSummary {
     lost: 0,
     batches: 0,
     deferred: 0,
+    transient: 0,
   }
 }
 
@@ -75,11 +78,20 @@ export function countVerdict(summary: ConsumeSummary, log: Log, o: Outcome, v: V
       summary.duplicates++
       log.debug("duplicate", { file: o.name, msg_id: o.kind === "accepted" ? o.msgId : undefined })
       return
+    case "deferred":
+      summary.transient++
+      log.warn("deferred", {
+        file: o.name,
+        msg_id: o.kind === "accepted" ? o.msgId : undefined,
+        problem: "the handler failed transiently; moved to deferred/ to be tried again",
+      })
+      return
     case "rejected":
     case "handler-rejected":
-    case "beyond-horizon": {
-      const reason: RejectReason =
-        o.kind === "rejected" ? (o.reason as RejectReason) : v === "beyond-horizon" ? v : "handler"
+    case "beyond-horizon":
+    case "expired": {
+      const reason: Reason =
+        o.kind === "rejected" ? (o.reason as Reason) : v === "beyond-horizon" || v === "expired" ? v : "handler"
       summary.rejected++
       summary.rejectedBy[reason] = (summary.rejectedBy[reason] ?? 0) + 1
       if (o.kind === "rejected") log.warn("rejected", { file: o.name, reason, detail: o.detail })
