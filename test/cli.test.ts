@@ -137,7 +137,7 @@ describe("a command line a command does not take", () => {
     expect(r.stderr).toBe(`${message.replaceAll("Q", q.root)}\n`)
     expect(r.exitCode).toBe(2)
     expect(list(join(q.root, "inbox"))).toEqual(["a.json"])
-    expect(list(q.root)).toEqual(["done", "error", "inbox", "processing", "tmp"])
+    expect(list(q.root)).toEqual(["deferred", "done", "error", "inbox", "processing", "tmp"])
   })
 
   it("still answers --help on a line it would refuse", async () => {

@@ -18,6 +18,8 @@ const seed = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) 
 
 interface Setup extends AsyncDisposable {
   readonly root: string
+  /** The PostgreSQL ledger's URL; undefined for the SQLite ledger in the root. */
+  readonly url: string | undefined
   /** Marks downstream down (transient failures) or up. */
   down(isDown: boolean): void
   app(env?: Record<string, string>): Promise<RunResult & { signalCode: unknown }>
@@ -30,6 +32,7 @@ async function open(backend: "sqlite" | "postgres", files: Record<string, object
   const downFile = join(q.root, "..", `down-${crypto.randomUUID()}`)
   return {
     root: q.root,
+    url: db?.url,
     down(isDown) {
       if (isDown) fs.writeFileSync(downFile, "")
       else fs.rmSync(downFile, { force: true })
@@ -86,6 +89,16 @@ const dirs = (s: Setup) => ({
 })
 
 /** Runs the app until `done` says so, at most `n` times, `gapMs` apart. */
+/** What lag (--json) and stats (--json) count of deferred files. */
+async function counted(s: Setup) {
+  const ledger = s.url === undefined ? [] : ["--ledger", s.url]
+  const env = { SPOOL_LEDGER_URL: "" }
+  const lag = await run(["bun", "scripts/lag.ts", s.root, "100", "--json"], { env })
+  const stats = await run(["bun", "run", "--silent", "stats", "--root", s.root, ...ledger, "--json"], { env })
+  expect(stats.exitCode).toBe(0)
+  return { lag: JSON.parse(lag.stdout).deferred, deferrals: JSON.parse(stats.stdout).deferrals }
+}
+
 async function runUntil(s: Setup, env: Record<string, string>, done: () => boolean, n = 40, gapMs = 100) {
   for (let i = 0; i < n && !done(); i++) {
     const r = await s.app(env)
@@ -121,7 +134,10 @@ for (const backend of ["sqlite", "postgres"] as const)
       const early = await s.app(env)
       expect(summaryOf(early)).toMatchObject({ claimed: 0, processed: 0 })
       expect(dirs(s).deferred).toHaveLength(3)
+      // lag counts deferred/; stats asks the ledger which are due.
+      expect(await counted(s)).toEqual({ lag: 3, deferrals: { deferred: 3, due: 0 } })
       await Bun.sleep(1600)
+      expect(await counted(s)).toEqual({ lag: 3, deferrals: { deferred: 3, due: 3 } })
       const due = await s.app(env)
       expect(summaryOf(due)).toMatchObject({ claimed: 3, processed: 3, transient: 0 })
       expect(dirs(s)).toEqual({

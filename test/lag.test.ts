@@ -110,6 +110,7 @@ describe.each(runners)("%s", (name, lag) => {
         "     inbox 3 1  0  0  1  0   0   0   0    0     1",
         "processing 0 0  0  0  0  0   0   0   0    0     0",
         "     error 1 1  0  0  0  0   0   0   0    0     0",
+        "  deferred 0 0  0  0  0  0   0   0   0    0     0",
         "",
       ].join("\n"),
     )
@@ -122,6 +123,7 @@ describe.each(runners)("%s", (name, lag) => {
       inbox: { total: 3, counts: [1, 0, 0, 1, 0, 0, 0, 0, 0, 1] },
       processing: { total: 0, counts: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0] },
       error: { total: 1, counts: [1, 0, 0, 0, 0, 0, 0, 0, 0, 0] },
+      deferred: { total: 0, counts: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0] },
     })
     expect(over.exitCode).toBe(1)
   })
@@ -134,7 +136,7 @@ describe.each(runners)("%s", (name, lag) => {
       age(join(q.root, "inbox", "a.json"), 12)
       const r = await lag([q.root, ...limits])
       expect(r.stdout).toMatch(
-        /^SPOOL OK - inbox=3 processing=0 error=0 ignored=0 oldest=1\ds \| inbox=3;10;50;0 processing=0;;;0 error=0;;;0 ignored=0;;;0 oldest=1\ds;300;900;0 oldest_processing=0s;;;0 idle=\d+s;;;0\n$/,
+        /^SPOOL OK - inbox=3 processing=0 error=0 deferred=0 ignored=0 oldest=1\ds \| inbox=3;10;50;0 processing=0;;;0 error=0;;;0 ignored=0;;;0 deferred=0;;;0 oldest=1\ds;300;900;0 oldest_processing=0s;;;0 idle=\d+s;;;0\n$/,
       )
       expect(r.stderr).toBe("")
       expect(r.exitCode).toBe(0)
@@ -293,7 +295,7 @@ describe.each(runners)("%s", (name, lag) => {
     fs.writeFileSync(join(q.root, "done", "d.json"), "{}")
     const r = await lag([q.root, "5", "--all"])
     expect(r.stdout).toMatch(
-      /^inbox=1 processing=0 error=0 done=1 oldest_inbox_age_seconds=36\d\d oldest_processing_age_seconds=0 ignored=0 idle_seconds=\d+\n$/,
+      /^inbox=1 processing=0 error=0 done=1 oldest_inbox_age_seconds=36\d\d oldest_processing_age_seconds=0 ignored=0 idle_seconds=\d+ deferred=0\n$/,
     )
     expect(r.exitCode).toBe(0)
   })
@@ -421,7 +423,9 @@ describe("bun spool lag", () => {
   it("is the same plugin: OK with perfdata, and UNKNOWN (3) for a DIR that is not a queue", async () => {
     await using q = await tempQueue({ seed: { "a.json": {} } })
     const ok = await spoolLag([q.root, "--warning", "5", "--critical", "9"])
-    expect(ok.stdout).toStartWith("SPOOL OK - inbox=1 processing=0 error=0 ignored=0 oldest=0s | inbox=1;5;9;0 ")
+    expect(ok.stdout).toStartWith(
+      "SPOOL OK - inbox=1 processing=0 error=0 deferred=0 ignored=0 oldest=0s | inbox=1;5;9;0 ",
+    )
     expect(ok.exitCode).toBe(0)
     const unknown = await spoolLag([join(q.path, "nowhere"), "--critical", "9"])
     expect(unknown.stdout).toStartWith("SPOOL UNKNOWN - ")

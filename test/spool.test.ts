@@ -154,7 +154,7 @@ describe("every duration option of every command", () => {
       expect(r.stderr).toMatch(new RegExp(`^${name}: ${problem}\\n$`))
       expect(r.exitCode).toBe(2)
     }
-    expect(list(q.root)).toEqual(["done", "error", "inbox", "processing", "tmp"])
+    expect(list(q.root)).toEqual(["deferred", "done", "error", "inbox", "processing", "tmp"])
     expect(list(join(q.root, "inbox"))).toEqual(["a.json"])
   })
 })

@@ -1,12 +1,13 @@
 // `stats --format prometheus`: the ledger's counts as metrics, for a scrape or the
 // node_exporter textfile collector, and the windowed duplicate rate to alert on.
-import { classOf, Exposition, type LedgerStats } from "@spool/core/engine"
+import { classOf, Exposition } from "@spool/core/engine"
+import type { Stats } from "./stats.ts"
 
 /**
  * The metrics of one root's ledger. Totals are counters (compact prunes the rows they count,
  * which a counter reads as a reset); the window's figures and the open failures are gauges.
  */
-export function statsMetrics(stats: LedgerStats, root: string, windowText: string): string {
+export function statsMetrics(stats: Stats, root: string, windowText: string): string {
   const at = { root }
   const inWindow = { root, window: windowText }
   const byReason = (counts: Readonly<Record<string, number>>, labels: Record<string, string>) =>
@@ -43,6 +44,10 @@ export function statsMetrics(stats: LedgerStats, root: string, windowText: strin
       "Failures not replayed since, by reason and class: what error/ should hold.",
       byReason(stats.openFailures, at),
     )
+    .gauge("spool_deferred", "Transient failures waiting in deferred/ for their next attempt.", [
+      [at, stats.deferrals.deferred],
+    ])
+    .gauge("spool_deferred_due", "Deferred files whose next attempt time has come.", [[at, stats.deferrals.due]])
     .gauge(
       "spool_last_processed_timestamp_seconds",
       "When the ledger last recorded a message processed (Unix time); 0 before the first.",

@@ -114,17 +114,23 @@ export function byClass(p: StatsPeriod): Record<ErrorClass, number> {
 }
 
 /** The ledger's statistics, closing it; zeros where there is no ledger yet. */
-async function statsOf(ledger: LedgerPort | undefined, since: Date): Promise<LedgerStats> {
-  if (ledger === undefined) return emptyStats(since)
+async function statsOf(ledger: LedgerPort | undefined, since: Date): Promise<Stats> {
+  if (ledger === undefined) return { ...emptyStats(since), deferrals: { deferred: 0, due: 0 } }
   try {
-    return await ledger.stats(since)
+    const stats = await ledger.stats(since)
+    return { ...stats, deferrals: await ledger.deferralCounts(new Date().toISOString()) }
   } finally {
     await ledger.close()
   }
 }
 
+/** The ledger's statistics and its transient failures waiting in deferred/ now (`due`: their next attempt has come). */
+export interface Stats extends LedgerStats {
+  readonly deferrals: { readonly deferred: number; readonly due: number }
+}
+
 /** The human table of `bun run stats`. */
-export function formatStats(stats: LedgerStats, ledgerPath: string, windowText: string): string {
+export function formatStats(stats: Stats, ledgerPath: string, windowText: string): string {
   const a = stats.allTime
   const r = stats.recent
   const rows: [string, string, string][] = [
@@ -158,6 +164,7 @@ export function formatStats(stats: LedgerStats, ledgerPath: string, windowText: 
     "",
     `distinct duplicate msg_ids: ${stats.duplicateIds}`,
     `failures not replayed: ${open || "none"}`,
+    `deferred now: ${stats.deferrals.deferred} (${stats.deferrals.due} due)`,
     `last processed: ${stats.lastProcessedAt ?? "never"}`,
     "",
   ].join("\n")

@@ -37,6 +37,7 @@ async function tempQueue(): Promise<TempQueue> {
 
 const report = (over: Partial<LagReport> = {}): LagReport => ({
   root: "/srv/spool",
+  deferred: 0,
   inbox: 3,
   processing: 1,
   error: 2,
@@ -206,7 +207,7 @@ describe("formats", () => {
 
   it("extends the line with done, whole-second ages, ignored and the idle time under --all", () => {
     expect(formatLongLine(report())).toBe(
-      "inbox=3 processing=1 error=2 done=18 oldest_inbox_age_seconds=12 oldest_processing_age_seconds=0 ignored=1 idle_seconds=40\n",
+      "inbox=3 processing=1 error=2 done=18 oldest_inbox_age_seconds=12 oldest_processing_age_seconds=0 ignored=1 idle_seconds=40 deferred=0\n",
     )
   })
 
@@ -220,6 +221,7 @@ describe("formats", () => {
       processing: 1,
       error: 2,
       done: 18,
+      deferred: 0,
       ignored: 1,
       oldest_inbox_age_seconds: 12.346,
       oldest_processing_age_seconds: 0.5,
@@ -241,6 +243,7 @@ describe("formats", () => {
       [`spool_messages{${r},dir="processing"}`]: 1,
       [`spool_messages{${r},dir="error"}`]: 2,
       [`spool_messages{${r},dir="done"}`]: 18,
+      [`spool_messages{${r},dir="deferred"}`]: 0,
       [`spool_ignored_files{${r},dir="inbox"}`]: 1,
       [`spool_oldest_message_age_seconds{${r},dir="inbox"}`]: 12.346,
       [`spool_oldest_message_age_seconds{${r},dir="processing"}`]: 0.5,
@@ -304,6 +307,7 @@ describe("the age histogram", () => {
       inbox: [1, 1, 0, 1, 0, 0, 0, 0, 0, 1],
       processing: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
       error: [1, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+      deferred: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
     })
     expect(r.ignored).toBe(1)
   })
@@ -313,6 +317,7 @@ describe("the age histogram", () => {
       inbox: [1, 1, 0, 1, 0, 0, 0, 0, 0, 12],
       processing: [0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
       error: [0, 0, 0, 0, 0, 0, 0, 0, 2, 0],
+      deferred: [0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
     })
     expect(text).toBe(
       [
@@ -320,6 +325,7 @@ describe("the age histogram", () => {
         "     inbox 15 1  1  0  1  0   0   0   0    0    12",
         "processing  0 0  0  0  0  0   0   0   0    0     0",
         "     error  2 0  0  0  0  0   0   0   0    2     0",
+        "  deferred  1 0  0  0  0  0   0   0   0    0     1",
         "",
       ].join("\n"),
     )
@@ -397,8 +403,8 @@ describe("plugin mode", () => {
   it("prints the status line with perfdata: units for seconds, warn;crit;min, empty fields where no limit", () => {
     const r = report({ inbox: 3, processing: 0, error: 0, ignored: 0, oldestInboxAgeSeconds: 12.7, idleSeconds: 4 })
     expect(formatPlugin(r, limits, judgePlugin(r, limits))).toBe(
-      "SPOOL OK - inbox=3 processing=0 error=0 ignored=0 oldest=12s | " +
-        "inbox=3;10;50;0 processing=0;;;0 error=0;;;0 ignored=0;;;0 oldest=12s;300;900;0 oldest_processing=0s;;;0 idle=4s;;;0\n",
+      "SPOOL OK - inbox=3 processing=0 error=0 deferred=0 ignored=0 oldest=12s | " +
+        "inbox=3;10;50;0 processing=0;;;0 error=0;;;0 ignored=0;;;0 deferred=0;;;0 oldest=12s;300;900;0 oldest_processing=0s;;;0 idle=4s;;;0\n",
     )
   })
 

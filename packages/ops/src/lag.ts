@@ -36,7 +36,7 @@ export function formatLine(r: LagReport, stalled = false): string {
 
 /** The `--all` line: the default fields, then done, the ages in whole seconds, ignored and the idle time. */
 export function formatLongLine(r: LagReport, stalled = false): string {
-  return `inbox=${r.inbox} processing=${r.processing} error=${r.error} done=${r.done} oldest_inbox_age_seconds=${Math.floor(r.oldestInboxAgeSeconds)} oldest_processing_age_seconds=${Math.floor(r.oldestProcessingAgeSeconds)} ignored=${r.ignored} idle_seconds=${Math.floor(r.idleSeconds)}${stalled ? " stalled" : ""}\n`
+  return `inbox=${r.inbox} processing=${r.processing} error=${r.error} done=${r.done} oldest_inbox_age_seconds=${Math.floor(r.oldestInboxAgeSeconds)} oldest_processing_age_seconds=${Math.floor(r.oldestProcessingAgeSeconds)} ignored=${r.ignored} idle_seconds=${Math.floor(r.idleSeconds)} deferred=${r.deferred}${stalled ? " stalled" : ""}\n`
 }
 
 /** One JSON object on one line. */
@@ -47,6 +47,7 @@ export function formatJson(r: LagReport, limits: LagLimits, violations: readonly
     processing: r.processing,
     error: r.error,
     done: r.done,
+    deferred: r.deferred,
     ignored: r.ignored,
     oldest_inbox_age_seconds: round3(r.oldestInboxAgeSeconds),
     oldest_processing_age_seconds: round3(r.oldestProcessingAgeSeconds),
@@ -76,7 +77,7 @@ export function formatPrometheus(r: LagReport, limits: LagLimits, violations: re
   metric(
     "spool_messages",
     "Regular files directly in each queue directory; in inbox, only the names consume takes.",
-    (["inbox", "processing", "error", "done"] as const).map((d) => [`${root},dir="${d}"`, r[d]]),
+    (["inbox", "processing", "error", "done", "deferred"] as const).map((d) => [`${root},dir="${d}"`, r[d]]),
   )
   metric(
     "spool_ignored_files",

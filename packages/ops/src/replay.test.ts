@@ -324,7 +324,7 @@ describe("selectFiles", () => {
     fs.writeFileSync(join(queue.error, "x.json"), "{}")
     const ledger = () => openExistingLedger(queue)
     expect(await selectFiles(queue, { kind: "reason", reason: "parse" }, ledger)).toEqual([])
-    expect(fs.readdirSync(queue.root).sort()).toEqual(["done", "error", "inbox", "processing", "tmp"])
+    expect(fs.readdirSync(queue.root).sort()).toEqual(["deferred", "done", "error", "inbox", "processing", "tmp"])
   })
 
   it("takes named files as given, each once, sorted", async () => {

@@ -31,7 +31,8 @@ export async function tempQueue(
 ): Promise<TempQueue> {
   const dir = await tempDir()
   const root = join(dir.path, "q")
-  for (const d of ["inbox", "processing", "done", "error", "tmp"]) fs.mkdirSync(join(root, d), { recursive: true })
+  for (const d of ["inbox", "processing", "done", "error", "deferred", "tmp"])
+    fs.mkdirSync(join(root, d), { recursive: true })
   const put = (name: string, content: string | Uint8Array | object) => {
     const data = typeof content === "string" || content instanceof Uint8Array ? content : JSON.stringify(content)
     fs.writeFileSync(join(root, "inbox", name), data)

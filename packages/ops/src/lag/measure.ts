@@ -11,6 +11,8 @@ export interface LagReport {
   readonly processing: number
   readonly error: number
   readonly done: number
+  /** Files in deferred/: transient failures waiting for their next attempt (due or not; the ledger knows when). */
+  readonly deferred: number
   /** Regular files in inbox/ that consume leaves where they are: hidden names, names not ending in .json. */
   readonly ignored: number
   /** Seconds since the oldest file in inbox/ was written (its mtime); 0 when inbox/ is empty. */
@@ -42,6 +44,8 @@ export const waitingDirs = [
   { dir: "inbox", clock: "mtime" },
   { dir: "processing", clock: "ctime" },
   { dir: "error", clock: "ctime" },
+  // Since each file was deferred (the rename into deferred/ sets its ctime).
+  { dir: "deferred", clock: "ctime" },
 ] as const satisfies readonly { readonly dir: QueueDir; readonly clock: AgeClock }[]
 
 /** The directories a finished file lands in: their mtimes say when work last finished. */
@@ -144,6 +148,14 @@ export function measureLag(
 ): LagReport {
   const isDated = detail !== "counts" || options.histogram === true
   const scan = (dir: QueueDir, clock: AgeClock | undefined, histogram = false) => {
+    // A root made before deferred/ existed, opened read-only, has none: nothing is deferred.
+    if (dir === "deferred" && !fs.existsSync(queue.deferred))
+      return {
+        count: 0,
+        ignored: 0,
+        oldestMs: undefined,
+        buckets: histogram ? histogramEdgesMinutes.map(() => 0).concat(0) : undefined,
+      }
     try {
       return scanQueueDir(queue[dir], {
         names: dir === "inbox" ? "messages" : "all",
@@ -172,6 +184,7 @@ export function measureLag(
     inbox: count("inbox"),
     processing: count("processing"),
     error: count("error"),
+    deferred: count("deferred"),
     done: detail === "full" ? scan("done", undefined).count : 0,
     ignored: scans.get("inbox")?.ignored ?? 0,
     oldestInboxAgeSeconds: age("inbox"),

@@ -57,13 +57,14 @@ export function judgePlugin(r: LagReport, l: PluginLimits): PluginVerdict {
 
 /** The plugin's output: `SPOOL STATE - [reasons: ]summary | perfdata`, one line. */
 export function formatPlugin(r: LagReport, l: PluginLimits, v: PluginVerdict): string {
-  const summary = `inbox=${r.inbox} processing=${r.processing} error=${r.error} ignored=${r.ignored} oldest=${formatSeconds(r.oldestInboxAgeSeconds)}`
+  const summary = `inbox=${r.inbox} processing=${r.processing} error=${r.error} deferred=${r.deferred} ignored=${r.ignored} oldest=${formatSeconds(r.oldestInboxAgeSeconds)}`
   const text = v.reasons.length > 0 ? `${v.reasons.join("; ")}: ${summary}` : summary
   const perf = [
     perfdata("inbox", r.inbox, "", l.warning, l.critical),
     perfdata("processing", r.processing, ""),
     perfdata("error", r.error, ""),
     perfdata("ignored", r.ignored, ""),
+    perfdata("deferred", r.deferred, ""),
     perfdata("oldest", Math.floor(r.oldestInboxAgeSeconds), "s", l.warningAgeSeconds, l.criticalAgeSeconds),
     perfdata("oldest_processing", Math.floor(r.oldestProcessingAgeSeconds), "s"),
     perfdata("idle", Math.floor(r.idleSeconds), "s"),
