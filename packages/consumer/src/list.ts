@@ -83,7 +83,7 @@ const chunkSize = 512
 /** `spool list`'s options and help. */
 export const spec = {
   name: "list",
-  usage: `spool list [--root DIR] [--ledger URL] [--json] [--limit N] [${queueDirs.join("|")} ...]`,
+  usage: `bun run list [--root DIR] [--ledger URL] [--json] [--limit N] [${queueDirs.join("|")} ...]`,
   summary: "One line per file in the queue's directories, with its claim's owner or its failure's reason.",
   description:
     `Lists ${defaultDirs.map((d) => `${d}/`).join(", ")} (or the directories named) in directory order, unsorted:\n` +

@@ -22,7 +22,7 @@ import {
 /** `spool show`'s options and help. */
 export const spec = {
   name: "show",
-  usage: "spool show [--root DIR] [--ledger URL] [--json] [--] FILE|MSG_ID",
+  usage: "bun run show [--root DIR] [--ledger URL] [--json] [--] FILE|MSG_ID",
   summary: "Everything the ledger knows of one file or one message, in time order.",
   description:
     "For a FILE (a name in one of the queue's directories, or one the ledger recorded): where it is now,\n" +
@@ -31,7 +31,7 @@ export const spec = {
     "delivery, the failures of files with the same bytes (the ledger knows a failed file by its sha256,\n" +
     "not its msg_id) and their replays, and the claims of the files that delivered it. A name is taken\n" +
     "as a FILE when the directories or the ledger know it as one. Read-only. Exit 1 when neither knows it.",
-  arguments: [{ name: "FILE|MSG_ID", help: "a file name as list prints it unquoted, or a msg_id" }],
+  arguments: [{ name: "FILE|MSG_ID", help: "a file name (the name itself, not its quoted spelling) or a msg_id" }],
   options: {
     root,
     ledger,
