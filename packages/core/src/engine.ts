@@ -33,6 +33,15 @@ export type {
   Verdict,
 } from "./ledger.ts"
 export { Ledger, schemaVersion } from "./ledger.ts"
+export type {
+  ClaimEntry,
+  DuplicateRecord,
+  FailureEntry,
+  HistoryKeys,
+  LedgerHistory,
+  ProcessedRecord,
+  ReplayEntry,
+} from "./ledger-history.ts"
 export type { AnyEffect, LedgerPort, OpenLedgerOptions } from "./ledger-port.ts"
 export { checkRootLedger, openExistingLedger, openLedger, resolveLedgerUrl, rootId } from "./ledger-port.ts"
 export type { PostgresEffect } from "./ledger-postgres.ts"

@@ -18,6 +18,7 @@ import {
   type Verdict,
 } from "./ledger.ts"
 import { rootIdFile } from "./ledger-files.ts"
+import type { HistoryKeys, LedgerHistory } from "./ledger-history.ts"
 import { type PostgresEffect, PostgresLedger, redact } from "./ledger-postgres.ts"
 import type { LedgerCheck } from "./ledger-verify.ts"
 import type { Owner } from "./owner.ts"
@@ -105,6 +106,10 @@ export interface LedgerPort<E extends AnyEffect = never> {
   failureReason(file: string): Awaitable<string | undefined>
   /** The latest unreplayed failure recorded under `file` in error/ (what replay decides by); undefined when none. */
   unreplayedFailure(file: string): Awaitable<FailureRecord | undefined>
+  /** `unreplayedFailure` of each of `files` that has one, in one read (list asks a directory chunk by chunk). */
+  unreplayedFailures(files: readonly string[]): Awaitable<Map<string, FailureRecord>>
+  /** Every row of this root matching `keys`: processed, duplicates, failures, replays, claims (`show`). */
+  history(keys: HistoryKeys): Awaitable<LedgerHistory>
   /** The result the effect of `msgId`'s processing returned and the ledger stored; undefined when none. */
   resultOf(msgId: string): Awaitable<unknown>
   /** `failureReason` of every file this root has recorded in error/, in one read. */

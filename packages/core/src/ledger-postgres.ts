@@ -1,6 +1,7 @@
 import { SQL, type TransactionSQL } from "bun"
 import orderCheckSql from "../sql/order-check.sql" with { type: "text" }
 import { SpoolError } from "./errors.ts"
+import { type HistoryKeys, type LedgerHistory, toHistory } from "./ledger-history.ts"
 import type { LedgerPort } from "./ledger-port.ts"
 import { commitBatch } from "./ledger-postgres-commit.ts"
 import { asLedgerError, pgCode, redact } from "./ledger-postgres-errors.ts"
@@ -436,6 +437,49 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
       reason: string
     }[]
     return new Map(rows.map((r) => [r.file, r.reason]))
+  }
+
+  /** The latest unreplayed failure recorded under each of `files` in this root's error/ (those that have one). */
+  async unreplayedFailures(files: readonly string[]): Promise<Map<string, FailureRecord>> {
+    const rows = (await this.sql`
+      SELECT DISTINCT ON (file) file, reason, payload_hash AS "payloadHash", failed_at AS "failedAt" FROM failures
+      WHERE root_id = ${this.rootId} AND replayed_at IS NULL
+        AND file IN (SELECT jsonb_array_elements_text(${files}::jsonb))
+      ORDER BY file, id DESC`) as (FailureRecord & { file: string })[]
+    return new Map(rows.map((r) => [r.file, { reason: r.reason, payloadHash: r.payloadHash, failedAt: r.failedAt }]))
+  }
+
+  /** Every row of this root matching `keys` (see LedgerHistory), in one repeatable-read snapshot. */
+  history(keys: HistoryKeys): Promise<LedgerHistory> {
+    const root = this.rootId
+    return this.sql.begin("ISOLATION LEVEL REPEATABLE READ READ ONLY", async (tx) => {
+      const ids = tx`(SELECT jsonb_array_elements_text(${keys.msgIds ?? []}::jsonb))`
+      const names = tx`(SELECT jsonb_array_elements_text(${keys.files ?? []}::jsonb))`
+      const sums = tx`(SELECT jsonb_array_elements_text(${keys.payloadHashes ?? []}::jsonb))`
+      const failed = tx`(file IN ${names} OR original IN ${names} OR payload_hash IN ${sums})`
+      const processed = await tx`
+        SELECT msg_id, file, processed_at, claim_id, payload_hash, content_hash, result FROM processed
+        WHERE root_id = ${root} AND (msg_id IN ${ids} OR file IN ${names} OR payload_hash IN ${sums})
+        ORDER BY processed_at, msg_id`
+      const duplicates = await tx`
+        SELECT msg_id, file, seen_at, is_conflict, claim_id, payload_hash, content_hash FROM duplicates
+        WHERE root_id = ${root} AND (msg_id IN ${ids} OR file IN ${names} OR payload_hash IN ${sums})
+        ORDER BY id`
+      const failures = await tx`
+        SELECT id, file, original, reason, detail, payload_hash, claim_id, failed_at, replayed_at FROM failures
+        WHERE root_id = ${root} AND ${failed} ORDER BY id`
+      const replays = await tx`
+        SELECT file, failure_id, replayed_at FROM replays
+        WHERE root_id = ${root}
+          AND (file IN ${names} OR failure_id IN (SELECT id FROM failures WHERE root_id = ${root} AND ${failed}))
+        ORDER BY id`
+      const claims = await tx`
+        SELECT c.name, c.claim_id, c.owner_id, c.attempts, c.state, c.dest, c.dest_name, c.payload_hash, c.claimed_at,
+               o.host, o.pid, o.boot_id, o.start_ticks, o.heartbeat_at
+        FROM claims c LEFT JOIN consumers o ON o.owner_id = c.owner_id
+        WHERE c.root_id = ${root} AND c.name IN ${names} ORDER BY c.seq_no`
+      return toHistory({ processed, duplicates, failures, replays, claims } as never)
+    })
   }
 
   /**

@@ -110,6 +110,43 @@ export function prepare(db: Database) {
     markReplayed: q("UPDATE failures SET replayed_at = ? WHERE id = ?"),
     insertReplay: q("INSERT INTO replays (file, failure_id, replayed_at) VALUES (?, ?, ?)"),
     replayCount: q("SELECT count(*) AS n FROM replays WHERE file = ?"),
+    unreplayedFailures: q(
+      `SELECT file, reason, payload_hash AS payloadHash, failed_at AS failedAt FROM failures
+       WHERE file IN (SELECT value FROM json_each(?1)) AND replayed_at IS NULL ORDER BY id`,
+    ),
+    // show's lookups: one JSON array of keys per parameter (msg_ids, files, payload hashes, those each uses, in that order).
+    historyProcessed: q(
+      `SELECT msg_id, file, processed_at, claim_id, payload_hash, content_hash, result FROM processed
+       WHERE msg_id IN (SELECT value FROM json_each(?1)) OR file IN (SELECT value FROM json_each(?2))
+          OR payload_hash IN (SELECT value FROM json_each(?3))
+       ORDER BY processed_at, rowid`,
+    ),
+    historyDuplicates: q(
+      `SELECT msg_id, file, seen_at, is_conflict, claim_id, payload_hash, content_hash FROM duplicates
+       WHERE msg_id IN (SELECT value FROM json_each(?1)) OR file IN (SELECT value FROM json_each(?2))
+          OR payload_hash IN (SELECT value FROM json_each(?3))
+       ORDER BY id`,
+    ),
+    historyFailures: q(
+      `SELECT id, file, original, reason, detail, payload_hash, claim_id, failed_at, replayed_at FROM failures
+       WHERE file IN (SELECT value FROM json_each(?1)) OR original IN (SELECT value FROM json_each(?1))
+          OR payload_hash IN (SELECT value FROM json_each(?2))
+       ORDER BY id`,
+    ),
+    historyReplays: q(
+      `SELECT file, failure_id, replayed_at FROM replays
+       WHERE file IN (SELECT value FROM json_each(?1))
+          OR failure_id IN (SELECT id FROM failures WHERE file IN (SELECT value FROM json_each(?1))
+                              OR original IN (SELECT value FROM json_each(?1))
+                              OR payload_hash IN (SELECT value FROM json_each(?2)))
+       ORDER BY id`,
+    ),
+    historyClaims: q(
+      `SELECT c.name, c.claim_id, c.owner_id, c.attempts, c.state, c.dest, c.dest_name, c.payload_hash, c.claimed_at,
+              o.host, o.pid, o.boot_id, o.start_ticks, o.heartbeat_at
+       FROM claims c LEFT JOIN consumers o ON o.owner_id = c.owner_id
+       WHERE c.name IN (SELECT value FROM json_each(?1)) ORDER BY c.rowid`,
+    ),
   }
 }
 

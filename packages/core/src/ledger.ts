@@ -1,9 +1,10 @@
-import { Database } from "bun:sqlite"
+import { Database, type Statement } from "bun:sqlite"
 import fs from "node:fs"
 import { dirname } from "node:path"
 import orderCheckSql from "../sql/order-check.sql" with { type: "text" }
 import { SpoolError } from "./errors.ts"
 import { historyOf, isLeftOpen, newLedgerRefusal, quickCheck, refuseLinks } from "./ledger-files.ts"
+import { type HistoryKeys, keyLists, type LedgerHistory, toHistory } from "./ledger-history.ts"
 import type { LedgerPort } from "./ledger-port.ts"
 import { commitBatch } from "./ledger-sqlite-commit.ts"
 import { asLedgerError, describe, untilNotBusy } from "./ledger-sqlite-errors.ts"
@@ -455,6 +456,32 @@ export class Ledger implements LedgerPort<Effect> {
     for (const r of this.#s.failureReasons.iterate() as IterableIterator<{ file: string; reason: string }>)
       reasons.set(r.file, r.reason)
     return reasons
+  }
+
+  /** The latest unreplayed failure recorded under each of `files` in error/ (those that have one). */
+  unreplayedFailures(files: readonly string[]): Map<string, FailureRecord> {
+    const found = new Map<string, FailureRecord>()
+    // By id: the latest failure recorded under a name is the one set last.
+    for (const r of this.#s.unreplayedFailures.iterate(JSON.stringify(files)) as IterableIterator<
+      FailureRecord & { file: string }
+    >)
+      found.set(r.file, { reason: r.reason, payloadHash: r.payloadHash, failedAt: r.failedAt })
+    return found
+  }
+
+  /** Every row matching `keys` (see LedgerHistory), read in one transaction. */
+  history(keys: HistoryKeys): LedgerHistory {
+    const { msgIds, files, hashes } = keyLists(keys)
+    const all = (s: Statement, ...params: string[]) => s.all(...params) as never[]
+    return this.db.transaction(() =>
+      toHistory({
+        processed: all(this.#s.historyProcessed, msgIds, files, hashes),
+        duplicates: all(this.#s.historyDuplicates, msgIds, files, hashes),
+        failures: all(this.#s.historyFailures, files, hashes),
+        replays: all(this.#s.historyReplays, files, hashes),
+        claims: all(this.#s.historyClaims, files),
+      }),
+    )()
   }
 
   /**

@@ -18,6 +18,8 @@ describe("the spool command table", () => {
       "compact",
       "stats",
       "verify",
+      "list",
+      "show",
       "lag",
       "replay",
     ])

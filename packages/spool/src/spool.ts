@@ -13,6 +13,8 @@ export const commands = {
   compact: () => import("@spool/consumer/compact"),
   stats: () => import("@spool/consumer/stats"),
   verify: () => import("@spool/consumer/verify"),
+  list: () => import("@spool/consumer/list"),
+  show: () => import("@spool/consumer/show"),
   lag: () => import("@spool/ops/lag"),
   replay: () => import("@spool/ops/replay"),
 } satisfies CommandTable

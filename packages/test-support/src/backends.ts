@@ -16,7 +16,17 @@ import { tempDir, tempQueue } from "./temp.ts"
 export type SqlValue = string | number | null
 
 /** The commands that open a queue's ledger. */
-export type LedgerCommand = "consume" | "setup" | "schema" | "order-check" | "compact" | "stats" | "verify" | "replay"
+export type LedgerCommand =
+  | "consume"
+  | "setup"
+  | "schema"
+  | "order-check"
+  | "compact"
+  | "stats"
+  | "verify"
+  | "list"
+  | "show"
+  | "replay"
 
 /** A temp queue whose ledger is on one backend: ROOT/ledger.db, or a temp PostgreSQL database. */
 export interface BackendQueue extends AsyncDisposable {
@@ -92,6 +102,8 @@ const bins: Record<LedgerCommand, string> = {
   compact: "packages/consumer/bin/compact.ts",
   stats: "packages/consumer/bin/stats.ts",
   verify: "packages/consumer/bin/verify.ts",
+  list: "packages/consumer/bin/list.ts",
+  show: "packages/consumer/bin/show.ts",
   replay: "scripts/replay.ts",
 }
 

@@ -1,0 +1,276 @@
+import fs from "node:fs"
+import { join } from "node:path"
+import { type CommandSpec, integer, json, ledger, root, runCommand } from "@spool/cli"
+import {
+  type ClaimRow,
+  classOf,
+  type ErrorClass,
+  ExitCode,
+  type LedgerPort,
+  openExistingLedger,
+  openQueue,
+  type Queue,
+  type QueueDir,
+  queueDirs,
+  quoteName,
+  resolveLedgerUrl,
+  resolveRoot,
+  SpoolError,
+  scanDir,
+} from "@spool/core/engine"
+
+/** What list knows of a processing/ file's claim; null fields where the ledger has none. */
+export interface ListedClaim {
+  /** `host:pid` of the consumer holding it; null when its consumers row is gone. */
+  readonly owner: string | null
+  readonly ownerId: string | null
+  readonly attempts: number
+  readonly state: "claimed" | "committed"
+}
+
+/** What list knows of an error/ file's latest unreplayed failure. */
+export interface ListedFailure {
+  readonly reason: string
+  readonly class: ErrorClass
+  readonly failedAt: string
+}
+
+/** One entry of a queue directory, as `list --json` prints it. */
+export interface ListEntry {
+  readonly dir: QueueDir
+  readonly name: string
+  readonly type: "file" | "symlink" | "directory" | "other"
+  /** Bytes (of the link itself for a symlink). */
+  readonly size: number
+  readonly mtime: string
+  /** Seconds since the entry came into this directory, by the directory's clock (see `views`). */
+  readonly ageSeconds: number
+  /** processing/ only: its claim, null when the ledger has none (an orphan, or no ledger). */
+  readonly claim?: ListedClaim | null
+  /** error/ only: its latest unreplayed failure, null when the ledger has none. */
+  readonly failure?: ListedFailure | null
+}
+
+type Annotation = Pick<ListEntry, "claim" | "failure">
+
+/** What the ledger adds to each of one chunk of a directory's names (null facts where it knows none). */
+type Annotator = (names: readonly string[]) => Promise<Map<string, Annotation>>
+
+/** How list reads each directory. One more queue directory is one more entry here. */
+interface DirView {
+  /**
+   * Which timestamp dates an entry: `mtime`, the producer's write (kept by every rename, reset by
+   * replay), or `ctime`, which the rename into the directory sets.
+   */
+  readonly clock: "mtime" | "ctime"
+  /** The ledger's facts about a chunk of its names; absent for a directory the ledger says nothing of. */
+  readonly annotator?: (ledger: LedgerPort | undefined) => Annotator
+}
+
+const views: Record<QueueDir, DirView> = {
+  inbox: { clock: "mtime" },
+  processing: { clock: "ctime", annotator: claimsOf },
+  done: { clock: "ctime" },
+  error: { clock: "ctime", annotator: failuresOf },
+  // Since it was deferred; its attempts and next attempt time are the ledger's (`show FILE`).
+  deferred: { clock: "ctime" },
+}
+
+/** The directories list shows when none is named: the ones an operator has to act on. */
+const defaultDirs: readonly QueueDir[] = ["inbox", "processing", "deferred", "error"]
+
+// Names are looked up in the ledger this many at a time: a directory is never held whole.
+const chunkSize = 512
+
+/** `spool list`'s options and help. */
+export const spec = {
+  name: "list",
+  usage: `bun run list [--root DIR] [--ledger URL] [--json] [--limit N] [${queueDirs.join("|")} ...]`,
+  summary: "One line per file in the queue's directories, with its claim's owner or its failure's reason.",
+  description:
+    `Lists ${defaultDirs.map((d) => `${d}/`).join(", ")} (or the directories named) in directory order, unsorted:\n` +
+    "sorting would hold every name of a large directory. Each line: directory, age, size in bytes, name\n" +
+    "(quoted as every spool command quotes names), and for processing/ the claim's owner (host:pid) and\n" +
+    "attempts, for error/ the latest unreplayed failure's reason and class. An inbox/ age is since the file\n" +
+    "was written or replayed (mtime), any other since it was moved there (ctime). Read-only: creates no\n" +
+    "ledger, and with none yet shows no owners or reasons.",
+  arguments: [{ name: "DIR...", help: `${queueDirs.join(", ")} (default: ${defaultDirs.join(", ")})` }],
+  options: {
+    root,
+    ledger,
+    json: { ...json, help: "one JSON array of entries on stdout instead of lines" },
+    limit: integer("at most N entries of each directory; the rest are counted on stderr", { min: 1 }),
+  },
+} satisfies CommandSpec
+
+/** `spool list`: the entries of the queue's directories, with what the ledger knows of each. */
+export async function main(argv: readonly string[]): Promise<number> {
+  return runCommand(spec, argv, async ({ values: v, positionals }) => {
+    const dirs = positionals.length === 0 ? defaultDirs : [...new Set(positionals.map(toDir))]
+    const queue = openQueue(resolveRoot(v.root))
+    const needsLedger = dirs.some((d) => views[d].annotator !== undefined)
+    const ledger = needsLedger
+      ? await openExistingLedger(queue, { url: resolveLedgerUrl(v.ledger), readonly: true })
+      : undefined
+    try {
+      const out = v.json ? jsonWriter() : textWriter()
+      for (const dir of dirs) {
+        const more = await listDir(queue, dir, ledger, v.limit, out.write)
+        if (more > 0) await Bun.write(Bun.stderr, `list: ${dir}/ has ${more} more (--limit ${v.limit})\n`)
+      }
+      await out.end()
+    } finally {
+      await ledger?.close()
+    }
+    return ExitCode.ok
+  })
+}
+
+function toDir(text: string): QueueDir {
+  const dir = text.replace(/\/+$/, "")
+  if ((queueDirs as readonly string[]).includes(dir)) return dir as QueueDir
+  throw new SpoolError("usage", `${quoteName(text)} is not a queue directory; name one of ${queueDirs.join(", ")}`)
+}
+
+/**
+ * Streams the entries of one directory to `write`, a chunk at a time, each chunk annotated from
+ * the ledger; returns how many entries past `limit` it counted without listing them.
+ */
+async function listDir(
+  queue: Queue,
+  dir: QueueDir,
+  ledger: LedgerPort | undefined,
+  limit: number | undefined,
+  write: (entries: readonly ListEntry[]) => Promise<void>,
+): Promise<number> {
+  const view = views[dir]
+  const annotate = view.annotator?.(ledger)
+  const now = Date.now()
+  let chunk: ListEntry[] = []
+  const flush = async () => {
+    if (chunk.length === 0) return
+    const notes = await annotate?.(chunk.map((e) => e.name))
+    await write(notes === undefined ? chunk : chunk.map((e) => ({ ...e, ...notes.get(e.name) })))
+    chunk = []
+  }
+  let listed = 0
+  let more = 0
+  for (const d of scanDir(queue[dir], 1024)) {
+    if (limit !== undefined && listed >= limit) {
+      more++
+      continue
+    }
+    const entry = entryOf(queue[dir], dir, d.name, view, now)
+    if (entry === undefined) continue
+    chunk.push(entry)
+    listed++
+    if (chunk.length >= chunkSize) await flush()
+  }
+  await flush()
+  return more
+}
+
+/** One entry as lstat sees it; undefined when it left the directory since readdir. */
+function entryOf(path: string, dir: QueueDir, name: string, view: DirView, now: number): ListEntry | undefined {
+  let st: fs.Stats
+  try {
+    st = fs.lstatSync(join(path, name))
+  } catch {
+    return undefined
+  }
+  const type = st.isFile() ? "file" : st.isSymbolicLink() ? "symlink" : st.isDirectory() ? "directory" : "other"
+  const since = view.clock === "mtime" ? st.mtimeMs : st.ctimeMs
+  return {
+    dir,
+    name,
+    type,
+    size: st.size,
+    mtime: st.mtime.toISOString(),
+    ageSeconds: Math.max(0, Math.floor((now - since) / 1000)),
+  }
+}
+
+/** processing/: each file's claim row and its owner; the claims are few (the batches in flight), read once. */
+function claimsOf(ledger: LedgerPort | undefined): Annotator {
+  let claims: Map<string, ClaimRow> | undefined
+  return async (names) => {
+    claims ??= new Map(ledger === undefined ? [] : (await ledger.listClaims()).map((c) => [c.name, c]))
+    const found = new Map<string, Annotation>()
+    for (const name of names) {
+      const c = claims.get(name)
+      const owner = c?.owner === undefined ? null : `${c.owner.host}:${c.owner.pid}`
+      found.set(name, {
+        claim: c === undefined ? null : { owner, ownerId: c.ownerId, attempts: c.attempts, state: c.state },
+      })
+    }
+    return found
+  }
+}
+
+/** error/: each file's latest unreplayed failure, asked for one chunk of names at a time. */
+function failuresOf(ledger: LedgerPort | undefined): Annotator {
+  return async (names) => {
+    const failures = ledger === undefined ? new Map() : await ledger.unreplayedFailures(names)
+    const found = new Map<string, Annotation>()
+    for (const name of names) {
+      const f = failures.get(name)
+      found.set(name, {
+        failure: f === undefined ? null : { reason: f.reason, class: classOf(f.reason), failedAt: f.failedAt },
+      })
+    }
+    return found
+  }
+}
+
+interface Writer {
+  readonly write: (entries: readonly ListEntry[]) => Promise<void>
+  readonly end: () => Promise<void>
+}
+
+/** One line per entry. */
+function textWriter(): Writer {
+  return {
+    write: async (entries) => {
+      if (entries.length > 0) await Bun.write(Bun.stdout, `${entries.map(formatEntry).join("\n")}\n`)
+    },
+    end: async () => {},
+  }
+}
+
+/** One JSON array, an entry per line, written as the directories are read. */
+function jsonWriter(): Writer {
+  let isFirst = true
+  return {
+    write: async (entries) => {
+      if (entries.length === 0) return
+      const text = entries.map((e) => JSON.stringify(e)).join(",\n")
+      await Bun.write(Bun.stdout, `${isFirst ? "[\n" : ",\n"}${text}`)
+      isFirst = false
+    },
+    end: () => Bun.write(Bun.stdout, isFirst ? "[]\n" : "\n]\n").then(() => {}),
+  }
+}
+
+/** The text line of one entry: directory, age, size, name, then the ledger's facts as key=value. */
+export function formatEntry(e: ListEntry): string {
+  const facts: string[] = []
+  if (e.type !== "file") facts.push(`type=${e.type}`)
+  if (e.claim !== undefined)
+    facts.push(
+      e.claim === null
+        ? "claim=none"
+        : `owner=${e.claim.owner === null ? "gone" : quoteName(e.claim.owner)} attempts=${e.claim.attempts}${e.claim.state === "committed" ? " committed" : ""}`,
+    )
+  if (e.failure !== undefined)
+    facts.push(e.failure === null ? "reason=unknown" : `reason=${e.failure.reason} class=${e.failure.class}`)
+  const line = `${e.dir.padEnd(10)} ${formatAge(e.ageSeconds).padStart(4)} ${String(e.size).padStart(9)}  ${quoteName(e.name)}`
+  return facts.length === 0 ? line : `${line}  ${facts.join(" ")}`
+}
+
+/** An age in its largest whole unit: `45s`, `12m`, `3h`, `5d`. */
+export function formatAge(seconds: number): string {
+  if (seconds < 60) return `${seconds}s`
+  if (seconds < 3600) return `${Math.floor(seconds / 60)}m`
+  if (seconds < 86400) return `${Math.floor(seconds / 3600)}h`
+  return `${Math.floor(seconds / 86400)}d`
+}

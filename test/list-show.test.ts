@@ -1,0 +1,212 @@
+// `spool list` and `spool show` end to end on both ledgers, from one matrix: the real commands as
+// processes on queues the real consume has drained, with a claim and some history written into
+// the ledger the way a consumer and a replay write them.
+import { afterAll, beforeAll, describe, expect, it } from "bun:test"
+import fs from "node:fs"
+import { join } from "node:path"
+import { type BackendQueue, ledgerBackends } from "@spool/test-support"
+
+const message = (msgId: string, amount: number) => ({ msg_id: msgId, order_no: "O-1", seq: 1, amount })
+
+type Listed = { dir: string; name: string; type: string; size: number; claim?: unknown; failure?: unknown }
+
+/** The entries of `list --json`, by directory and name. */
+function listed(stdout: string): Map<string, Listed> {
+  return new Map((JSON.parse(stdout) as Listed[]).map((e) => [`${e.dir}/${e.name}`, e]))
+}
+
+for (const backend of await ledgerBackends())
+  (backend.skip ? describe.skip : describe)(`spool list and show on ${backend.name}`, () => {
+    // a.json processed as m-1 (with a stored result), then b.json its duplicate and c.json a
+    // conflict; bad.json a parse error left in error/; fix.json a parse error corrected in
+    // error/, replayed and then processed as m-2; p.json held in processing/ by a consumer.
+    let q: BackendQueue
+    let processedHash: string
+    beforeAll(async () => {
+      q = await backend.queue({ seed: { "a.json": message("m-1", 10), "bad.json": "{not json" } })
+      q.put("fix.json", "{also not json")
+      expect((await q.command("consume")).exitCode).toBe(0)
+      q.put("b.json", message("m-1", 10))
+      q.put("c.json", message("m-1", 99))
+      expect((await q.command("consume")).exitCode).toBe(0)
+      fs.writeFileSync(join(q.root, "error", "fix.json"), JSON.stringify(message("m-2", 5)))
+      expect((await q.command("replay", ["fix.json"])).exitCode).toBe(0)
+      expect((await q.command("consume")).exitCode).toBe(0)
+      await q.exec("UPDATE processed SET result = ? WHERE msg_id = ?", [JSON.stringify({ cents: "1000" }), "m-1"])
+      const [p] = await q.rows("SELECT payload_hash FROM processed WHERE msg_id = ?", ["m-1"])
+      processedHash = String(p?.payload_hash)
+      // The same bytes as a.json, refused by a handler under an earlier name and replayed.
+      await q.insert("failures", {
+        file: "a-early.json",
+        original: "a-early.json",
+        reason: "handler",
+        detail: "ledger busy",
+        payload_hash: processedHash,
+        claim_id: "c-early",
+        failed_at: "2020-01-01T00:00:00.000Z",
+        replayed_at: "2020-01-01T00:01:00.000Z",
+      })
+      const [f] = await q.rows("SELECT id FROM failures WHERE claim_id = ?", ["c-early"])
+      await q.insert("replays", {
+        file: "a-early.json",
+        failure_id: Number(f?.id),
+        replayed_at: "2020-01-01T00:01:00.000Z",
+      })
+      // A consumer holding p.json, as claim and registration leave it.
+      const now = new Date().toISOString()
+      await q.insert("consumers", {
+        owner_id: "owner-1",
+        host: "host-a",
+        pid: 4242,
+        boot_id: "boot",
+        start_ticks: "1",
+        started_at: now,
+        heartbeat_at: now,
+      })
+      await q.insert("claims", {
+        name: "p.json",
+        claim_id: "c-p",
+        owner_id: "owner-1",
+        attempts: 2,
+        state: "claimed",
+        claimed_at: now,
+      })
+      fs.writeFileSync(join(q.root, "processing", "p.json"), JSON.stringify(message("m-3", 1)))
+      fs.writeFileSync(join(q.root, "processing", "orphan.json"), "{}")
+    })
+    afterAll(() => q[Symbol.asyncDispose]())
+
+    it("lists inbox/, processing/ and error/ with the claim's owner and the failure's reason", async () => {
+      q.put("waiting.json", message("m-4", 1))
+      try {
+        const r = await q.command("list")
+        expect(r.stderr).toBe("")
+        expect(r.exitCode).toBe(0)
+        const lines = r.stdout.trimEnd().split("\n").sort()
+        expect(lines).toHaveLength(4)
+        expect(lines[0]).toMatch(/^error +\d+s +9 {2}bad\.json {2}reason=parse class=format$/)
+        expect(lines[1]).toMatch(/^inbox +\d+s +\d+ {2}waiting\.json$/)
+        expect(lines[2]).toMatch(/^processing +\d+s +2 {2}orphan\.json {2}claim=none$/)
+        expect(lines[3]).toMatch(/^processing +\d+s +\d+ {2}p\.json {2}owner=host-a:4242 attempts=2$/)
+      } finally {
+        fs.rmSync(join(q.root, "inbox", "waiting.json"))
+      }
+    })
+
+    it("lists done/ when named, as JSON, and counts what --limit leaves out", async () => {
+      const r = await q.command("list", ["--json", "done", "--limit", "2"])
+      expect(r.stderr).toBe("list: done/ has 2 more (--limit 2)\n")
+      expect(r.exitCode).toBe(0)
+      const entries = JSON.parse(r.stdout) as Listed[]
+      expect(entries).toHaveLength(2)
+      for (const e of entries) {
+        expect(e.dir).toBe("done")
+        expect(["a.json", "b.json", "c.json", "fix.json"]).toContain(e.name)
+        expect(e).not.toHaveProperty("claim")
+        expect(e).not.toHaveProperty("failure")
+      }
+    })
+
+    it("gives each entry's ledger facts plainly in --json", async () => {
+      const r = await q.command("list", ["--json", "processing", "error"])
+      expect(r.stderr).toBe("")
+      expect(r.exitCode).toBe(0)
+      const all = listed(r.stdout)
+      expect([...all.keys()].sort()).toEqual(["error/bad.json", "processing/orphan.json", "processing/p.json"])
+      expect(all.get("processing/p.json")?.claim).toEqual({
+        owner: "host-a:4242",
+        ownerId: "owner-1",
+        attempts: 2,
+        state: "claimed",
+      })
+      expect(all.get("processing/orphan.json")?.claim).toBeNull()
+      expect(all.get("error/bad.json")).toMatchObject({
+        type: "file",
+        size: 9,
+        failure: { reason: "parse", class: "format" },
+      })
+    })
+
+    it("shows a processed msg_id: its result, its duplicate and conflict, the failure of its bytes and its replay", async () => {
+      const r = await q.command("show", ["--json", "m-1"])
+      expect(r.stderr).toBe("")
+      expect(r.exitCode).toBe(0)
+      const s = JSON.parse(r.stdout)
+      expect(s.kind).toBe("message")
+      expect(s.history.processed).toMatchObject([{ msgId: "m-1", file: "a.json", result: { cents: "1000" } }])
+      expect(s.history.duplicates.map((d: { file: string; isConflict: boolean }) => [d.file, d.isConflict])).toEqual([
+        ["b.json", false],
+        ["c.json", true],
+      ])
+      expect(s.history.failures).toMatchObject([
+        { file: "a-early.json", reason: "handler", payloadHash: processedHash },
+      ])
+      expect(s.timeline.map((e: { event: string; file: string }) => `${e.event} ${e.file}`)).toEqual([
+        "failed a-early.json",
+        "replayed a-early.json",
+        "processed a.json",
+        "duplicate b.json",
+        "conflict c.json",
+      ])
+      const text = await q.command("show", ["m-1"])
+      expect(text.exitCode).toBe(0)
+      const lines = text.stdout.trimEnd().split("\n")
+      expect(lines[0]).toBe("msg_id m-1: processed from a.json")
+      expect(lines[3]).toMatch(/ {2}processed {2}a\.json {2}msg_id=m-1 result=\{"cents":"1000"\}$/)
+      expect(lines[5]).toMatch(/ {2}conflict {3}c\.json {2}msg_id=m-1$/)
+    })
+
+    it("shows a file that failed, was replayed and was then processed, and where it is now", async () => {
+      const r = await q.command("show", ["--json", "fix.json"])
+      expect(r.stderr).toBe("")
+      expect(r.exitCode).toBe(0)
+      const s = JSON.parse(r.stdout)
+      expect(s).toMatchObject({ kind: "file", query: "fix.json", locations: ["done"], msgIds: ["m-2"] })
+      expect(s.history.failures).toMatchObject([{ file: "fix.json", reason: "parse" }])
+      expect(s.history.failures[0].replayedAt).toBeString()
+      expect(s.timeline.map((e: { event: string }) => e.event)).toEqual(["failed", "replayed", "processed"])
+      const text = await q.command("show", ["fix.json"])
+      expect(text.stdout.split("\n")[0]).toBe("file fix.json: in done/; msg_id m-2")
+      expect(text.exitCode).toBe(0)
+    })
+
+    it("shows a duplicate's file with its msg_id's whole history", async () => {
+      const s = JSON.parse((await q.command("show", ["--json", "c.json"])).stdout)
+      expect(s).toMatchObject({ kind: "file", locations: ["done"], msgIds: ["m-1"] })
+      expect(s.history.processed).toMatchObject([{ file: "a.json" }])
+    })
+
+    it("shows a claimed file's owner and attempts", async () => {
+      const s = JSON.parse((await q.command("show", ["--json", "p.json"])).stdout)
+      expect(s).toMatchObject({ kind: "file", locations: ["processing"], msgIds: [] })
+      expect(s.history.claims).toMatchObject([{ file: "p.json", owner: "host-a:4242", attempts: 2, state: "claimed" }])
+    })
+
+    it("exits 1 for a name or id neither the directories nor the ledger know, changing nothing", async () => {
+      const before = await q.snapshot()
+      const r = await q.command("show", ["nobody.json"])
+      expect(r.stdout).toBe("")
+      expect(r.stderr).toStartWith("show: no file or msg_id nobody.json in ")
+      expect(r.exitCode).toBe(1)
+      expect(await q.snapshot()).toEqual(before)
+    })
+
+    it("lists without owners or reasons where there is no ledger yet, and creates none", async () => {
+      await using fresh = await backend.queue({ seed: { "x.json": message("m-9", 1) } })
+      fs.writeFileSync(join(fresh.root, "error", "e.json"), "{}")
+      fs.writeFileSync(join(fresh.root, "processing", "p.json"), "{}")
+      const r = await fresh.command("list", ["--json"])
+      expect(r.stderr).toBe("")
+      expect(r.exitCode).toBe(0)
+      const all = listed(r.stdout)
+      expect([...all.keys()].sort()).toEqual(["error/e.json", "inbox/x.json", "processing/p.json"])
+      expect(all.get("error/e.json")?.failure).toBeNull()
+      expect(all.get("processing/p.json")?.claim).toBeNull()
+      const shown = await fresh.command("show", ["x.json"])
+      expect(shown.stdout).toBe("file x.json: in inbox/\n(no ledger rows)\n")
+      expect(shown.exitCode).toBe(0)
+      expect((await fresh.command("show", ["m-9"])).exitCode).toBe(1)
+      expect(await fresh.tables()).toEqual([])
+      expect(fs.existsSync(join(fresh.root, "ledger.db"))).toBe(false)
+    })
+  })
