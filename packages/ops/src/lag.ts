@@ -1,6 +1,6 @@
 import { resolve } from "node:path"
 import { type CommandSpec, choice, duration, flag, integer, json, runCommand, text } from "@spool/cli"
-import { ExitCode, openQueue, SpoolError, writeFileAtomic } from "@spool/core/engine"
+import { ExitCode, escapeLabel, formatNumber, openQueue, SpoolError, writeTextfile } from "@spool/core/engine"
 import { writeErr, writeOut } from "./_io.ts"
 import { formatHistogram, histogramJson } from "./lag/histogram.ts"
 import { isStalled, type LagLimits, lagViolations } from "./lag/limits.ts"
@@ -111,14 +111,6 @@ export function formatPrometheus(r: LagReport, limits: LagLimits, violations: re
     [root, violations.length === 0 ? 1 : 0],
   ])
   return `${lines.join("\n")}\n`
-}
-
-function escapeLabel(value: string): string {
-  return value.replaceAll("\\", "\\\\").replaceAll('"', '\\"').replaceAll("\n", "\\n")
-}
-
-function formatNumber(n: number): string {
-  return Number.isFinite(n) ? String(n) : n > 0 ? "+Inf" : n < 0 ? "-Inf" : "NaN"
 }
 
 function round3(n: number): number {
@@ -276,17 +268,4 @@ function chooseFormat(format: LagFormat | undefined, isJson: boolean): LagFormat
   if (isJson && format !== undefined && format !== "json")
     throw new SpoolError("usage", `--json and --format ${format} contradict each other`)
   return isJson ? "json" : (format ?? "line")
-}
-
-function writeTextfile(path: string, text: string): void {
-  try {
-    // node_exporter reads only *.prom files, and writeFileAtomic's temp name does not end in
-    // .prom, so the collector never sees a half-written file.
-    writeFileAtomic(resolve(path), text)
-  } catch (error) {
-    if (error instanceof SpoolError) throw error
-    throw new SpoolError("io", `cannot write ${path}: ${error instanceof Error ? error.message : String(error)}`, {
-      cause: error,
-    })
-  }
 }
