@@ -244,7 +244,7 @@ export async function main(argv: readonly string[]): Promise<number> {
 
 /**
  * The signals that stop a run cleanly: the batches in hand are finished first. SIGHUP too: a
- * closed terminal or SSH session must not cut a batch in half.
+ * closed terminal or SSH connection must not cut a batch in half.
  */
 const stopSignals = ["SIGINT", "SIGTERM", "SIGHUP"] as const
 

@@ -1,12 +1,13 @@
 import { SQL, type TransactionSQL } from "bun"
-import orderCheckSql from "../sql/order-check.sql" with { type: "text" }
 import { SpoolError } from "./errors.ts"
-import { type HistoryKeys, type LedgerHistory, toHistory } from "./ledger-history.ts"
+import type { HistoryKeys, LedgerHistory } from "./ledger-history.ts"
 import type { LedgerPort } from "./ledger-port.ts"
 import { commitBatch } from "./ledger-postgres-commit.ts"
+import * as deferrals from "./ledger-postgres-deferrals.ts"
 import { asLedgerError, pgCode, redact } from "./ledger-postgres-errors.ts"
+import * as operator from "./ledger-postgres-operator.ts"
 import { ledgerIdOf, migrate, versionOf } from "./ledger-postgres-schema.ts"
-import { prune, runStepsAsync, statements } from "./ledger-statements.ts"
+import { statements } from "./ledger-statements.ts"
 import {
   type AcceptedOutcome,
   type AdoptedRow,
@@ -20,11 +21,9 @@ import {
   type OrderProblem,
   type Outcome,
   type RawClaimRow,
-  type RawDeferral,
   type RawOwner,
   type ReplayRecord,
   toClaimRow,
-  toDeferral,
   toOwner,
   type Verdict,
 } from "./ledger-types.ts"
@@ -44,8 +43,6 @@ export type PostgresEffect = (outcome: AcceptedOutcome, tx: SQL) => unknown
 
 // Deadlocks and serialization failures are retried: the transaction rolled back whole.
 const RETRYABLE = new Set(["40P01", "40001"])
-
-type Tx = TransactionSQL
 
 /**
  * The PostgreSQL ledger: the same tables and guarantees as the SQLite one, shared by consumers
@@ -122,7 +119,7 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
   }
 
   /** Runs `fn` in a transaction, retrying it whole on deadlock or serialization failure. */
-  async transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+  async transaction<T>(fn: (tx: TransactionSQL) => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
         return (await this.sql.begin((tx) => fn(tx))) as T
@@ -230,75 +227,33 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
   }
 
   /** Claims due deferred files (see the SQLite ledger's claimDue), one row at a time in the order given. */
-  async claimDue(
-    ownerId: string,
-    due: readonly Deferral[],
-    now: string,
-    forget: readonly Claim[] = [],
-  ): Promise<Claim[]> {
+  claimDue(ownerId: string, due: readonly Deferral[], now: string, forget: readonly Claim[] = []): Promise<Claim[]> {
     const rows = due.map((d) => ({ d, claimId: `${ownerId}.${(this.#claimCounter++).toString(36)}` }))
-    return this.transaction(async (tx) => {
-      if (forget.length > 0)
-        await tx`
-          DELETE FROM claims c
-          WHERE c.root_id = ${this.rootId} AND c.name = ANY (ARRAY(SELECT jsonb_array_elements_text(${forget.map((c) => c.name)}::jsonb)))
-            AND c.owner_id = ${ownerId} AND c.state = 'committed'`
-      await tx.unsafe(statements.heartbeat, [now, ownerId])
-      const claimed: Claim[] = []
-      for (const { d, claimId } of rows) {
-        const inserted = await tx`
-          INSERT INTO claims (root_id, name, claim_id, owner_id, attempts, state, claimed_at)
-          VALUES (${this.rootId}, ${d.file}, ${claimId}, ${ownerId}, 1, 'claimed', ${now})
-          ON CONFLICT (root_id, name) DO NOTHING RETURNING claim_id`
-        if (inserted.length === 0) continue
-        const picked = await tx`
-          UPDATE deferrals SET claim_id = ${claimId}
-          WHERE root_id = ${this.rootId} AND file = ${d.file} AND claim_id = ${d.claimId} AND next_attempt_at <= ${now}`
-        if (picked.count === 1) claimed.push({ name: d.file, claimId, attempts: 1 })
-        else await tx`DELETE FROM claims WHERE root_id = ${this.rootId} AND name = ${d.file} AND claim_id = ${claimId}`
-      }
-      return claimed
-    })
+    return deferrals.claimDue(this, ownerId, rows, now, forget)
   }
 
-  async dueDeferrals(now: string, limit: number): Promise<Deferral[]> {
-    const rows = await this.sql`
-      SELECT file, msg_id, attempts, first_deferred_at, next_attempt_at, last_error, claim_id FROM deferrals
-      WHERE root_id = ${this.rootId} AND next_attempt_at <= ${now}
-      ORDER BY next_attempt_at, file COLLATE "C" LIMIT ${limit}`
-    return (rows as RawDeferral[]).map(toDeferral)
+  dueDeferrals(now: string, limit: number): Promise<Deferral[]> {
+    return deferrals.dueDeferrals(this, now, limit)
   }
 
-  async nextDeferralAt(): Promise<string | undefined> {
-    const [r] = await this.sql`SELECT min(next_attempt_at) AS at FROM deferrals WHERE root_id = ${this.rootId}`
-    return (r?.at as string | null) ?? undefined
+  nextDeferralAt(): Promise<string | undefined> {
+    return deferrals.nextDeferralAt(this)
   }
 
-  async deferralOf(claimId: string): Promise<Deferral | undefined> {
-    const [r] = await this.sql`
-      SELECT file, msg_id, attempts, first_deferred_at, next_attempt_at, last_error, claim_id FROM deferrals
-      WHERE root_id = ${this.rootId} AND claim_id = ${claimId}`
-    return r === undefined ? undefined : toDeferral(r as RawDeferral)
+  deferralOf(claimId: string): Promise<Deferral | undefined> {
+    return deferrals.deferralOf(this, claimId)
   }
 
-  async renameDeferral(claimId: string, file: string): Promise<void> {
-    await this.sql`UPDATE deferrals SET file = ${file} WHERE root_id = ${this.rootId} AND claim_id = ${claimId}`
+  renameDeferral(claimId: string, file: string): Promise<void> {
+    return deferrals.renameDeferral(this, claimId, file)
   }
 
-  async dropDeferral(claim: Claim, ownerId: string): Promise<void> {
-    await this.transaction(async (tx) => {
-      await tx`DELETE FROM deferrals WHERE root_id = ${this.rootId} AND file = ${claim.name} AND claim_id = ${claim.claimId}`
-      await tx`
-        DELETE FROM claims
-        WHERE root_id = ${this.rootId} AND name = ${claim.name} AND claim_id = ${claim.claimId} AND owner_id = ${ownerId}`
-    })
+  dropDeferral(claim: Claim, ownerId: string): Promise<void> {
+    return deferrals.dropDeferral(this, claim, ownerId)
   }
 
-  async deferralCounts(now: string): Promise<{ deferred: number; due: number }> {
-    const [r] = await this.sql`
-      SELECT count(*)::int AS deferred, (count(*) FILTER (WHERE next_attempt_at <= ${now}))::int AS due
-      FROM deferrals WHERE root_id = ${this.rootId}`
-    return { deferred: Number(r?.deferred ?? 0), due: Number(r?.due ?? 0) }
+  deferralCounts(now: string): Promise<{ deferred: number; due: number }> {
+    return deferrals.deferralCounts(this, now)
   }
 
   /** Every claim of this root with its owner's identity, in claim order. */
@@ -388,17 +343,15 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
 
   /** The distinct msg_ids ever seen as duplicates (by any root), ascending by code point. */
   async *duplicateIds(): AsyncGenerator<string> {
-    let after = ""
-    let first = true
-    for (;;) {
+    // In pages after the last id seen; null before the first page.
+    for (let after: string | null = null; ; ) {
       const rows = (await this.sql`
         SELECT DISTINCT msg_id COLLATE "C" AS msg_id FROM duplicates
-        WHERE ${first} OR msg_id COLLATE "C" > ${after}
+        WHERE ${after}::text IS NULL OR msg_id COLLATE "C" > ${after}
         ORDER BY 1 LIMIT 10000`) as { msg_id: string }[]
       for (const r of rows) yield r.msg_id
       if (rows.length < 10000) return
       after = (rows.at(-1) as { msg_id: string }).msg_id
-      first = false
     }
   }
 
@@ -413,73 +366,24 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
 
   /** The reason of the latest unreplayed failure recorded under `file` in this root's error/. */
   async failureReason(file: string): Promise<string | undefined> {
-    const [row] = await this.sql`
-      SELECT reason FROM failures WHERE root_id = ${this.rootId} AND file = ${file} AND replayed_at IS NULL
-      ORDER BY id DESC LIMIT 1`
-    return row?.reason as string | undefined
+    return (await this.unreplayedFailure(file))?.reason
   }
 
   /** The latest unreplayed failure recorded under `file` in this root's error/. */
   async unreplayedFailure(file: string): Promise<FailureRecord | undefined> {
-    const [row] = await this.sql`
-      SELECT reason, payload_hash AS "payloadHash", failed_at AS "failedAt" FROM failures
-      WHERE root_id = ${this.rootId} AND file = ${file} AND replayed_at IS NULL
-      ORDER BY id DESC LIMIT 1`
-    return row as FailureRecord | undefined
+    return (await this.unreplayedFailures([file])).get(file)
   }
 
-  /** The reason of the latest unreplayed failure of every file this root has recorded in error/. */
-  async failureReasons(): Promise<Map<string, string>> {
-    const rows = (await this.sql`
-      SELECT DISTINCT ON (file) file, reason FROM failures
-      WHERE root_id = ${this.rootId} AND replayed_at IS NULL ORDER BY file, id DESC`) as {
-      file: string
-      reason: string
-    }[]
-    return new Map(rows.map((r) => [r.file, r.reason]))
+  failureReasons(): Promise<Map<string, string>> {
+    return operator.failureReasons(this)
   }
 
-  /** The latest unreplayed failure recorded under each of `files` in this root's error/ (those that have one). */
-  async unreplayedFailures(files: readonly string[]): Promise<Map<string, FailureRecord>> {
-    const rows = (await this.sql`
-      SELECT DISTINCT ON (file) file, reason, payload_hash AS "payloadHash", failed_at AS "failedAt" FROM failures
-      WHERE root_id = ${this.rootId} AND replayed_at IS NULL
-        AND file IN (SELECT jsonb_array_elements_text(${files}::jsonb))
-      ORDER BY file, id DESC`) as (FailureRecord & { file: string })[]
-    return new Map(rows.map((r) => [r.file, { reason: r.reason, payloadHash: r.payloadHash, failedAt: r.failedAt }]))
+  unreplayedFailures(files: readonly string[]): Promise<Map<string, FailureRecord>> {
+    return operator.unreplayedFailures(this, files)
   }
 
-  /** Every row of this root matching `keys` (see LedgerHistory), in one repeatable-read snapshot. */
   history(keys: HistoryKeys): Promise<LedgerHistory> {
-    const root = this.rootId
-    return this.sql.begin("ISOLATION LEVEL REPEATABLE READ READ ONLY", async (tx) => {
-      const ids = tx`(SELECT jsonb_array_elements_text(${keys.msgIds ?? []}::jsonb))`
-      const names = tx`(SELECT jsonb_array_elements_text(${keys.files ?? []}::jsonb))`
-      const sums = tx`(SELECT jsonb_array_elements_text(${keys.payloadHashes ?? []}::jsonb))`
-      const failed = tx`(file IN ${names} OR original IN ${names} OR payload_hash IN ${sums})`
-      const processed = await tx`
-        SELECT msg_id, file, processed_at, claim_id, payload_hash, content_hash, result FROM processed
-        WHERE root_id = ${root} AND (msg_id IN ${ids} OR file IN ${names} OR payload_hash IN ${sums})
-        ORDER BY processed_at, msg_id`
-      const duplicates = await tx`
-        SELECT msg_id, file, seen_at, is_conflict, claim_id, payload_hash, content_hash FROM duplicates
-        WHERE root_id = ${root} AND (msg_id IN ${ids} OR file IN ${names} OR payload_hash IN ${sums})
-        ORDER BY id`
-      const failures = await tx`
-        SELECT id, file, original, reason, detail, payload_hash, claim_id, failed_at, replayed_at FROM failures
-        WHERE root_id = ${root} AND ${failed} ORDER BY id`
-      const replays = await tx`
-        SELECT file, failure_id, replayed_at FROM replays
-        WHERE root_id = ${root}
-          AND (file IN ${names} OR failure_id IN (SELECT id FROM failures WHERE root_id = ${root} AND ${failed}))
-        ORDER BY id`
-      const claims = await tx`
-        SELECT c.name, c.claim_id, c.owner_id, c.attempts, c.state, c.dest, c.dest_name, c.payload_hash, c.claimed_at,
-               o.host, o.pid, o.boot_id, o.start_ticks, o.heartbeat_at
-        FROM claims c LEFT JOIN consumers o ON o.owner_id = c.owner_id
-        WHERE c.root_id = ${root} AND c.name IN ${names} ORDER BY c.seq_no`
-      return toHistory({ processed, duplicates, failures, replays, claims } as never)
-    })
+    return operator.history(this, keys)
   }
 
   /**
@@ -495,33 +399,16 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
 
   /** How many replays of `file` this root has logged (a bulk replay's --max-replays count). */
   replayCount(file: string): Promise<number> {
-    return replaysOf(this.sql, this.rootId, file)
+    return operator.replaysOf(this.sql, this.rootId, file)
   }
 
   /** Marks the failure record of a file replayed from error/ and logs the replay. */
   markReplayed(file: string, now: string): Promise<boolean> {
-    return this.transaction((tx) => markFailure(tx, this.rootId, file, now))
+    return this.transaction((tx) => operator.markFailure(tx, this.rootId, file, now))
   }
 
-  /**
-   * A replay's ledger half around its move (see LedgerPort), under a transaction-scoped
-   * advisory lock on this root's file name, so two hosts replaying the same file at once cannot
-   * both pass the limit (there may be no failure row to lock).
-   */
-  recordReplay(
-    file: string,
-    now: string,
-    move: () => void,
-    maxReplays = Number.POSITIVE_INFINITY,
-  ): Promise<ReplayRecord> {
-    return this.transaction(async (tx): Promise<ReplayRecord> => {
-      await tx`SELECT pg_advisory_xact_lock(hashtext(${`spool-replay:${this.rootId}:${file}`}))`
-      const count = await replaysOf(tx, this.rootId, file)
-      if (count >= maxReplays) return { kind: "too-often", count }
-      const isRecordMarked = await markFailure(tx, this.rootId, file, now)
-      move()
-      return { kind: "replayed", isRecordMarked }
-    })
+  recordReplay(file: string, now: string, move: () => void, maxReplays?: number): Promise<ReplayRecord> {
+    return operator.recordReplay(this, file, now, move, maxReplays)
   }
 
   /**
@@ -538,41 +425,17 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
     return parseResult(row?.result as string | null | undefined)
   }
 
-  /** Runs order-check.sql exactly as checked in (the same file the sqlite3 shell runs). */
-  async orderProblems(): Promise<OrderProblem[]> {
-    const rows = (await this.sql.unsafe(orderCheckSql)) as { order_no: string; seq: string | number; problem: string }[]
-    return rows.map((r) => ({
-      order_no: r.order_no,
-      seq: Number(r.seq),
-      problem: r.problem as OrderProblem["problem"],
-    }))
+  orderProblems(): Promise<OrderProblem[]> {
+    return operator.orderProblems(this)
   }
 
-  /**
-   * Retention, as the SQLite ledger's compact, over the whole ledger: every root's history and
-   * keys (deduplication and the horizon are the ledger's, not one root's, and a root whose host
-   * is gone is pruned too). With `dryRun` the same statements run and are rolled back, so the
-   * counts are exactly what a real run removes.
-   */
-  async compact(
+  compact(
     historyCutoff: string,
     keyCutoff: string | undefined,
     now: string,
     options: { dryRun?: boolean } = {},
   ): Promise<CompactSummary> {
-    if (!options.dryRun) return this.transaction((tx) => pruneIn(tx, historyCutoff, keyCutoff, now))
-    return this.transaction(async (tx) => {
-      let summary: CompactSummary | undefined
-      try {
-        await tx.savepoint(async (sp) => {
-          summary = await pruneIn(sp, historyCutoff, keyCutoff, now)
-          throw rollback
-        })
-      } catch (error) {
-        if (error !== rollback) throw error
-      }
-      return summary as CompactSummary
-    })
+    return operator.compact(this, historyCutoff, keyCutoff, now, options)
   }
 
   /** amcheck on spool's indexes when installed, then spool's consistency checks (sql/postgres/verify.sql). */
@@ -583,30 +446,4 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
   async close(): Promise<void> {
     await this.sql.close()
   }
-}
-
-const rollback = new Error("roll back the dry run")
-
-async function replaysOf(sql: SQL, rootId: string, file: string): Promise<number> {
-  const [row] = await sql`SELECT COUNT(*)::int AS n FROM replays WHERE root_id = ${rootId} AND file = ${file}`
-  return row.n as number
-}
-
-/** Marks the latest unreplayed failure of `file` replayed and logs the replay, in the caller's transaction. */
-async function markFailure(tx: SQL, rootId: string, file: string, now: string): Promise<boolean> {
-  const [row] = await tx`
-    SELECT id FROM failures WHERE root_id = ${rootId} AND file = ${file} AND replayed_at IS NULL
-    ORDER BY id DESC LIMIT 1 FOR UPDATE`
-  await tx`INSERT INTO replays (root_id, file, failure_id, replayed_at) VALUES (${rootId}, ${file}, ${row?.id ?? null}, ${now})`
-  if (!row) return false
-  await tx`UPDATE failures SET replayed_at = ${now} WHERE id = ${row.id}`
-  return true
-}
-
-/** compact's statements (ledger-statements.ts), in the caller's transaction or savepoint. */
-function pruneIn(tx: SQL, historyCutoff: string, keyCutoff: string | undefined, now: string): Promise<CompactSummary> {
-  return runStepsAsync(
-    prune(historyCutoff, keyCutoff, now),
-    async (statement, params) => (await tx.unsafe(statement, [...params])).count,
-  )
 }

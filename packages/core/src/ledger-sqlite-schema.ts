@@ -100,11 +100,6 @@ export function prepare(db: Database) {
        FROM duplicates d JOIN processed p ON p.msg_id = d.msg_id
        WHERE d.is_conflict = 1 ORDER BY d.msg_id, d.id`,
     ),
-    failureReason: q("SELECT reason FROM failures WHERE file = ? AND replayed_at IS NULL ORDER BY id DESC LIMIT 1"),
-    unreplayedFailure: q(
-      `SELECT reason, payload_hash AS payloadHash, failed_at AS failedAt FROM failures
-       WHERE file = ? AND replayed_at IS NULL ORDER BY id DESC LIMIT 1`,
-    ),
     failureReasons: q("SELECT file, reason FROM failures WHERE replayed_at IS NULL ORDER BY id"),
     latestFailure: q("SELECT id FROM failures WHERE file = ? AND replayed_at IS NULL ORDER BY id DESC LIMIT 1"),
     markReplayed: q("UPDATE failures SET replayed_at = ? WHERE id = ?"),

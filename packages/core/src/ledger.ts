@@ -1,15 +1,12 @@
-import { Database, type Statement } from "bun:sqlite"
-import fs from "node:fs"
-import { dirname } from "node:path"
+import type { Database } from "bun:sqlite"
 import orderCheckSql from "../sql/order-check.sql" with { type: "text" }
-import { SpoolError } from "./errors.ts"
-import { historyOf, isLeftOpen, newLedgerRefusal, quickCheck, refuseLinks } from "./ledger-files.ts"
-import { type HistoryKeys, keyLists, type LedgerHistory, toHistory } from "./ledger-history.ts"
+import type { HistoryKeys, LedgerHistory } from "./ledger-history.ts"
 import type { LedgerPort } from "./ledger-port.ts"
 import { commitBatch } from "./ledger-sqlite-commit.ts"
-import { asLedgerError, describe, untilNotBusy } from "./ledger-sqlite-errors.ts"
-import { migrate, prepare, userVersion } from "./ledger-sqlite-schema.ts"
-import { forSqlite, prune, runSteps } from "./ledger-statements.ts"
+import { asLedgerError } from "./ledger-sqlite-errors.ts"
+import { type LedgerOptions, openDatabase } from "./ledger-sqlite-open.ts"
+import * as operator from "./ledger-sqlite-operator.ts"
+import { prepare } from "./ledger-sqlite-schema.ts"
 import {
   type AcceptedOutcome,
   type AdoptedRow,
@@ -37,40 +34,10 @@ import type { Owner } from "./owner.ts"
 import { type LedgerStats, readStats } from "./stats.ts"
 import type { DeferPolicy } from "./transient.ts"
 
+export type { LedgerOptions } from "./ledger-sqlite-open.ts"
 export { schemaVersion } from "./ledger-sqlite-schema.ts"
-export type {
-  AcceptedOutcome,
-  AdoptedRow,
-  Claim,
-  ClaimRow,
-  CompactSummary,
-  ConflictRow,
-  Deferral,
-  Destination,
-  FailureRecord,
-  OrderProblem,
-  Outcome,
-  RawClaimRow,
-  RawOwner,
-  ReplayRecord,
-  Verdict,
-} from "./ledger-types.ts"
-export { adopted, toClaimRow, toOwner } from "./ledger-types.ts"
-
-/** Options for opening a ledger. */
-export interface LedgerOptions {
-  /** Make every commit durable against power loss (synchronous=FULL). Default true. */
-  readonly durable?: boolean
-  /** How long to wait for another process's write lock before failing, in ms. */
-  readonly busyTimeoutMs?: number
-  /** Open without creating or migrating (reports, replay). */
-  readonly readonly?: boolean
-  /**
-   * Start a new, empty ledger even beside a queue root with history (files in done/ or
-   * error/, or a PostgreSQL binding), whose deduplication keys it will not have (`--new-ledger`).
-   */
-  readonly isNewLedgerAllowed?: boolean
-}
+// The domain types, where callers of the SQLite ledger have always found them.
+export * from "./ledger-types.ts"
 
 /**
  * A business effect that runs inside the commit transaction of a message processed for the
@@ -97,78 +64,9 @@ export class Ledger implements LedgerPort<Effect> {
     this.#s = prepare(db)
   }
 
-  /**
-   * Opens (creating and migrating as needed) the ledger at `path`, which is `ROOT/ledger.db`.
-   * Refused before anything is created or changed: a symlinked ledger file, and a new ledger
-   * (absent, empty, no spool tables) beside a root with history, unless `isNewLedgerAllowed`.
-   * A ledger whose -wal was left behind (not closed cleanly) is checked with quick_check first.
-   */
+  /** Opens the ledger at `path` (`ROOT/ledger.db`), by openDatabase's rules. */
   static open(path: string, options: LedgerOptions = {}): Ledger {
-    refuseLinks(path)
-    const root = dirname(path)
-    const isGuarded = options.isNewLedgerAllowed !== true
-    const wasLeftOpen = isLeftOpen(path)
-    // The history is looked at before the ledger: spool moves a file to done/ or error/ only
-    // after the ledger has committed it, so files seen first and no ledger (or no schema) seen
-    // after cannot be this ledger's doing, even while other consumers are starting.
-    const isNew = !fs.existsSync(path)
-    if (isNew && isGuarded) {
-      const history = historyOf(root)
-      if (history !== undefined && !fs.existsSync(path)) throw newLedgerRefusal(path, "absent", history)
-    }
-    if (isNew && options.readonly) throw new SpoolError("ledger", `${path} has no spool ledger yet; run consume first`)
-    // Created with its final mode before SQLite opens it, so it is never world-writable, not
-    // even for a moment under umask 000. EEXIST is another consumer winning the same race.
-    if (isNew && !options.readonly)
-      try {
-        fs.closeSync(fs.openSync(path, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_EXCL, 0o640))
-      } catch {}
-    let db: Database
-    try {
-      db = new Database(path, { create: !options.readonly, readwrite: true, strict: true })
-    } catch (error) {
-      throw asLedgerError(error, path, `cannot open the ledger ${path}: ${describe(error)}`)
-    }
-    try {
-      if (isNew) fs.chmodSync(path, 0o640)
-      const busyTimeoutMs = Math.max(0, Math.trunc(options.busyTimeoutMs ?? 10_000))
-      db.exec(`PRAGMA busy_timeout = ${busyTimeoutMs}`)
-      // Before the switch to WAL below, which writes the header of an empty file. A file this
-      // process just created was judged by the history check above.
-      if (!isNew && isGuarded && untilNotBusy(busyTimeoutMs, () => userVersion(db)) === 0) {
-        const history = historyOf(root)
-        if (history !== undefined && userVersion(db) === 0)
-          throw newLedgerRefusal(path, fs.statSync(path).size === 0 ? "empty" : "unmigrated", history)
-      }
-      // Switching a new database to WAL needs its exclusive lock, and SQLite answers BUSY at
-      // once (no busy handler) while another process opening it at the same moment holds it.
-      untilNotBusy(busyTimeoutMs, () => db.exec("PRAGMA journal_mode = WAL"))
-      // FULL: the WAL is fsynced at every commit, so a reported commit survives power loss.
-      // NORMAL (the --no-fsync choice) survives a process crash but not a power cut.
-      db.exec(`PRAGMA synchronous = ${options.durable === false ? "NORMAL" : "FULL"}`)
-      // msg_ids arrive in random order, so every batch dirties index pages all over the file; with
-      // SQLite's default 2 MiB cache each batch re-reads them. 8 MiB holds most hot index pages
-      // and is a fixed bound, so memory stays flat however large the ledger grows. (16 MiB took
-      // 1M random keys in about 18% less time in bench/ledger-cache.ts, and cost the consume
-      // process 8 MB more memory.)
-      db.exec("PRAGMA cache_size = -8192")
-      // A checkpoint copies every page the WAL holds back into the database file. Every 10,000
-      // pages instead of SQLite's 1,000, an index page that many batches rewrite is copied once,
-      // not after every batch. Durability is the WAL fsync at COMMIT, unchanged; the WAL file
-      // peaks near 40 MiB on disk and is removed when the last connection closes.
-      db.exec("PRAGMA wal_autocheckpoint = 10000")
-      // quick_check reads every page, too slow for every start of a large ledger (BENCHMARKS.md,
-      // The ledger's integrity checks), so it runs when the last run may have ended mid-write:
-      // its -wal is still there (killed, power cut), or another process has the ledger open.
-      if (!options.readonly && wasLeftOpen) quickCheck(db, path)
-      if (!options.readonly) migrate(db, path)
-      else if (userVersion(db) === 0)
-        throw new SpoolError("ledger", `${path} has no spool ledger yet; run consume first`)
-    } catch (error) {
-      db.close()
-      throw asLedgerError(error, path)
-    }
-    return new Ledger(db, path)
+    return new Ledger(openDatabase(path, options), path)
   }
 
   /** Runs `fn` in a BEGIN IMMEDIATE transaction: the write lock is taken up front, so COMMIT cannot hit a busy lock. */
@@ -209,6 +107,21 @@ export class Ledger implements LedgerPort<Effect> {
    * transaction forgets `forget`: committed claims whose files have durably left processing/.
    */
   claim(ownerId: string, names: readonly string[], now: string, forget: readonly Claim[] = []): Claim[] {
+    return this.#claimEach(ownerId, names, now, forget)
+  }
+
+  /**
+   * The claim transaction of `claim` and `claimDue`: forgets `forget`, refreshes the heartbeat,
+   * and inserts a claim row per free name; `take` (run in the same transaction) may still give a
+   * new claim up, by returning false.
+   */
+  #claimEach(
+    ownerId: string,
+    names: readonly string[],
+    now: string,
+    forget: readonly Claim[],
+    take?: (name: string, claimId: string) => boolean,
+  ): Claim[] {
     const claimed: Claim[] = []
     // Process-crash durable only (no WAL fsync): the claim rows need to be on disk only before
     // the commit that follows, and that commit's fsync (synchronous=FULL) makes every earlier
@@ -223,8 +136,9 @@ export class Ledger implements LedgerPort<Effect> {
         this.#s.heartbeat.run(now, ownerId)
         for (const name of names) {
           const claimId = `${ownerId}.${(this.#claimCounter++).toString(36)}`
-          if (this.#s.insertClaim.run(name, claimId, ownerId, now).changes === 1)
-            claimed.push({ name, claimId, attempts: 1 })
+          if (this.#s.insertClaim.run(name, claimId, ownerId, now).changes !== 1) continue
+          if (take === undefined || take(name, claimId)) claimed.push({ name, claimId, attempts: 1 })
+          else this.#s.releaseClaim.run(name, claimId, ownerId)
         }
       }),
     )
@@ -255,21 +169,14 @@ export class Ledger implements LedgerPort<Effect> {
    * consumer may have taken it and deferred it again meanwhile: that claim is given up at once).
    */
   claimDue(ownerId: string, due: readonly Deferral[], now: string, forget: readonly Claim[] = []): Claim[] {
-    const claimed: Claim[] = []
-    this.lazily(() =>
-      this.transaction(() => {
-        for (const c of forget) this.#s.forgetClaim.run(c.name, c.claimId)
-        this.#s.heartbeat.run(now, ownerId)
-        for (const d of due) {
-          const claimId = `${ownerId}.${(this.#claimCounter++).toString(36)}`
-          if (this.#s.insertClaim.run(d.file, claimId, ownerId, now).changes !== 1) continue
-          if (this.#s.pickUpDeferral.run(claimId, d.file, d.claimId, now).changes === 1)
-            claimed.push({ name: d.file, claimId, attempts: 1 })
-          else this.#s.releaseClaim.run(d.file, claimId, ownerId)
-        }
-      }),
+    const listed = new Map(due.map((d) => [d.file, d.claimId]))
+    return this.#claimEach(
+      ownerId,
+      due.map((d) => d.file),
+      now,
+      forget,
+      (name, claimId) => this.#s.pickUpDeferral.run(claimId, name, listed.get(name) ?? "", now).changes === 1,
     )
-    return claimed
   }
 
   /** The deferrals due at `now`, earliest first, at most `limit`. */
@@ -306,39 +213,13 @@ export class Ledger implements LedgerPort<Effect> {
     return this.#s.countDeferrals.get(now) as { deferred: number; due: number }
   }
 
-  /**
-   * Retention: forgets history (duplicates, replayed failures, replays) older than `historyCutoff`
-   * and, when `keyCutoff` is given, processed rows (idempotency keys) older than it, keeping
-   * each order's highest pruned seq in `horizon`. One transaction; returns what was removed.
-   * With `dryRun` the same statements run and are rolled back: the counts are exactly what a
-   * real run removes.
-   */
   compact(
     historyCutoff: string,
     keyCutoff: string | undefined,
     now: string,
     options: { dryRun?: boolean } = {},
   ): CompactSummary {
-    if (options.dryRun) {
-      let summary: CompactSummary | undefined
-      try {
-        this.transaction(() => {
-          summary = this.compact(historyCutoff, keyCutoff, now)
-          throw rollback
-        })
-      } catch (error) {
-        if (error !== rollback) throw error
-      }
-      return summary as CompactSummary
-    }
-    return this.transaction(() =>
-      runSteps(prune(historyCutoff, keyCutoff, now), (statement, params) => this.#run(statement, params)),
-    )
-  }
-
-  /** Runs a shared statement (ledger-statements.ts) with SQLite's parameters; returns the rows it changed. */
-  #run(statement: string, params: readonly (string | number)[]): number {
-    return this.db.run(forSqlite(statement), params as (string | number)[]).changes
+    return operator.compact(this, historyCutoff, keyCutoff, now, options)
   }
 
   /**
@@ -441,47 +322,24 @@ export class Ledger implements LedgerPort<Effect> {
 
   /** The reason of the latest unreplayed failure recorded under `file` in error/. */
   failureReason(file: string): string | undefined {
-    return (this.#s.failureReason.get(file) as { reason: string } | null)?.reason
+    return this.unreplayedFailure(file)?.reason
   }
 
   /** The latest unreplayed failure recorded under `file` in error/. */
   unreplayedFailure(file: string): FailureRecord | undefined {
-    return (this.#s.unreplayedFailure.get(file) as FailureRecord | null) ?? undefined
+    return this.unreplayedFailures([file]).get(file)
   }
 
-  /** The reason of the latest unreplayed failure of every file recorded in error/. */
   failureReasons(): Map<string, string> {
-    const reasons = new Map<string, string>()
-    // By id: the latest failure recorded under a name is the one set last.
-    for (const r of this.#s.failureReasons.iterate() as IterableIterator<{ file: string; reason: string }>)
-      reasons.set(r.file, r.reason)
-    return reasons
+    return operator.failureReasons(this.#s)
   }
 
-  /** The latest unreplayed failure recorded under each of `files` in error/ (those that have one). */
   unreplayedFailures(files: readonly string[]): Map<string, FailureRecord> {
-    const found = new Map<string, FailureRecord>()
-    // By id: the latest failure recorded under a name is the one set last.
-    for (const r of this.#s.unreplayedFailures.iterate(JSON.stringify(files)) as IterableIterator<
-      FailureRecord & { file: string }
-    >)
-      found.set(r.file, { reason: r.reason, payloadHash: r.payloadHash, failedAt: r.failedAt })
-    return found
+    return operator.unreplayedFailures(this.#s, files)
   }
 
-  /** Every row matching `keys` (see LedgerHistory), read in one transaction. */
   history(keys: HistoryKeys): LedgerHistory {
-    const { msgIds, files, hashes } = keyLists(keys)
-    const all = (s: Statement, ...params: string[]) => s.all(...params) as never[]
-    return this.db.transaction(() =>
-      toHistory({
-        processed: all(this.#s.historyProcessed, msgIds, files, hashes),
-        duplicates: all(this.#s.historyDuplicates, msgIds, files, hashes),
-        failures: all(this.#s.historyFailures, files, hashes),
-        replays: all(this.#s.historyReplays, files, hashes),
-        claims: all(this.#s.historyClaims, files),
-      }),
-    )()
+    return operator.history(this.db, this.#s, keys)
   }
 
   /**
@@ -562,5 +420,3 @@ export class Ledger implements LedgerPort<Effect> {
     this.db.close()
   }
 }
-
-const rollback = new Error("roll back the dry run")
