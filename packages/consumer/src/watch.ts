@@ -49,7 +49,7 @@ export async function watch<E extends AnyEffect = never>(o: WatchOptions<E>): Pr
   const wake = new Wakeup()
   const onAbort = () => wake.fire("abort")
   o.signal.addEventListener("abort", onAbort, { once: true })
-  await loadValidator()
+  await loadValidator(o.type)
   const watcher = o.useEvents === false ? undefined : watchInbox(o.queue.inbox, o.log, () => wake.fire("event"))
   o.log.info("watching", {
     root: o.queue.root,

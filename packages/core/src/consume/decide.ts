@@ -3,21 +3,28 @@ import { join } from "node:path"
 import { crashIfPoison } from "../_fault.ts"
 import { type FileRead, type OpenDir, readMessageFile } from "../files.ts"
 import type { Outcome } from "../ledger.ts"
-import type { Message, MessageType, RejectReason } from "../message.ts"
+import type { MessageType } from "../message.ts"
+import { canonicalContent, type Decoded, decodeWith, type Message, type RejectReason } from "../message-decode.ts"
+import { checkMessage } from "../message-rules.ts"
 import { alternateName } from "../names.ts"
 import type { Item } from "./context.ts"
 
 /**
- * Imports the message validator, which consume otherwise does when it first judges a message;
- * a long-running consumer (watch mode) calls it at start, not on the first file that arrives.
+ * Imports what judging with `type` needs: for an application's own type, the arktype half of
+ * message validation (message.ts, with @ark/schema), which consume otherwise does when it
+ * first judges a message; a long-running consumer (watch mode) calls it at start, not on the
+ * first file that arrives. spool's own rules (no type) need nothing imported.
  */
-export const loadValidator = () => import("../message.ts")
+export async function loadValidator(type?: unknown): Promise<void> {
+  if (type !== undefined) await import("../message.ts")
+}
 
 /** Reads each claimed file and judges it: accepted, or rejected with a reason. */
 export class Decider {
-  /** The validator and its module, imported when the first message is judged (see load). */
-  #type: MessageType<Message> | undefined
-  #message: typeof import("../message.ts") | undefined
+  /** The application's own validator, if it gave one; spool's rules (checkMessage) otherwise. */
+  readonly #type: MessageType<Message> | undefined
+  /** Decodes a file's bytes by the validator's rules; set by load. */
+  #decode: ((bytes: Uint8Array) => Decoded<Message>) | undefined
   readonly #processing: OpenDir
   readonly #errorDir: string
   readonly #maxBytes: number
@@ -32,15 +39,17 @@ export class Decider {
   }
 
   /**
-   * Imports the validation module when the first message is judged, not with this module:
-   * @ark/schema builds its intrinsic nodes at import (about 0.1 s), which a run that finds
-   * nothing to do, the common case for a consumer started by cron, need not pay. arktype
-   * itself is never imported unless the application passes its own type.
+   * Prepares the decoder before the first message is judged. An application's arktype type is
+   * applied through message.ts, imported only then: the default rules need no schema library.
    */
   async load(): Promise<void> {
-    if (this.#message !== undefined) return
-    this.#message = await loadValidator()
-    this.#type ??= this.#message.validateMessage
+    if (this.#decode !== undefined) return
+    const type = this.#type
+    if (type === undefined) this.#decode = (bytes) => decodeWith(bytes, checkMessage)
+    else {
+      const { decodeMessage } = await import("../message.ts")
+      this.#decode = (bytes) => decodeMessage(bytes, type)
+    }
   }
 
   /** Reads (unless the I/O thread did) and judges one claimed file. */
@@ -66,8 +75,7 @@ export class Decider {
     crashIfPoison(item.name)
     const hash = item.hash ?? Bun.CryptoHasher.hash("sha256", bytes, "hex")
     item.hash = undefined
-    const validation = this.#message as typeof import("../message.ts")
-    const decoded = validation.decodeMessage(bytes, this.#type as MessageType<Message>)
+    const decoded = (this.#decode as (bytes: Uint8Array) => Decoded<Message>)(bytes)
     if (!decoded.ok) return this.reject(item, decoded.reason, decoded.detail, hash)
     const m = decoded.message
     return {
@@ -79,7 +87,7 @@ export class Decider {
       seq: m.seq,
       amount: decoded.amountText ?? String(m.amount),
       hash,
-      contentHash: Bun.CryptoHasher.hash("sha256", validation.canonicalContent(decoded.value, decoded.text), "hex"),
+      contentHash: Bun.CryptoHasher.hash("sha256", canonicalContent(decoded.value, decoded.text), "hex"),
       message: m,
     }
   }
