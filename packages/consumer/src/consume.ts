@@ -105,9 +105,10 @@ export async function main(argv: readonly string[]): Promise<number> {
     const format: LogFormat = v["log-format"]
     const level: LogLevel = v.quiet ? "quiet" : v.verbose ? "verbose" : "info"
     const durable = !v["no-fsync"]
-    // This process is spool's own: keep its garbage, and so its footprint, small (about 12 ms
-    // of the main thread per 2000 files on the bench machine; see BENCHMARKS.md, Memory).
-    collectGarbageEvery(2000)
+    // This process is spool's own: keep its garbage, and so its footprint, small. A young
+    // collection every 1000 files, a full one every 4000: the same peak as a full one every
+    // 2000, for less of the main thread (see BENCHMARKS.md, Memory).
+    collectGarbageEvery(1000, 4000)
     const queue = openQueue(resolveRoot(v.root))
     const ledgerUrl = resolveLedgerUrl(v.ledger)
     // Every option was parsed before the body runs, before any worker starts, so a usage error

@@ -383,17 +383,17 @@ describe("Ledger.adoptClaims", () => {
 })
 
 describe("collectGarbageEvery", () => {
-  /** Runs consume on seven files in batches of two, counting the full collections it asks for. */
-  async function fullCollections(every: number): Promise<number> {
+  /** Runs consume on seven files in batches of two; the collections it asks for, "eden" or "full", in order. */
+  async function collections(every: number, fullEvery?: number): Promise<string[]> {
     const files = Object.fromEntries(Array.from({ length: 7 }, (_, i) => [`m${i}.json`, msg(`id-${i}`, i + 1)]))
     const t = tempQueue(files)
     const gc = Bun.gc
-    let full = 0
+    const asked: string[] = []
     Bun.gc = (force?: boolean) => {
-      if (force) full++
+      asked.push(force ? "full" : "eden")
       return gc(force)
     }
-    collectGarbageEvery(every)
+    collectGarbageEvery(every, fullEvery)
     try {
       await consume({ queue: t.q, ledger: t.ledger, batchSize: 2, pipeline: false })
     } finally {
@@ -401,14 +401,23 @@ describe("collectGarbageEvery", () => {
       Bun.gc = gc
     }
     expect(ls(t.q.done)).toHaveLength(7)
-    return full
+    return asked
   }
 
   it("collects after every so many files moved out, and never when off (the default)", async () => {
-    expect(await fullCollections(0)).toBe(0)
+    expect(await collections(0)).toEqual([])
     // Batches of 2, 2, 2 and 1 files: with 3, a collection after the second batch (4 files
     // since none) and after the fourth (3 since the last).
-    expect(await fullCollections(3)).toBe(2)
-    expect(await fullCollections(1)).toBe(4)
+    expect(await collections(3)).toEqual(["full", "full"])
+    expect(await collections(1)).toEqual(["full", "full", "full", "full"])
+  })
+
+  it("makes every collection young but one per so many files full", async () => {
+    // After each batch, young; full once 4 files have been moved since the last full one: after
+    // the second batch (4), not after the fourth (3 since).
+    expect(await collections(1, 4)).toEqual(["eden", "full", "eden", "eden"])
+    expect(await collections(1, 3)).toEqual(["eden", "full", "eden", "full"])
+    // Every 2 files, young only: the last batch (1 file) asks for none.
+    expect(await collections(2, 100)).toEqual(["eden", "eden", "eden"])
   })
 })
