@@ -19,7 +19,9 @@ export class Pipeline {
   /**
    * The share of a batch's files the I/O thread reads; this thread reads the rest. Renames
    * cost more or less depending on the filesystem and the directories' sizes, so the share
-   * follows the load: down when this thread had to wait for the I/O thread, up when not.
+   * follows the load: down when this thread had to wait for the I/O thread, up when not. Down
+   * fast, up slowly: where renames are the bottleneck, every read the I/O thread keeps delays
+   * the whole pipeline, while this thread reading a few more than it must costs it only slack.
    */
   #readShare = 1
 
@@ -87,7 +89,7 @@ export class Pipeline {
       const waitedFrom = performance.now()
       r = await reply
       const waited = performance.now() - waitedFrom > 0.5
-      this.#readShare = Math.min(1, Math.max(0, this.#readShare + (waited ? -0.1 : 0.05)))
+      this.#readShare = Math.min(1, Math.max(0, this.#readShare + (waited ? -0.25 : 0.02)))
     } catch (error) {
       markInProcessing(items, error instanceof IoError ? error.status : undefined)
       throw error
