@@ -21,7 +21,6 @@ function tempQueue(): Queue {
 function ioFor(q: Queue): IoThread {
   const io = new IoThread({
     dirs: { inbox: q.inbox, processing: q.processing, done: q.done, error: q.error },
-    durable: true,
     maxBytes: 100,
   })
   cleanups.push(() => io.close())
@@ -208,5 +207,72 @@ describe("consume with the pipeline", () => {
     expect(o.claims).toEqual({ n: 0 })
     expect(s2).toMatchObject({ claimed: 66, processed: 40, duplicates: 20, conflicts: 10, rejected: 6 })
     expect(s2.batches).toBe(10)
+  })
+})
+
+describe("the pipelined protocol's fsyncs", () => {
+  /**
+   * Consumes `n` files in batches of 5 through the I/O thread, logging in order each directory
+   * fsync (by directory), each commit and each claim transaction's list of claims to forget.
+   */
+  async function logged(n: number, durable: boolean): Promise<string[]> {
+    const q = tempQueue()
+    for (let i = 0; i < n; i++)
+      fs.writeFileSync(
+        join(q.inbox, `m${i}.json`),
+        JSON.stringify({ msg_id: `m${i}`, order_no: "o", seq: i + 1, amount: 1 }),
+      )
+    const dirOf = new Map(
+      (["inbox", "processing", "done", "error"] as const).map((d) => [fs.statSync(q[d]).ino, d] as const),
+    )
+    const log: string[] = []
+    const ledger = Ledger.open(q.ledger, { durable })
+    const { commit, claim } = ledger
+    ledger.commit = (...a: Parameters<typeof commit>) => {
+      log.push("commit")
+      return commit.apply(ledger, a)
+    }
+    ledger.claim = (...a: Parameters<typeof claim>) => {
+      log.push(`claim forgetting ${a[3]?.length ?? 0}`)
+      return claim.apply(ledger, a)
+    }
+    const fsync = fs.fsyncSync
+    fs.fsyncSync = (fd: number) => {
+      const dir = dirOf.get(fs.fstatSync(fd).ino)
+      if (dir !== undefined) log.push(`fsync ${dir}`)
+      return fsync(fd)
+    }
+    try {
+      await consume({ queue: q, ledger, batchSize: 5, pipeline: true, durable })
+    } finally {
+      fs.fsyncSync = fsync
+      ledger.close()
+    }
+    expect(fs.readdirSync(q.done)).toHaveLength(n)
+    return log
+  }
+
+  it("makes each batch's renames in durable before its commit, and its renames out before its claims are forgotten", async () => {
+    const log = await logged(20, true)
+    const commits = log.flatMap((e, i) => (e === "commit" ? [i] : []))
+    expect(commits).toHaveLength(4)
+    // Before each commit, since the one before: inbox/ and processing/ fsynced (its batch's claim).
+    for (const [k, at] of commits.entries()) {
+      const since = log.slice(k === 0 ? 0 : (commits[k - 1] as number) + 1, at)
+      expect(since).toContain("fsync inbox")
+      expect(since).toContain("fsync processing")
+    }
+    // A claim transaction that forgets claims comes after done/ was fsynced since the commit of
+    // the files it forgets.
+    const forgetting = log.flatMap((e, i) => (/^claim forgetting [1-9]/.test(e) ? [i] : []))
+    expect(forgetting.length).toBeGreaterThan(0)
+    for (const at of forgetting) {
+      const lastCommit = commits.filter((c) => c < at).at(-1) as number
+      expect(log.slice(lastCommit, at)).toContain("fsync done")
+    }
+  })
+
+  it("fsyncs no directory with durable off", async () => {
+    expect((await logged(20, false)).filter((e) => e.startsWith("fsync"))).toEqual([])
   })
 })

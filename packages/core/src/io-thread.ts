@@ -6,15 +6,15 @@ import { SpoolError, type SpoolErrorCode } from "./errors.ts"
 // alternate with the ledger work; here a worker does the file work of one batch while the
 // main thread judges and commits the previous one. The worker only moves and reads files:
 // every decision and every ledger write stays on the main thread, in the protocol's order
-// (claim rows before a rename into processing/, commit before a rename out of it).
+// (claim rows before a rename into processing/, commit before a rename out of it). So do the
+// directory fsyncs: the main thread makes a reply's renames durable before the step that
+// depends on them, while the worker goes on renaming instead of waiting on the disk.
 
 /** The queue directories the worker moves files between. */
 export type IoDir = "inbox" | "processing" | "done" | "error"
 
 export interface IoConfig {
   readonly dirs: Readonly<Record<IoDir, string>>
-  /** fsync directories after their renames (the Maildir rule). */
-  readonly durable: boolean
   readonly maxBytes: number
 }
 
@@ -123,8 +123,9 @@ export class IoThread {
   }
 
   /**
-   * Renames each name inbox/ -> processing/ (no-replace), fsyncs both, and reads the first
-   * `readCount` of the moved files, at most `readBytes` of them in all; the caller reads the rest.
+   * Renames each name inbox/ -> processing/ (no-replace) and reads the first `readCount` of the
+   * moved files, at most `readBytes` of them in all; the caller reads the rest, and fsyncs both
+   * directories before it commits.
    */
   claimIn(names: readonly string[], regular: Uint8Array, readCount: number, readBytes: number): Promise<ClaimInReply> {
     return this.#send({
@@ -138,8 +139,9 @@ export class IoThread {
   }
 
   /**
-   * Renames each file out of processing/ (no-replace; a taken name in error/ becomes name~k)
-   * and fsyncs; a move not begun by `deadline` (clockNow's time) is left to the caller.
+   * Renames each file out of processing/ (no-replace; a taken name in error/ becomes name~k);
+   * a move not begun by `deadline` (clockNow's time) is left to the caller, who fsyncs the
+   * directories before it forgets the claims.
    */
   moveOut(moves: readonly MoveOut[], deadline = Number.POSITIVE_INFINITY): Promise<MoveOutReply> {
     return this.#send({

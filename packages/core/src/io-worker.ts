@@ -1,8 +1,9 @@
 // The consume engine's I/O worker (see io-thread.ts): moves files between queue directories
-// and reads them, one request at a time, in the order the main thread sent them.
+// and reads them, one request at a time, in the order the main thread sent them. It makes
+// nothing durable: the main thread fsyncs the directories once a reply says what moved.
 import { collectGarbageEvery, workDone } from "./collect.ts"
 import { SpoolError } from "./errors.ts"
-import { fsyncDir, type OpenDir, openDir, readMessageFile, renameNoReplaceAt } from "./files.ts"
+import { type OpenDir, openDir, readMessageFile, renameNoReplaceAt } from "./files.ts"
 import {
   type ClaimInReply,
   clockNow,
@@ -69,13 +70,10 @@ function claimIn(
   readBytes: number,
   status: Uint8Array,
 ): ClaimInReply {
-  let moved = 0
   for (const [i, name] of names.entries()) {
     const r = renameNoReplaceAt(dirs.inbox, name, dirs.processing, name)
     status[i] = r === "moved" ? InStatus.moved : r === "exists" ? InStatus.exists : InStatus.missing
-    if (r === "moved") moved++
   }
-  if (moved > 0) sync("inbox", "processing")
   const spans = new Int32Array(names.length * 2).fill(-1)
   const rejects: [number, "symlink" | "not-regular" | "too-large" | "vanished", string][] = []
   const hashes: string[] = new Array(names.length).fill(unread)
@@ -107,8 +105,6 @@ function claimIn(
 function moveOut(moves: readonly MoveOut[], deadline: number): MoveOutReply {
   const renamed: [number, string][] = []
   const missing: number[] = []
-  let toDone = false
-  let toError = false
   let expiredAt: number | undefined
   for (const [i, [name, dest, preferred]] of moves.entries()) {
     // Past the deadline the consumer may have been stalled long enough for its claims to be
@@ -118,17 +114,9 @@ function moveOut(moves: readonly MoveOut[], deadline: number): MoveOutReply {
       break
     }
     const to = moveFinished(dirs.processing, name, dirs[dest], preferred)
-    if (to === undefined) {
-      missing.push(i)
-      continue
-    }
-    if (dest === "done") toDone = true
-    else toError = true
-    if (dest === "error" && to !== preferred) renamed.push([i, to])
+    if (to === undefined) missing.push(i)
+    else if (dest === "error" && to !== preferred) renamed.push([i, to])
   }
-  // A directory no file entered has nothing to make durable.
-  if (toDone && toError) sync("processing", "done", "error")
-  else if (toDone || toError) sync("processing", toError ? "error" : "done")
   return expiredAt === undefined ? { renamed, missing } : { renamed, missing, expiredAt }
 }
 
@@ -141,11 +129,6 @@ function splitMoves(joined: string): MoveOut[] {
   for (let i = 0; i + 2 < f.length; i += 3)
     moves.push([f[i] as string, f[i + 1] === "error" ? "error" : "done", f[i + 2] as string])
   return moves
-}
-
-function sync(...names: IoDir[]): void {
-  if (!config.durable) return
-  for (const d of names) fsyncDir(dirs[d].fd)
 }
 
 function grow(from: Uint8Array, used: number, size: number): Uint8Array<ArrayBuffer> {

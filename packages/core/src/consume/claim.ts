@@ -132,6 +132,8 @@ export async function claimedIn(c: Context, items: readonly Item[], r: ClaimInRe
   for (const [i, reason, detail] of r.rejects) (items[i] as Item).read = { ok: false, reason, detail }
   await c.ledger.release(c.owner.ownerId, gone)
   if (held.length === 0) return undefined
+  // The I/O thread moved them; their renames are made durable here, before the commit.
+  c.sync("inbox", "processing")
   fault("after-claim")
   countClaimed(c.summary, c.log, held)
   return held

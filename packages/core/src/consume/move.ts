@@ -105,8 +105,8 @@ async function moveHeld(c: Context, items: readonly Item[], committedAt: number)
 }
 
 /**
- * Hands the moves of a committed batch out of processing/ to the I/O thread, which fsyncs
- * them; what it has not moved by `moveGuardMs` after `committedAt` is left to settleMoves.
+ * Hands the moves of a committed batch out of processing/ to the I/O thread; settleMoves
+ * fsyncs what it moved, and moves what it had not begun by `moveGuardMs` after `committedAt`.
  */
 export function moveThroughIo(c: Context, io: IoThread, held: readonly Item[], committedAt: number): Moving {
   const leaving: Item[] = []
@@ -141,7 +141,8 @@ export function moveThroughIo(c: Context, io: IoThread, held: readonly Item[], c
 
 /**
  * Completes the batches whose moves out have finished, oldest first (all of them, waiting,
- * when `wait`): records a renamed failure, and queues the claims to be forgotten.
+ * when `wait`): fsyncs the directories the files entered, records a renamed failure, and
+ * queues the claims to be forgotten.
  */
 export async function settleMoves(c: Context, moving: Moving[], wait: boolean): Promise<void> {
   for (let m = moving[0]; m !== undefined; m = moving[0]) {
@@ -151,13 +152,20 @@ export async function settleMoves(c: Context, moving: Moving[], wait: boolean): 
     }
     moving.shift()
     if (m.error !== undefined) throw m.error
-    for (const [i, to] of m.reply?.renamed ?? []) await c.ledger.renameFailure((m.items[i] as Item).claimId, to)
-    for (const i of m.reply?.missing ?? []) {
+    const reply = m.reply as MoveOutReply
+    const expiredAt = reply.expiredAt ?? m.items.length
+    // The I/O thread's renames, made durable before their claims can be forgotten.
+    const missing = new Set(reply.missing)
+    const entered = new Set<Destination>()
+    for (const [i, item] of m.items.slice(0, expiredAt).entries())
+      if (!missing.has(i)) entered.add(destOf(item.outcome as Outcome, item.verdict) ?? "done")
+    if (entered.size > 0) c.sync("processing", ...entered)
+    for (const [i, to] of reply.renamed) await c.ledger.renameFailure((m.items[i] as Item).claimId, to)
+    for (const i of reply.missing) {
       const item = m.items[i] as Item
       await notThereToMove(c, item.name, item.claimId, destOf(item.outcome as Outcome, item.verdict) ?? "done")
     }
-    const expiredAt = m.reply?.expiredAt
-    if (expiredAt === undefined) movedOut(c, m.items)
+    if (expiredAt === m.items.length) movedOut(c, m.items)
     else movedOut(c, [...m.items.slice(0, expiredAt), ...(await moveHeld(c, m.items.slice(expiredAt), m.committedAt))])
   }
 }

@@ -30,7 +30,6 @@ export class Pipeline {
     const q = c.queue
     this.#io = new IoThread({
       dirs: { inbox: q.inbox, processing: q.processing, done: q.done, error: q.error },
-      durable: c.durable,
       maxBytes: c.maxBytes,
     })
   }
