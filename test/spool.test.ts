@@ -38,13 +38,29 @@ describe("spool", () => {
     expect(r.exitCode).toBe(0)
   })
 
-  it.each(specs)("spool help %s is that command's --help", async (name) => {
+  it.each(specs)("spool help %s is that command's --help, whose usage says spool %s", async (name) => {
     const help = await spool(["help", name])
     const own = await spool([name, "--help"])
-    expect(help.stdout).toStartWith("Usage: ")
+    expect(help.stdout).toStartWith(`Usage: spool ${name} `)
     expect(help.stdout).toBe(own.stdout)
+    expect(help.stdout).not.toMatch(/bun run [a-z-]+ \[|[a-z]+\.sh /)
     expect(help.exitCode).toBe(0)
     expect((await spool([name, "--version"])).stdout).toBe(`spool ${version}\n`)
+  })
+
+  it("keeps a synopsis' continuation lines aligned under the spool words, and its own entry point's words apart", async () => {
+    const r = await spool(["replay", "--help"])
+    expect(r.stdout).toStartWith(
+      "Usage: spool replay [--root DIR] [--] FILE\n       spool replay [--root DIR] [--dry-run] [--max-replays N] [--force]\n                    (FILE... |",
+    )
+    const own = await run(["bun", join(repoRoot, "packages/ops/bin/replay.ts"), "--help"])
+    expect(own.stdout).toStartWith("Usage: replay.sh [--root DIR] [--] FILE\n")
+  })
+
+  it("hints at spool COMMAND --help in a usage error of a command it runs", async () => {
+    const r = await spool(["stats", "--bogus"])
+    expect(r.stderr).toBe("stats: unknown option --bogus; run spool stats --help for the options\n")
+    expect(r.exitCode).toBe(2)
   })
 
   it.each([

@@ -1,6 +1,7 @@
 import { ExitCode, exitCodeFor, quoteName, SpoolError } from "@spool/core/engine"
 import { ArgvProblem, type RawArgs, readArgv } from "./_parse.ts"
 import { type Argument, helpText } from "./help.ts"
+import { invocation, usageAs } from "./invocation.ts"
 import { type Options, parseValue, type Values } from "./option.ts"
 import { help, version } from "./options.ts"
 import { versionLine } from "./version.ts"
@@ -54,7 +55,9 @@ export async function runCommand<O extends Options>(
     process.stderr.write(`${spec.name}: ${message}\n`)
     return code
   }
-  const usage = (problem: string) => fail(`${problem}; run ${spec.name} --help for the options`, ExitCode.usage)
+  const program = invocation()
+  const usage = (problem: string) =>
+    fail(`${problem}; run ${program ?? spec.name} --help for the options`, ExitCode.usage)
   let raw: RawArgs
   try {
     raw = readArgv(all, argv, spec.arguments?.[0]?.name.replace(/\.\.\.$/, ""))
@@ -63,7 +66,9 @@ export async function runCommand<O extends Options>(
     throw error
   }
   if (raw.values.help === true) {
-    process.stdout.write(helpText(spec))
+    process.stdout.write(
+      helpText(program === undefined ? spec : { ...spec, usage: usageAs(spec.usage, spec.name, program) }),
+    )
     return ExitCode.ok
   }
   if (raw.values.version === true) {

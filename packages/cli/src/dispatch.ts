@@ -1,6 +1,7 @@
 import { ExitCode, quoteName } from "@spool/core/engine"
 import type { CommandSpec } from "./command.ts"
 import { table } from "./help.ts"
+import { setInvocation } from "./invocation.ts"
 import { help, version } from "./options.ts"
 import { suggestion } from "./suggest.ts"
 import { versionLine } from "./version.ts"
@@ -41,7 +42,9 @@ export async function dispatch(spec: DispatcherSpec, argv: readonly string[]): P
     if (rest.length > 1)
       return usage(spec, `help takes one command, not ${rest.map(quoteName).join(" ")}; run ${spec.name} --help`)
     const command = commandOf(spec, rest[0] ?? "")
-    return command === undefined ? unknown(spec, rest[0] ?? "") : (await command()).main(["--help"])
+    if (command === undefined) return unknown(spec, rest[0] ?? "")
+    setInvocation(`${spec.name} ${rest[0]}`)
+    return (await command()).main(["--help"])
   }
   if (first === undefined) return unknown(spec, undefined)
   if (first.startsWith("-"))
@@ -50,7 +53,10 @@ export async function dispatch(spec: DispatcherSpec, argv: readonly string[]): P
       `unknown option ${quoteName(first)}: ${spec.name} takes a command first, then its options (${spec.name} COMMAND [OPTIONS]); run ${spec.name} --help for the commands`,
     )
   const command = commandOf(spec, first)
-  return command === undefined ? unknown(spec, first) : (await command()).main(rest)
+  if (command === undefined) return unknown(spec, first)
+  // Its --help and its hints then say `spool COMMAND`, as it was run.
+  setInvocation(`${spec.name} ${first}`)
+  return (await command()).main(rest)
 }
 
 /** The command of that name; own names only, so that "constructor" is no command. */
