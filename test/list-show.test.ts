@@ -8,7 +8,15 @@ import { type BackendQueue, ledgerBackends } from "@spool/test-support"
 
 const message = (msgId: string, amount: number) => ({ msg_id: msgId, order_no: "O-1", seq: 1, amount })
 
-type Listed = { dir: string; name: string; type: string; size: number; claim?: unknown; failure?: unknown }
+type Listed = {
+  dir: string
+  name: string
+  type: string
+  size: number
+  claim?: unknown
+  failure?: unknown
+  deferral?: unknown
+}
 
 /** The entries of `list --json`, by directory and name. */
 function listed(stdout: string): Map<string, Listed> {
@@ -90,6 +98,47 @@ for (const backend of await ledgerBackends())
         expect(lines[3]).toMatch(/^processing +\d+s +\d+ {2}p\.json {2}owner=host-a:4242 attempts=2$/)
       } finally {
         fs.rmSync(join(q.root, "inbox", "waiting.json"))
+      }
+    })
+
+    it("lists deferred/ with each file's attempts and next attempt, and a file the ledger has no row for", async () => {
+      fs.mkdirSync(join(q.root, "deferred"), { recursive: true })
+      fs.writeFileSync(join(q.root, "deferred", "later.json"), JSON.stringify(message("m-5", 1)))
+      fs.writeFileSync(join(q.root, "deferred", "stray.json"), "{}")
+      await q.insert("deferrals", {
+        file: "later.json",
+        msg_id: "m-5",
+        attempts: 3,
+        first_deferred_at: "2030-01-01T00:00:00.000Z",
+        next_attempt_at: "2030-01-01T01:00:00.000Z",
+        last_error: "upstream busy",
+        payload_hash: null,
+        claim_id: "c-later",
+      })
+      try {
+        const text = await q.command("list", ["deferred"])
+        expect(text.stderr).toBe("")
+        expect(text.exitCode).toBe(0)
+        const lines = text.stdout.trimEnd().split("\n")
+        expect(lines).toHaveLength(2)
+        expect(lines.find((l) => l.includes("later.json"))).toMatch(
+          /^deferred +\d+s +\d+ {2}later\.json {2}attempts=3 next=2030-01-01T01:00:00\.000Z$/,
+        )
+        expect(lines.find((l) => l.includes("stray.json"))).toMatch(
+          /^deferred +\d+s +2 {2}stray\.json {2}deferral=none$/,
+        )
+        const all = listed((await q.command("list", ["--json", "deferred"])).stdout)
+        expect(all.get("deferred/later.json")?.deferral).toEqual({
+          msgId: "m-5",
+          attempts: 3,
+          firstDeferredAt: "2030-01-01T00:00:00.000Z",
+          nextAttemptAt: "2030-01-01T01:00:00.000Z",
+          lastError: "upstream busy",
+        })
+        expect(all.get("deferred/stray.json")?.deferral).toBeNull()
+      } finally {
+        await q.exec("DELETE FROM deferrals WHERE claim_id = ?", ["c-later"])
+        for (const f of ["later.json", "stray.json"]) fs.rmSync(join(q.root, "deferred", f))
       }
     })
 

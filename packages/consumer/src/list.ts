@@ -35,6 +35,15 @@ export interface ListedFailure {
   readonly failedAt: string
 }
 
+/** What list knows of a deferred/ file's deferral: how often it failed, and when it is tried again. */
+export interface ListedDeferral {
+  readonly msgId: string
+  readonly attempts: number
+  readonly firstDeferredAt: string
+  readonly nextAttemptAt: string
+  readonly lastError: string
+}
+
 /** One entry of a queue directory, as `list --json` prints it. */
 export interface ListEntry {
   readonly dir: QueueDir
@@ -49,9 +58,11 @@ export interface ListEntry {
   readonly claim?: ListedClaim | null
   /** error/ only: its latest unreplayed failure, null when the ledger has none. */
   readonly failure?: ListedFailure | null
+  /** deferred/ only: its deferral, null when the ledger has none. */
+  readonly deferral?: ListedDeferral | null
 }
 
-type Annotation = Pick<ListEntry, "claim" | "failure">
+type Annotation = Pick<ListEntry, "claim" | "failure" | "deferral">
 
 /** What the ledger adds to each of one chunk of a directory's names (null facts where it knows none). */
 type Annotator = (names: readonly string[]) => Promise<Map<string, Annotation>>
@@ -72,8 +83,8 @@ const views: Record<QueueDir, DirView> = {
   processing: { clock: "ctime", annotator: claimsOf },
   done: { clock: "ctime" },
   error: { clock: "ctime", annotator: failuresOf },
-  // Since it was deferred; its attempts and next attempt time are the ledger's (`show FILE`).
-  deferred: { clock: "ctime" },
+  // Since it was deferred; its attempts and next attempt time are the ledger's.
+  deferred: { clock: "ctime", annotator: deferralsOf },
 }
 
 /** The directories list shows when none is named: the ones an operator has to act on. */
@@ -86,12 +97,13 @@ const chunkSize = 512
 export const spec = {
   name: "list",
   usage: `bun run list [--root DIR] [--ledger URL] [--json] [--limit N] [${queueDirs.join("|")} ...]`,
-  summary: "One line per file in the queue's directories, with its claim's owner or its failure's reason.",
+  summary: "One line per file in the queue's directories, with its claim's owner, failure or next attempt.",
   description:
     `Lists ${defaultDirs.map((d) => `${d}/`).join(", ")} (or the directories named) in directory order, unsorted:\n` +
     "sorting would hold every name of a large directory. Each line: directory, age, size in bytes, name\n" +
     "(quoted as every spool command quotes names), and for processing/ the claim's owner (host:pid) and\n" +
-    "attempts, for error/ the latest unreplayed failure's reason and class. An inbox/ age is since the file\n" +
+    "attempts, for error/ the latest unreplayed failure's reason and class, for deferred/ the transient\n" +
+    "failures so far and the next attempt's time. An inbox/ age is since the file\n" +
     "was written or replayed (mtime), any other since it was moved there (ctime). Read-only: creates no\n" +
     "ledger, and with none yet shows no owners or reasons.",
   arguments: [{ name: "DIR...", help: `${queueDirs.join(", ")} (default: ${defaultDirs.join(", ")})` }],
@@ -222,6 +234,30 @@ function failuresOf(ledger: LedgerPort | undefined): Annotator {
   }
 }
 
+/** deferred/: each file's deferrals row, asked for one chunk of names at a time. */
+function deferralsOf(ledger: LedgerPort | undefined): Annotator {
+  return async (names) => {
+    const rows = ledger === undefined ? new Map() : await ledger.deferralsAt(names)
+    const found = new Map<string, Annotation>()
+    for (const name of names) {
+      const d = rows.get(name)
+      found.set(name, {
+        deferral:
+          d === undefined
+            ? null
+            : {
+                msgId: d.msgId,
+                attempts: d.attempts,
+                firstDeferredAt: d.firstDeferredAt,
+                nextAttemptAt: d.nextAttemptAt,
+                lastError: d.lastError,
+              },
+      })
+    }
+    return found
+  }
+}
+
 interface Writer {
   readonly write: (entries: readonly ListEntry[]) => Promise<void>
   readonly end: () => Promise<void>
@@ -263,6 +299,10 @@ export function formatEntry(e: ListEntry): string {
     )
   if (e.failure !== undefined)
     facts.push(e.failure === null ? "reason=unknown" : `reason=${e.failure.reason} class=${e.failure.class}`)
+  if (e.deferral !== undefined)
+    facts.push(
+      e.deferral === null ? "deferral=none" : `attempts=${e.deferral.attempts} next=${e.deferral.nextAttemptAt}`,
+    )
   const line = `${e.dir.padEnd(10)} ${formatAge(e.ageSeconds).padStart(4)} ${String(e.size).padStart(9)}  ${quoteName(e.name)}`
   return facts.length === 0 ? line : `${line}  ${facts.join(" ")}`
 }

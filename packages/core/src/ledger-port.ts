@@ -80,6 +80,8 @@ export interface LedgerPort<E extends AnyEffect = never> {
   nextDeferralAt(): Awaitable<string | undefined>
   /** The deferrals row a claim holds (the claim that deferred its file, or picked it up), if any. */
   deferralOf(claimId: string): Awaitable<Deferral | undefined>
+  /** The deferrals rows of these names in deferred/, by name; a name without one is absent. */
+  deferralsAt(files: readonly string[]): Awaitable<Map<string, Deferral>>
   /** Records the final name of a file in deferred/ when the chosen one was taken at move time. */
   renameDeferral(claimId: string, file: string): Awaitable<void>
   /** Forgets a picked-up deferrals row whose file was not in deferred/, and gives up its claim. */

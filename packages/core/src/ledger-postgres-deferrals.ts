@@ -56,6 +56,14 @@ export async function deferralOf(l: PostgresLedger, claimId: string): Promise<De
   return r === undefined ? undefined : toDeferral(r as RawDeferral)
 }
 
+export async function deferralsAt(l: PostgresLedger, files: readonly string[]): Promise<Map<string, Deferral>> {
+  if (files.length === 0) return new Map()
+  const rows = await l.sql`
+    SELECT file, msg_id, attempts, first_deferred_at, next_attempt_at, last_error, claim_id FROM deferrals
+    WHERE root_id = ${l.rootId} AND file = ANY (ARRAY(SELECT jsonb_array_elements_text(${files}::jsonb)))`
+  return new Map((rows as RawDeferral[]).map((r) => [r.file, toDeferral(r)]))
+}
+
 export async function renameDeferral(l: PostgresLedger, claimId: string, file: string): Promise<void> {
   await l.sql`UPDATE deferrals SET file = ${file} WHERE root_id = ${l.rootId} AND claim_id = ${claimId}`
 }

@@ -244,6 +244,10 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
     return deferrals.deferralOf(this, claimId)
   }
 
+  deferralsAt(files: readonly string[]): Promise<Map<string, Deferral>> {
+    return deferrals.deferralsAt(this, files)
+  }
+
   renameDeferral(claimId: string, file: string): Promise<void> {
     return deferrals.renameDeferral(this, claimId, file)
   }

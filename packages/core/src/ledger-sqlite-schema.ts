@@ -60,6 +60,9 @@ export function prepare(db: Database) {
       "SELECT file, msg_id, attempts, first_deferred_at, next_attempt_at, last_error, claim_id FROM deferrals WHERE claim_id = ?",
     ),
     deferralAt: q("SELECT 1 FROM deferrals WHERE file = ?"),
+    deferralByFile: q(
+      "SELECT file, msg_id, attempts, first_deferred_at, next_attempt_at, last_error, claim_id FROM deferrals WHERE file = ?",
+    ),
     closeDeferral: q("DELETE FROM deferrals WHERE claim_id = ?"),
     upsertDeferral: q(
       `INSERT INTO deferrals (file, msg_id, attempts, first_deferred_at, next_attempt_at, last_error, payload_hash, claim_id)

@@ -195,6 +195,16 @@ export class Ledger implements LedgerPort<Effect> {
     return r === null ? undefined : toDeferral(r)
   }
 
+  /** The deferrals rows of these names in deferred/, by name, each by its primary key. */
+  deferralsAt(files: readonly string[]): Map<string, Deferral> {
+    const found = new Map<string, Deferral>()
+    for (const file of files) {
+      const r = this.#s.deferralByFile.get(file) as RawDeferral | null
+      if (r !== null) found.set(file, toDeferral(r))
+    }
+    return found
+  }
+
   /** Records the final name of a file in deferred/ when the chosen one was taken at move time. */
   renameDeferral(claimId: string, file: string): void {
     this.transaction(() => this.#s.renameDeferral.run(file, claimId))
