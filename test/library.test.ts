@@ -4,6 +4,7 @@
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
+import { createPostgresConsumer } from "@spool/core"
 import { type BackendQueue, ledgerBackends, list, run } from "@spool/test-support"
 
 const apps = join(import.meta.dir, "apps")
@@ -129,3 +130,37 @@ for (const backend of await ledgerBackends())
       })
     },
   )
+
+for (const backend of await ledgerBackends())
+  if (backend.name === "PostgreSQL")
+    (backend.skip ? describe.skip : describe)("createPostgresConsumer started several times at once", () => {
+      it("runs each one's setup in turn, so all may CREATE TABLE IF NOT EXISTS the same table", async () => {
+        await using q = await backend.queue({ seed: {} })
+        // Four consumers opening together. Each setup waits until all four have begun (or 300
+        // ms have passed) before its CREATE: run at once they would all find the table missing
+        // and collide in pg_type; taken in turn, each after a short wait finds it or makes it.
+        let begun = 0
+        let allBegun = () => {}
+        const together = new Promise<void>((resolve) => {
+          allBegun = resolve
+        })
+        const opened = await Promise.allSettled(
+          Array.from({ length: 4 }, () =>
+            createPostgresConsumer({
+              root: q.root,
+              ledger: q.url,
+              async setup(sql) {
+                if (++begun === 4) allBegun()
+                await Promise.race([together, Bun.sleep(300)])
+                await sql`CREATE TABLE IF NOT EXISTS side_effects (msg_id TEXT PRIMARY KEY)`
+              },
+            }),
+          ),
+        )
+        for (const o of opened) if (o.status === "fulfilled") await o.value.close()
+        expect(opened.map((o) => (o.status === "rejected" ? String(o.reason) : "opened"))).toEqual(
+          Array(4).fill("opened"),
+        )
+        expect(await q.tables()).toContain("side_effects")
+      })
+    })

@@ -114,7 +114,11 @@ export interface ConsumerConfig<T extends Message> extends ConsumerOptions<T> {
 export interface PostgresConsumerConfig<T extends Message> extends ConsumerOptions<T> {
   /** The ledger's `postgres://` URL; default `$SPOOL_LEDGER_URL`, as the commands' `--ledger`. */
   readonly ledger?: string
-  /** Creates or upgrades your tables in the ledger's database; runs in one transaction at open. */
+  /**
+   * Creates or upgrades your tables in the ledger's database; runs in one transaction at open,
+   * one consumer's at a time in the database (an advisory lock), so consumers started together
+   * may all `CREATE TABLE IF NOT EXISTS`.
+   */
   readonly setup?: (sql: SQL) => void | PromiseLike<void>
   /**
    * Applies a message the first time its msg_id is seen, inside the commit transaction: your
@@ -205,6 +209,10 @@ export async function createPostgresConsumer<T extends Message>(
     const setup = config.setup
     try {
       await ledger.transaction(async (tx) => {
+        // One setup at a time in the database: consumers started together (on any root, any
+        // host) would otherwise race on the same CREATE TABLE IF NOT EXISTS, which PostgreSQL
+        // does not make safe (a duplicate key in pg_type). SQLite's setup runs under its write lock.
+        await tx`SELECT pg_advisory_xact_lock(hashtext('spool-setup'))`
         await setup(tx)
       })
     } catch (error) {
