@@ -2,6 +2,8 @@
 // default --max-attempts above all): the end state must be the one a single uninterrupted run
 // reaches, on both ledgers. With several consumers only which delivery of a redelivered msg_id
 // commits first may differ.
+
+import { Database } from "bun:sqlite"
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
@@ -44,6 +46,10 @@ for (const backend of backends)
       consumers: number
       maxKills: number
       env?: Record<string, string>
+      /** An application to run instead of the consume command (see startConsume). */
+      bin?: string
+      /** Called with the killed run's root and ledger before they are removed. */
+      inspect?: (killed: { root: string; url: string | undefined }) => Promise<void>
     }) {
       await using t = await tempDir()
       await using refLedger = await backend.ledger()
@@ -62,7 +68,9 @@ for (const backend of backends)
         ledgers: { reference: refLedger.url, killed: killedLedger.url },
         newLedger: backend.ledger,
         ...(o.env !== undefined && { env: o.env }),
+        ...(o.bin !== undefined && { bin: o.bin }),
       })
+      await o.inspect?.({ root: join(t.path, "killed"), url: killedLedger.url })
       if (poisonedByKills.length > 0)
         console.warn(`kill-storm: ${poisonedByKills.join(", ")} was in hand at two kills, so poison by design`)
       return { expected, actual, kills: summarizeKills(run.kills), poisonedByKills }
@@ -108,6 +116,62 @@ for (const backend of backends)
       expect(actual.failures).toEqual(expected.failures)
       expect(kills.kills).toBeGreaterThanOrEqual(3)
     }, 120_000)
+
+    it("three consumers whose handler defers a third of the messages twice: each effect once, the state of one clean run", async () => {
+      // test/apps/flaky.ts: a TransientError for a flaky message until it has been deferred
+      // twice (due at once each time), then a row in `applied`, in the commit's transaction.
+      const seen: { applied: string[]; processed: string[]; deferred: string[]; rows: number }[] = []
+      const { expected, actual, kills } = await storm({
+        messages: 1500,
+        seed: 17,
+        args: ["--batch-size", "25"],
+        consumers: 3,
+        maxKills: 12,
+        bin: join(import.meta.dir, "apps", "flaky.ts"),
+        inspect: async ({ root, url }) => {
+          const deferred = fs.existsSync(join(root, "deferred")) ? fs.readdirSync(join(root, "deferred")) : []
+          if (url === undefined) {
+            const db = new Database(join(root, "ledger.db"), { readonly: true })
+            try {
+              const ids = (q: string) => (db.query(q).all() as { msg_id: string }[]).map((r) => r.msg_id)
+              const rows = (db.query("SELECT count(*) AS n FROM deferrals").get() as { n: number }).n
+              seen.push({
+                applied: ids("SELECT msg_id FROM applied ORDER BY msg_id"),
+                processed: ids("SELECT msg_id FROM processed ORDER BY msg_id"),
+                deferred,
+                rows,
+              })
+            } finally {
+              db.close()
+            }
+          } else {
+            const sql = new Bun.SQL({ url, max: 1 })
+            try {
+              const ids = async (q: Promise<{ msg_id: string }[]>) => (await q).map((r) => r.msg_id)
+              const [r] = await sql`SELECT count(*)::int AS n FROM deferrals`
+              seen.push({
+                applied: await ids(sql`SELECT msg_id FROM applied ORDER BY msg_id COLLATE "C"`),
+                processed: await ids(sql`SELECT msg_id FROM processed ORDER BY msg_id COLLATE "C"`),
+                deferred,
+                rows: Number(r?.n),
+              })
+            } finally {
+              await sql.close()
+            }
+          }
+        },
+      })
+      expect(diffIgnoringWinners(expected, actual)).toEqual([])
+      expect(actual.failures).toEqual(expected.failures)
+      const [s] = seen
+      // Every processed message's effect applied, none twice (the primary key), none extra;
+      // nothing left waiting in deferred/ or the ledger.
+      expect(s?.applied).toEqual(s?.processed)
+      expect(s?.processed.length).toBeGreaterThan(1000)
+      expect(s?.deferred).toEqual([])
+      expect(s?.rows).toBe(0)
+      expect(kills.kills).toBeGreaterThanOrEqual(3)
+    }, 150_000)
 
     it("a file that crashes every consumer that reads it, amid the kills: poison, and the state of a run it crashes alone", async () => {
       // m-…: the generator's names are random; take one valid message of the queue as poison.

@@ -148,7 +148,7 @@ for (const backend of await ledgerBackends())
           Array.from({ length: 4 }, () =>
             createPostgresConsumer({
               root: q.root,
-              ledger: q.url,
+              ledger: q.url as string,
               async setup(sql) {
                 if (++begun === 4) allBegun()
                 await Promise.race([together, Bun.sleep(300)])

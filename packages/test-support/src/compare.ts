@@ -50,12 +50,14 @@ export async function killedAgainstReference(o: {
   readonly newLedger: () => Promise<{ readonly url: string | undefined } & AsyncDisposable>
   readonly env?: Record<string, string>
   readonly maxAttempts?: number
+  /** What runs, as consumeWithRandomKills takes it; the reference and the reruns run it too. */
+  readonly bin?: string
 }) {
   const src = join(o.dir, "src")
   const withLedger = (url: string | undefined) => [...o.args, ...(url === undefined ? [] : ["--ledger", url])]
   makeQueueFrom(src, join(o.dir, "reference"))
   makeQueueFrom(src, join(o.dir, "killed"))
-  const reference = await timeConsume(join(o.dir, "reference"), withLedger(o.ledgers.reference))
+  const reference = await timeConsume(join(o.dir, "reference"), withLedger(o.ledgers.reference), o.bin)
   const activeMs = o.activeMs(reference.activeMs)
   const run = await consumeWithRandomKills(join(o.dir, "killed"), {
     random: rng(o.seed),
@@ -66,6 +68,7 @@ export async function killedAgainstReference(o: {
     consumers: o.consumers,
     ...(o.ledgers.killed !== undefined && { ledgerUrl: o.ledgers.killed }),
     ...(o.env !== undefined && { env: o.env }),
+    ...(o.bin !== undefined && { bin: o.bin }),
   })
   const actual = await endState(join(o.dir, "killed"), o.ledgers.killed)
   const { expected, poisonedByKills } = await expectedAfterKills({
@@ -77,7 +80,7 @@ export async function killedAgainstReference(o: {
       await using crashLedger = await o.newLedger()
       const root = join(o.dir, "crash-on")
       makeQueueFrom(src, root)
-      await consumeUntilDone(root, withLedger(crashLedger.url), env)
+      await consumeUntilDone(root, withLedger(crashLedger.url), env, o.bin)
       return await endState(root, crashLedger.url)
     },
   })

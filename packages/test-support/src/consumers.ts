@@ -13,8 +13,17 @@ export interface Consumer {
   readonly finished: Promise<{ exitCode: number | null; signalCode: string | null; stderr: string }>
 }
 
-export function startConsume(root: string, args: readonly string[] = [], env: Record<string, string> = {}): Consumer {
-  const proc = Bun.spawn(["bun", consumeBin, "--root", root, ...args], {
+/**
+ * Starts `bin` (default: the consume command; or an application run the same way, `bin --root
+ * ROOT ARGS...`) on `root`.
+ */
+export function startConsume(
+  root: string,
+  args: readonly string[] = [],
+  env: Record<string, string> = {},
+  bin = consumeBin,
+): Consumer {
+  const proc = Bun.spawn(["bun", bin, "--root", root, ...args], {
     cwd: repoRoot,
     env: { ...process.env, NO_COLOR: "1", ...env },
     stdin: "ignore",
@@ -43,10 +52,10 @@ export async function consumeToEnd(root: string, args: readonly string[] = [], e
  * changes the queue, polled every 10 ms) and the time it then worked. Random kills are
  * scaled by the latter, so that they land all over a run on a fast machine and a slow one.
  */
-export async function timeConsume(root: string, args: readonly string[] = []) {
+export async function timeConsume(root: string, args: readonly string[] = [], bin = consumeBin) {
   const before = mtimes(root)
   const spawnedAt = performance.now()
-  const c = startConsume(root, args)
+  const c = startConsume(root, args, {}, bin)
   let hasExited = false
   void c.finished.then(() => {
     hasExited = true
@@ -63,9 +72,14 @@ export async function timeConsume(root: string, args: readonly string[] = []) {
 }
 
 /** Runs consume on `root` again and again until a run exits 0 (each other run must end by SIGKILL). */
-export async function consumeUntilDone(root: string, args: readonly string[], env: Record<string, string>) {
+export async function consumeUntilDone(
+  root: string,
+  args: readonly string[],
+  env: Record<string, string>,
+  bin = consumeBin,
+) {
   for (let i = 0; i < 20; i++) {
-    const r = await startConsume(root, args, env).finished
+    const r = await startConsume(root, args, env, bin).finished
     if (r.exitCode === 0) return
     if (r.signalCode !== "SIGKILL") throw new Error(`consume exited ${r.exitCode}:\n${r.stderr}`)
   }

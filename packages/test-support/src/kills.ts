@@ -143,6 +143,8 @@ export async function consumeWithRandomKills(
     readonly ledgerUrl?: string
     /** Environment for every run (a test hook such as SPOOL_CRASH_ON). */
     readonly env?: Record<string, string>
+    /** What runs (see startConsume): the consume command unless an application is given. */
+    readonly bin?: string
   },
 ): Promise<KillRun> {
   const args = [...(options.args ?? []), ...(options.ledgerUrl === undefined ? [] : ["--ledger", options.ledgerUrl])]
@@ -157,7 +159,7 @@ export async function consumeWithRandomKills(
     const round = Array.from({ length: options.consumers ?? 1 }, () => {
       const fromSpawn = options.random() < 0.2
       const delayMs = Math.round(options.random() * (fromSpawn ? startupMs * 1.5 : options.activeMs))
-      const c = startConsume(root, args, options.env)
+      const c = startConsume(root, args, options.env, options.bin)
       let hasExited = false
       void c.finished.then(() => {
         hasExited = true
@@ -206,7 +208,7 @@ export async function consumeWithRandomKills(
   for (let i = 0; ; i++) {
     starts++
     const spawnedAt = performance.now()
-    const c = startConsume(root, args, options.env)
+    const c = startConsume(root, args, options.env, options.bin)
     const r = await c.finished
     if (r.exitCode === 0) {
       stderr.push(r.stderr)
