@@ -421,3 +421,31 @@ describe("collectGarbageEvery", () => {
     expect(await collections(2, 100)).toEqual(["eden", "eden", "eden"])
   })
 })
+
+describe("the hand-back after a fatal error, past the move guard", () => {
+  it("leaves alone a committed file whose claim was taken over: the name in processing/ is another delivery now", async () => {
+    // a-bad.json (to error/) and b.json (to done/), committed together. Then, as if this
+    // consumer had stalled past its lease: another took b.json's claim over, moved it to done/,
+    // and a new delivery of b.json sits in processing/ under that other consumer's claim. And
+    // error/ is gone, so the move of a-bad.json, the batch's first, fails the run.
+    const { q, ledger } = tempQueue({ "a-bad.json": "{not json", "b.json": msg("id-b") })
+    const newDelivery = JSON.stringify(msg("id-b2"))
+    const onCommit = () => {
+      fs.copyFileSync(join(q.processing, "b.json"), join(q.done, "b.json"))
+      fs.writeFileSync(join(q.processing, "b.json"), newDelivery)
+      ledger.db.run(
+        "UPDATE claims SET owner_id = 'other', claim_id = 'other.1', state = 'claimed' WHERE name = 'b.json'",
+      )
+      fs.rmdirSync(q.error)
+    }
+    // A lease of 4 ms: the move guard (a quarter of it) has passed when the moves begin.
+    const run = consume({ queue: q, ledger, batchSize: 2, pipeline: false, leaseMs: 4, onCommit })
+    await expect(run).rejects.toThrow(/does not exist/)
+    fs.mkdirSync(q.error)
+    // The other consumer's delivery is still in processing/, under its claim; done/ has only
+    // the b.json this consumer committed (moved there by the other).
+    expect(fs.readFileSync(join(q.processing, "b.json"), "utf8")).toBe(newDelivery)
+    expect(fs.readdirSync(q.done)).toEqual(["b.json"])
+    expect(ledger.db.query("SELECT owner_id FROM claims WHERE name = 'b.json'").get()).toEqual({ owner_id: "other" })
+  })
+})

@@ -12,6 +12,7 @@ export async function commit(c: Context, items: readonly Item[]): Promise<number
   const committedAt = clockNow()
   for (const [i, item] of items.entries()) {
     item.committed = true
+    item.committedAt = committedAt
     item.verdict = verdicts[i] as Verdict
   }
   await nameDeferred(c, items)
@@ -28,6 +29,7 @@ export async function commitAlone(c: Context, item: Item): Promise<number> {
   )[0] as Verdict
   const committedAt = clockNow()
   item.committed = true
+  item.committedAt = committedAt
   await nameDeferred(c, [item])
   fault("after-commit")
   await committed(c, [outcome], [item.verdict])

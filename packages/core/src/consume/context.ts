@@ -14,6 +14,8 @@ import { type ConsumeSummary, emptySummary } from "./summary.ts"
 export interface Item extends Claim {
   outcome?: Outcome
   committed?: boolean
+  /** When its commit returned (clockNow): past the move guard after it, its claim may have been taken over. */
+  committedAt?: number
   verdict?: Verdict
   /** readdir said it is a regular file; anything else is lstat-ed before it could be opened. */
   isRegular?: boolean

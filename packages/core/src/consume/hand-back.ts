@@ -1,6 +1,7 @@
 import { join } from "node:path"
 import { SpoolError } from "../errors.ts"
 import { renameNoReplace } from "../files.ts"
+import { clockNow } from "../io-thread.ts"
 import { type Context, type Item, now } from "./context.ts"
 import { destOf, moveOut, preferredName } from "./move.ts"
 import type { Pipeline } from "./pipeline.ts"
@@ -40,7 +41,27 @@ async function handBackOne(c: Context, item: Item, isFlushed: boolean): Promise<
     const dest = destOf(o, item.verdict)
     // No destination: a claim lost or a file vanished, not this consumer's to move.
     if (dest === undefined) return true
-    return isFlushed && (await moveOut(c, o.name, dest, preferredName(item), o.claimId))
+    if (!isFlushed) return false
+    // Past the move guard, as moveHeld does: a claim taken over while this consumer stalled
+    // makes the name in processing/ its adopter's (maybe another delivery by now). A ledger
+    // that cannot say leaves the file to recovery, which reads the claim's state.
+    if (clockNow() - (item.committedAt ?? Number.NEGATIVE_INFINITY) > c.moveGuardMs) {
+      let isHeld: boolean
+      try {
+        isHeld = await c.ledger.holdsClaim(o.name, o.claimId, c.owner.ownerId)
+      } catch {
+        return false
+      }
+      if (!isHeld) {
+        c.log.warn("moved-by-other", {
+          file: o.name,
+          problem:
+            "committed here, but the claim was taken over while this consumer was stalled; the file is left to the consumer that took it over",
+        })
+        return true
+      }
+    }
+    return await moveOut(c, o.name, dest, preferredName(item), o.claimId)
   }
   if (item.inProcessing !== true) return item.inProcessing === false
   if (c.ledger.isFailedCommitInDoubt) {
