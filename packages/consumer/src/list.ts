@@ -205,57 +205,65 @@ function entryOf(path: string, dir: QueueDir, name: string, view: DirView, now: 
 /** processing/: each file's claim row and its owner; the claims are few (the batches in flight), read once. */
 function claimsOf(ledger: LedgerPort | undefined): Annotator {
   let claims: Map<string, ClaimRow> | undefined
+  return byName(
+    ledger,
+    async (l) => (claims ??= new Map((await l.listClaims()).map((c) => [c.name, c]))),
+    (c) => ({
+      claim:
+        c === undefined
+          ? null
+          : {
+              owner: c.owner === undefined ? null : `${c.owner.host}:${c.owner.pid}`,
+              ownerId: c.ownerId,
+              attempts: c.attempts,
+              state: c.state,
+            },
+    }),
+  )
+}
+
+/**
+ * An annotator that asks the ledger about one chunk of names at a time (`lookup`: the rows it
+ * has, by name) and says what each name's row, or its absence, means (`note`).
+ */
+function byName<R>(
+  ledger: LedgerPort | undefined,
+  lookup: (ledger: LedgerPort, names: readonly string[]) => Promise<Map<string, R>> | Map<string, R>,
+  note: (row: R | undefined) => Annotation,
+): Annotator {
   return async (names) => {
-    claims ??= new Map(ledger === undefined ? [] : (await ledger.listClaims()).map((c) => [c.name, c]))
-    const found = new Map<string, Annotation>()
-    for (const name of names) {
-      const c = claims.get(name)
-      const owner = c?.owner === undefined ? null : `${c.owner.host}:${c.owner.pid}`
-      found.set(name, {
-        claim: c === undefined ? null : { owner, ownerId: c.ownerId, attempts: c.attempts, state: c.state },
-      })
-    }
-    return found
+    const rows = ledger === undefined ? new Map<string, R>() : await lookup(ledger, names)
+    return new Map(names.map((name) => [name, note(rows.get(name))]))
   }
 }
 
-/** error/: each file's latest unreplayed failure, asked for one chunk of names at a time. */
+/** error/: each file's latest unreplayed failure. */
 function failuresOf(ledger: LedgerPort | undefined): Annotator {
-  return async (names) => {
-    const failures = ledger === undefined ? new Map() : await ledger.unreplayedFailures(names)
-    const found = new Map<string, Annotation>()
-    for (const name of names) {
-      const f = failures.get(name)
-      found.set(name, {
-        failure: f === undefined ? null : { reason: f.reason, class: classOf(f.reason), failedAt: f.failedAt },
-      })
-    }
-    return found
-  }
+  return byName(
+    ledger,
+    (l, names) => l.unreplayedFailures(names),
+    (f) => ({ failure: f === undefined ? null : { reason: f.reason, class: classOf(f.reason), failedAt: f.failedAt } }),
+  )
 }
 
-/** deferred/: each file's deferrals row, asked for one chunk of names at a time. */
+/** deferred/: each file's deferrals row. */
 function deferralsOf(ledger: LedgerPort | undefined): Annotator {
-  return async (names) => {
-    const rows = ledger === undefined ? new Map() : await ledger.deferralsAt(names)
-    const found = new Map<string, Annotation>()
-    for (const name of names) {
-      const d = rows.get(name)
-      found.set(name, {
-        deferral:
-          d === undefined
-            ? null
-            : {
-                msgId: d.msgId,
-                attempts: d.attempts,
-                firstDeferredAt: d.firstDeferredAt,
-                nextAttemptAt: d.nextAttemptAt,
-                lastError: d.lastError,
-              },
-      })
-    }
-    return found
-  }
+  return byName(
+    ledger,
+    (l, names) => l.deferralsAt(names),
+    (d) => ({
+      deferral:
+        d === undefined
+          ? null
+          : {
+              msgId: d.msgId,
+              attempts: d.attempts,
+              firstDeferredAt: d.firstDeferredAt,
+              nextAttemptAt: d.nextAttemptAt,
+              lastError: d.lastError,
+            },
+    }),
+  )
 }
 
 interface Writer {
