@@ -1,4 +1,5 @@
-// What the operator commands ask of the PostgreSQL ledger: failures by file, one message's
+// What the operator commands ask of the PostgreSQL ledger: the reports' duplicates and
+// conflicts, failures by file, one message's
 // history, a replay's ledger half, retention and the order check. PostgresLedger's methods call
 // these; every query is scoped to the ledger's root where its table has one.
 import type { SQL } from "bun"
@@ -6,7 +7,30 @@ import orderCheckSql from "../sql/order-check.sql" with { type: "text" }
 import { type HistoryKeys, type LedgerHistory, toHistory } from "./ledger-history.ts"
 import type { PostgresLedger } from "./ledger-postgres.ts"
 import { prune, runStepsAsync } from "./ledger-statements.ts"
-import type { CompactSummary, FailureRecord, OrderProblem, ReplayRecord } from "./ledger-types.ts"
+import type { CompactSummary, ConflictRow, FailureRecord, OrderProblem, ReplayRecord } from "./ledger-types.ts"
+
+/** The distinct msg_ids ever seen as duplicates (by any root), ascending by code point, in pages. */
+export async function* duplicateIds(l: PostgresLedger): AsyncGenerator<string> {
+  // In pages after the last id seen; null before the first page.
+  for (let after: string | null = null; ; ) {
+    const rows = (await l.sql`
+      SELECT DISTINCT msg_id COLLATE "C" AS msg_id FROM duplicates
+      WHERE ${after}::text IS NULL OR msg_id COLLATE "C" > ${after}
+      ORDER BY 1 LIMIT 10000`) as { msg_id: string }[]
+    for (const r of rows) yield r.msg_id
+    if (rows.length < 10000) return
+    after = (rows.at(-1) as { msg_id: string }).msg_id
+  }
+}
+
+/** Every conflicting redelivery with the delivery that was processed, by msg_id. */
+export async function* conflicts(l: PostgresLedger): AsyncGenerator<ConflictRow> {
+  const rows = await l.sql`
+    SELECT d.msg_id, d.file, d.content_hash, p.file AS processed_file, p.content_hash AS processed_content_hash
+    FROM duplicates d JOIN processed p ON p.msg_id = d.msg_id
+    WHERE d.is_conflict = 1 ORDER BY d.msg_id COLLATE "C", d.id`
+  yield* rows as ConflictRow[]
+}
 
 /** The reason of the latest unreplayed failure of every file this root has recorded in error/. */
 export async function failureReasons(l: PostgresLedger): Promise<Map<string, string>> {

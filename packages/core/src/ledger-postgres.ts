@@ -346,26 +346,13 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
   }
 
   /** The distinct msg_ids ever seen as duplicates (by any root), ascending by code point. */
-  async *duplicateIds(): AsyncGenerator<string> {
-    // In pages after the last id seen; null before the first page.
-    for (let after: string | null = null; ; ) {
-      const rows = (await this.sql`
-        SELECT DISTINCT msg_id COLLATE "C" AS msg_id FROM duplicates
-        WHERE ${after}::text IS NULL OR msg_id COLLATE "C" > ${after}
-        ORDER BY 1 LIMIT 10000`) as { msg_id: string }[]
-      for (const r of rows) yield r.msg_id
-      if (rows.length < 10000) return
-      after = (rows.at(-1) as { msg_id: string }).msg_id
-    }
+  duplicateIds(): AsyncGenerator<string> {
+    return operator.duplicateIds(this)
   }
 
   /** Every conflicting redelivery with the delivery that was processed, by msg_id. */
-  async *conflicts(): AsyncGenerator<ConflictRow> {
-    const rows = await this.sql`
-      SELECT d.msg_id, d.file, d.content_hash, p.file AS processed_file, p.content_hash AS processed_content_hash
-      FROM duplicates d JOIN processed p ON p.msg_id = d.msg_id
-      WHERE d.is_conflict = 1 ORDER BY d.msg_id COLLATE "C", d.id`
-    yield* rows as ConflictRow[]
+  conflicts(): AsyncGenerator<ConflictRow> {
+    return operator.conflicts(this)
   }
 
   /** The reason of the latest unreplayed failure recorded under `file` in this root's error/. */
