@@ -64,16 +64,15 @@ describe("consume's start-up", () => {
     expect(r.stderr).toContain("detail='missing order_no, seq, amount'")
   })
 
-  it("sees the plugin stop a run that does import what it denies", async () => {
-    // The same check with the plugin denying a module consume does import: it stops there.
-    await using q = await tempQueue({ seed: { "a.json": message("a") } })
+  it("sees the plugin stop a process that does import what it denies", async () => {
+    // The check above can fail: importing message.ts (an application's type goes through it)
+    // loads @ark/schema, and the plugin stops the process there.
     const r = await runDenying("@ark/schema", [
       "-e",
       `await import(${JSON.stringify(join(repoRoot, "packages/core/src/message.ts"))})`,
     ])
     expect(r.stderr).toContain("@ark/schema was imported")
     expect(r.exitCode).toBe(99)
-    expect(fs.readdirSync(join(q.root, "inbox"))).toEqual(["a.json"])
   })
 })
 
