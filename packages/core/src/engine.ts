@@ -6,6 +6,7 @@
 
 export type { Binding, RootBinding } from "./binding.ts"
 export { bindingFile, readBinding, writeBinding } from "./binding.ts"
+export { wallClock } from "./clock.ts"
 export { collectGarbageEvery } from "./collect.ts"
 export { loadValidator } from "./consume/decide.ts"
 export { consume } from "./consume/engine.ts"
