@@ -2,6 +2,7 @@ import fs from "node:fs"
 import { join } from "node:path"
 import { type CommandSpec, dryRun, duration, flag, ledger, root, runCommand } from "@spool/cli"
 import {
+  alternateName,
   ExitCode,
   openLedger,
   openQueue,
@@ -11,6 +12,7 @@ import {
   resolveRoot,
   SpoolError,
   scanDir,
+  wallClock,
 } from "@spool/core/engine"
 
 /** `bun run compact`'s options and help. */
@@ -20,7 +22,8 @@ export const spec = {
     "bun run compact --older-than DURATION [--horizon DURATION] [--delete] [--dry-run] [--root DIR] [--ledger URL]",
   summary: "Retention: archives or deletes old done/ files and forgets old ledger history.",
   description:
-    "Moves done/ files older than --older-than into ROOT/archive/YYYY-MM-DD/ (or deletes them\n" +
+    "Moves done/ files that reached done/ longer than --older-than ago (by their ctime) into\n" +
+    "ROOT/archive/YYYY-MM-DD/, the day they reached it (or deletes them\n" +
     "with --delete) and forgets ledger history of that age: duplicate records, replayed failures, replays.\n" +
     "Idempotency keys (processed rows) are kept unless --horizon is given: then keys older than the\n" +
     "horizon are pruned, and each order's highest pruned seq is kept so that a later redelivery of a\n" +
@@ -51,7 +54,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       throw new SpoolError("usage", "--horizon must be at least --older-than: keys must outlive the files they protect")
     const url = resolveLedgerUrl(v.ledger)
     const queue = openQueue(resolveRoot(v.root))
-    const now = Date.now()
+    const now = wallClock()
     const cutoff = now - olderThan
     const isDry = v["dry-run"] === true
     // The ledger first: a ledger that cannot be opened (a wrong URL, a root never consumed)
@@ -67,16 +70,26 @@ export async function main(argv: readonly string[]): Promise<number> {
         } catch {
           continue
         }
-        if (st.mtimeMs >= cutoff) continue
+        // A file's age here is the time it reached done/, its ctime: the move into done/ sets it
+        // (a rename updates the inode's ctime on Linux filesystems) and no one can set it back.
+        // Its mtime is the producer's, and a producer may keep an old one (touch -d, cp -p,
+        // rsync -t): a message consumed a minute ago would be archived at once. The ledger's
+        // commit time is not always there to ask (a duplicate recorded under another name, a
+        // file renamed name~1.json on its way in, history an earlier compact pruned, a file put
+        // into done/ by hand). Whatever else sets the ctime (a file moved in by hand, restored
+        // from a backup, chmod) makes it later: such a file stays longer, never shorter.
+        if (st.ctimeMs >= cutoff) continue
         files++
         if (isDry) continue
         if (v.delete) {
           fs.unlinkSync(path)
           continue
         }
-        const dir = join(queue.root, "archive", new Date(st.mtimeMs).toISOString().slice(0, 10))
+        const dir = join(queue.root, "archive", new Date(st.ctimeMs).toISOString().slice(0, 10))
         fs.mkdirSync(dir, { recursive: true })
-        for (let k = 0; renameNoReplace(path, join(dir, k === 0 ? e.name : `${k}~${e.name}`)) === "exists"; k++) {}
+        // A name taken in the day's archive gets the same alternative as in done/ and error/,
+        // which keeps to the 255-byte name limit.
+        for (let k = 0; renameNoReplace(path, join(dir, k === 0 ? e.name : alternateName(e.name, k))) === "exists"; k++) {}
       }
       const iso = (ms: number) => new Date(ms).toISOString()
       const keyCutoff = horizon === undefined ? undefined : iso(now - horizon)
