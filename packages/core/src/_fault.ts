@@ -31,11 +31,12 @@ if (faultSignal !== "SIGKILL" && faultSignal !== "SIGSTOP")
 const crashOn = process.env.SPOOL_CRASH_ON
 const offset = /^([+-]?)(\d+)(ms|s|m|h|d)$/.exec(process.env.SPOOL_CLOCK_OFFSET ?? "0ms")
 if (offset === null)
-  throw new Error(`SPOOL_CLOCK_OFFSET=${process.env.SPOOL_CLOCK_OFFSET}: expected a signed duration, such as +5m or -100d`)
+  throw new Error(
+    `SPOOL_CLOCK_OFFSET=${process.env.SPOOL_CLOCK_OFFSET}: expected a signed duration, such as +5m or -100d`,
+  )
 const units = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const
 /** How far this process's reading of the wall clock is from the kernel's, in milliseconds. */
-export const clockOffsetMs =
-  (offset[1] === "-" ? -1 : 1) * Number(offset[2]) * units[offset[3] as keyof typeof units]
+export const clockOffsetMs = (offset[1] === "-" ? -1 : 1) * Number(offset[2]) * units[offset[3] as keyof typeof units]
 let reached = 0
 
 /** Kills (or stops) the process if SPOOL_FAULT names this step and it is reached for the N-th time. */

@@ -60,7 +60,9 @@ describe("renameNoReplace", () => {
       expect(error).toBeInstanceOf(SpoolError)
       message = (error as SpoolError).message
     }
-    expect(message).toContain("longer than the filesystem takes (ENAMETOOLONG: at most 255 bytes a name, 4096 a path; the name has 257 bytes)")
+    expect(message).toContain(
+      "longer than the filesystem takes (ENAMETOOLONG: at most 255 bytes a name, 4096 a path; the name has 257 bytes)",
+    )
     expect(message).not.toContain("disk")
     expect(fs.readdirSync(d.path)).toEqual(["a"])
   })
