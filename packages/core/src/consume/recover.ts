@@ -1,6 +1,5 @@
 import fs from "node:fs"
 import { join } from "node:path"
-import { wallClock } from "../clock.ts"
 import { clockNow } from "../io-thread.ts"
 import type { ClaimRow } from "../ledger.ts"
 import { ownerLiveness } from "../owner.ts"
@@ -171,7 +170,7 @@ function isOwnerAlive(c: Context, row: ClaimRow): boolean {
   if (row.owner === undefined) return false
   const liveness = ownerLiveness(row.owner)
   if (liveness !== "unknown") return liveness === "alive"
-  return wallClock() - Date.parse(row.owner.heartbeatAt) < (c.options.leaseMs ?? defaults.leaseMs)
+  return row.owner.heartbeatAgeMs < (c.options.leaseMs ?? defaults.leaseMs)
 }
 
 function exists(path: string): boolean {
