@@ -8,17 +8,21 @@ import { redact } from "@spool/core"
 import { type BackendQueue, ledgerBackends, list, run, spool, tempDatabase, tempQueue } from "@spool/test-support"
 import { SQL } from "bun"
 
-const compact = (args: string[]) => run(["bun", "run", "--silent", "compact", ...args])
+const compact = (args: string[], env: Record<string, string> = {}) =>
+  run(["bun", "run", "--silent", "compact", ...args], { env })
 const day = 86_400_000
 
-/** Consumes the queue, then ages everything (ledger times and done/ mtimes) by `days`. */
+/**
+ * The environment of a command run `days` from now: spool's clock set that far ahead. A file's
+ * time in done/ is its ctime, which no one can set back, so the ledger's rows and the files are
+ * aged together by running compact later instead.
+ */
+const daysLater = (days: number) => ({ SPOOL_CLOCK_OFFSET: `+${days}d` })
+
+/** Consumes the queue; returns the environment of a compact run `days` later. */
 async function consumedAndAged(q: BackendQueue, days: number) {
   expect((await q.command("consume")).exitCode).toBe(0)
-  const past = new Date(Date.now() - days * day).toISOString()
-  await q.exec("UPDATE processed SET processed_at = ?", [past])
-  await q.exec("UPDATE duplicates SET seen_at = ?", [past])
-  const t = new Date(Date.now() - days * day)
-  for (const n of list(join(q.root, "done"))) fs.utimesSync(join(q.root, "done", n), t, t)
+  return daysLater(days)
 }
 
 /** What compact's summary line ends with: on PostgreSQL, which ledger it pruned (every root's rows). */
@@ -55,10 +59,10 @@ for (const backend of backends)
           seed: { "a.json": msg("a", 1), "a2.json": msg("a", 1), "b.json": msg("b", 2) },
         })
         // Old enough that both readings of the number, as seconds or as days, would archive and prune.
-        await consumedAndAged(q, 400)
+        const later = await consumedAndAged(q, 400)
         const rows = await q.rows("SELECT msg_id FROM processed ORDER BY msg_id")
         const before = tree(q.root)
-        const r = await q.command("compact", args)
+        const r = await q.command("compact", args, later)
         expect(r.stdout).toBe("")
         expect(r.stderr).toBe(
           `compact: ${flag} takes a duration with a unit (ms, s, m, h, d), such as ${example}; "${text}" has none\n`,
@@ -73,8 +77,8 @@ for (const backend of backends)
       await using q = await backend.queue({
         seed: { "a.json": msg("a", 1), "b.json": msg("b", 2), "a2.json": msg("a", 1) },
       })
-      await consumedAndAged(q, 100)
-      const r = await q.command("compact", ["--older-than", "90d"])
+      const later = await consumedAndAged(q, 100)
+      const r = await q.command("compact", ["--older-than", "90d"], later)
       expect(r.stdout).toBe(
         `compact: removed 3 done/ file(s) (archived), 1 duplicate record(s), 0 replayed failure(s), 0 replay record(s), 0 idempotency key(s)${whereOf(q)}\n`,
       )
@@ -112,9 +116,9 @@ for (const backend of backends)
 
     it("changes nothing with --dry-run but reports the same counts", async () => {
       await using q = await backend.queue({ seed: { "a.json": msg("a", 1), "a2.json": msg("a", 1) } })
-      await consumedAndAged(q, 100)
+      const later = await consumedAndAged(q, 100)
       const before = await q.snapshot()
-      const r = await q.command("compact", ["--older-than", "90d", "--horizon", "90d", "--dry-run"])
+      const r = await q.command("compact", ["--older-than", "90d", "--horizon", "90d", "--dry-run"], later)
       expect(r.stdout).toBe(
         `compact: would remove 2 done/ file(s) (archived), 1 duplicate record(s), 0 replayed failure(s), 0 replay record(s), 1 idempotency key(s)${whereOf(q)}\n`,
       )
@@ -125,8 +129,8 @@ for (const backend of backends)
 
     it("prunes keys past the horizon and sends a redelivery of a pruned message to error/ as beyond-horizon", async () => {
       await using q = await backend.queue({ seed: { "a.json": msg("a", 1), "b.json": msg("b", 2) } })
-      await consumedAndAged(q, 400)
-      const r = await q.command("compact", ["--older-than", "30d", "--horizon", "365d", "--delete"])
+      const later = await consumedAndAged(q, 400)
+      const r = await q.command("compact", ["--older-than", "30d", "--horizon", "365d", "--delete"], later)
       expect(r.stdout).toContain("2 idempotency key(s)")
       expect(r.exitCode).toBe(0)
       expect(list(join(q.root, "done"))).toEqual([])
@@ -143,14 +147,70 @@ for (const backend of backends)
       expect(oc.exitCode).toBe(0)
     })
 
+    it("judges a done/ file by when it reached done/, not by the mtime its producer kept", async () => {
+      await using q = await backend.queue({ seed: { "old.json": msg("a", 1) } })
+      // Produced a year ago with its mtime kept (touch -d, cp -p, rsync -t), consumed now.
+      const yearAgo = new Date(Date.now() - 365 * day)
+      fs.utimesSync(join(q.root, "inbox", "old.json"), yearAgo, yearAgo)
+      expect((await q.command("consume")).exitCode).toBe(0)
+      const consumedOn = new Date(fs.statSync(join(q.root, "done", "old.json")).ctimeMs).toISOString().slice(0, 10)
+      const r = await q.command("compact", ["--older-than", "90d"])
+      expect(r.stdout).toStartWith("compact: removed 0 done/ file(s) (archived)")
+      expect(r.exitCode).toBe(0)
+      expect(list(join(q.root, "done"))).toEqual(["old.json"])
+      expect(fs.existsSync(join(q.root, "archive"))).toBe(false)
+      // 91 days after it was consumed it goes, into the archive of the day it reached done/.
+      const later = await q.command("compact", ["--older-than", "90d"], daysLater(91))
+      expect(later.stdout).toStartWith("compact: removed 1 done/ file(s) (archived)")
+      expect(later.exitCode).toBe(0)
+      expect(list(join(q.root, "done"))).toEqual([])
+      expect(list(join(q.root, "archive"))).toEqual([consumedOn])
+      expect(list(join(q.root, "archive", consumedOn))).toEqual(["old.json"])
+    })
+
+    it("archives files of one name on one day under names of at most 255 bytes, and every later compact prunes", async () => {
+      await using q = await backend.queue()
+      // 255 and 254 bytes of UTF-8: an alternative must shorten the stem, by whole characters.
+      const long = `${"é".repeat(125)}.json`
+      const shorter = `a${"é".repeat(124)}.json`
+      expect([Buffer.byteLength(long), Buffer.byteLength(shorter)]).toEqual([255, 254])
+      for (let round = 1; round <= 3; round++) {
+        // The same msg_id each time under the long name: from the second round on, a duplicate.
+        q.put(long, msg("n", 1))
+        q.put(shorter, msg(`m-${round}`, round + 1))
+        expect((await q.command("consume")).exitCode).toBe(0)
+        const r = await q.command("compact", ["--older-than", "90d"], daysLater(91))
+        expect(r.stderr).toBe("")
+        expect(r.stdout).toBe(
+          `compact: removed 2 done/ file(s) (archived), ${round === 1 ? 0 : 1} duplicate record(s), 0 replayed failure(s), 0 replay record(s), 0 idempotency key(s)${whereOf(q)}\n`,
+        )
+        expect(r.exitCode).toBe(0)
+        expect(list(join(q.root, "done"))).toEqual([])
+        expect(await q.rows("SELECT file FROM duplicates")).toEqual([])
+      }
+      const [day] = list(join(q.root, "archive"))
+      const archived = list(join(q.root, "archive", day as string))
+      expect(archived.sort()).toEqual(
+        [
+          long,
+          `${"é".repeat(124)}~1.json`,
+          `${"é".repeat(124)}~2.json`,
+          shorter,
+          `a${"é".repeat(123)}~1.json`,
+          `a${"é".repeat(123)}~2.json`,
+        ].sort(),
+      )
+      for (const name of archived) expect(Buffer.byteLength(name)).toBeLessThanOrEqual(255)
+    })
+
     it("refuses a horizon shorter than the file age and a missing --older-than, changing nothing", async () => {
       await using q = await backend.queue({ seed: { "a.json": msg("a", 1) } })
-      await consumedAndAged(q, 100)
+      const later = await consumedAndAged(q, 100)
       const before = await q.snapshot()
-      const r1 = await q.command("compact", ["--older-than", "90d", "--horizon", "30d"])
+      const r1 = await q.command("compact", ["--older-than", "90d", "--horizon", "30d"], later)
       expect(r1.stderr).toContain("--horizon must be at least --older-than")
       expect(r1.exitCode).toBe(2)
-      const r2 = await q.command("compact")
+      const r2 = await q.command("compact", [], later)
       expect(r2.stderr).toContain("--older-than is required")
       expect(r2.exitCode).toBe(2)
       expect(await q.snapshot()).toEqual(before)
@@ -161,9 +221,10 @@ describe("compact --ledger", () => {
   it("refuses a PostgreSQL URL for a root bound to its SQLite ledger, and archives nothing", async () => {
     await using q = await tempQueue({ seed: { "a.json": msg("a", 1) } })
     expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
-    const t = new Date(Date.now() - 100 * day)
-    fs.utimesSync(join(q.root, "done", "a.json"), t, t)
-    const r = await compact(["--root", q.root, "--ledger", "postgres://nobody@127.0.0.1:1/none", "--older-than", "90d"])
+    const r = await compact(
+      ["--root", q.root, "--ledger", "postgres://nobody@127.0.0.1:1/none", "--older-than", "90d"],
+      daysLater(100),
+    )
     expect(r.stderr).toContain("is bound to its SQLite ledger")
     expect(r.exitCode).toBe(2)
     expect(list(join(q.root, "done"))).toEqual(["a.json"])
@@ -194,14 +255,10 @@ const pgSkip = backends.find((b) => b.name === "PostgreSQL")?.skip
       return { ...c }
     }
     try {
-      const past = new Date(Date.now() - 400 * day).toISOString()
-      await sql`UPDATE processed SET processed_at = ${past}`
-      await sql`UPDATE duplicates SET seen_at = ${past}`
-      const t = new Date(Date.now() - 400 * day)
-      for (const n of list(join(a.root, "done"))) fs.utimesSync(join(a.root, "done", n), t, t)
+      const later = daysLater(400)
       const args = ["--root", a.root, "--ledger", db.url, "--older-than", "30d", "--horizon", "365d"]
 
-      const dry = await compact([...args, "--dry-run"])
+      const dry = await compact([...args, "--dry-run"], later)
       expect(dry.stdout).toStartWith(
         "compact: would remove 3 done/ file(s) (archived), 1 duplicate record(s), 0 replayed failure(s), 0 replay record(s), 3 idempotency key(s) in postgres://",
       )
@@ -209,7 +266,7 @@ const pgSkip = backends.find((b) => b.name === "PostgreSQL")?.skip
       expect(await counts()).toEqual({ processed: 3, duplicates: 1, horizon: 0 })
       expect(list(join(a.root, "done"))).toEqual(["a.json", "a2.json", "b.json"])
 
-      const r = await compact([...args, "--delete"])
+      const r = await compact([...args, "--delete"], later)
       expect(r.stdout).toContain("3 done/ file(s) (deleted), 1 duplicate record(s)")
       expect(r.stdout).toContain("3 idempotency key(s)")
       expect(r.exitCode).toBe(0)

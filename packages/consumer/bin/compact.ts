@@ -1,4 +1,8 @@
 #!/usr/bin/env bun
-import { main } from "../src/compact.ts"
+// Signals first, the command after: a SIGTERM while the command loads asks it to stop, and it
+// stops as documented instead of dying with status 143.
+import { catchStopSignals } from "@spool/cli/stop"
 
+catchStopSignals()
+const { main } = await import("../src/compact.ts")
 process.exitCode = await main(process.argv.slice(2))

@@ -1,7 +1,8 @@
 import fs from "node:fs"
 import { join } from "node:path"
-import { type CommandSpec, dryRun, duration, flag, ledger, root, runCommand } from "@spool/cli"
+import { type CommandSpec, dryRun, duration, flag, holdStopRequest, ledger, root, runCommand } from "@spool/cli"
 import {
+  alternateName,
   ExitCode,
   openLedger,
   openQueue,
@@ -11,6 +12,7 @@ import {
   resolveRoot,
   SpoolError,
   scanDir,
+  wallClock,
 } from "@spool/core/engine"
 
 /** `bun run compact`'s options and help. */
@@ -20,13 +22,15 @@ export const spec = {
     "bun run compact --older-than DURATION [--horizon DURATION] [--delete] [--dry-run] [--root DIR] [--ledger URL]",
   summary: "Retention: archives or deletes old done/ files and forgets old ledger history.",
   description:
-    "Moves done/ files older than --older-than into ROOT/archive/YYYY-MM-DD/ (or deletes them\n" +
-    "with --delete) and forgets ledger history of that age: duplicate records, replayed failures, replays.\n" +
+    "Moves done/ files that reached done/ longer than --older-than ago (their ctime) into\n" +
+    "ROOT/archive/YYYY-MM-DD/, the day they reached it (or deletes them with --delete), and forgets\n" +
+    "ledger history of that age: duplicate records, replayed failures, replays.\n" +
     "Idempotency keys (processed rows) are kept unless --horizon is given: then keys older than the\n" +
     "horizon are pruned, and each order's highest pruned seq is kept so that a later redelivery of a\n" +
     "pruned message goes to error/ as beyond-horizon instead of being applied a second time.\n" +
     "On a PostgreSQL ledger the history and keys of every root sharing it are pruned (deduplication\n" +
-    "is the ledger's), the done/ files of this root only.",
+    "is the ledger's), the done/ files of this root only. SIGINT/SIGTERM/SIGHUP stop it between two\n" +
+    "files, before the ledger is pruned: exit 4, run it again to go on.",
   options: {
     root,
     ledger,
@@ -43,6 +47,9 @@ export const spec = {
 
 /** `bun run compact`: retention for done/ and the ledger. */
 export async function main(argv: readonly string[]): Promise<number> {
+  // Held from before the arguments are read: a signal at any instant stops the run as documented.
+  const stop = holdStopRequest()
+  const isStopRequested = () => stop.signal.aborted
   return runCommand(spec, argv, async ({ values: v }) => {
     const olderThan = v["older-than"]
     if (olderThan === undefined) throw new SpoolError("usage", "--older-than is required, e.g. --older-than 90d")
@@ -51,7 +58,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       throw new SpoolError("usage", "--horizon must be at least --older-than: keys must outlive the files they protect")
     const url = resolveLedgerUrl(v.ledger)
     const queue = openQueue(resolveRoot(v.root))
-    const now = Date.now()
+    const now = wallClock()
     const cutoff = now - olderThan
     const isDry = v["dry-run"] === true
     // The ledger first: a ledger that cannot be opened (a wrong URL, a root never consumed)
@@ -59,7 +66,11 @@ export async function main(argv: readonly string[]): Promise<number> {
     const ledger = await openLedger(queue, url === undefined ? {} : { url })
     try {
       let files = 0
+      let seen = 0
       for (const e of scanDir(queue.done, 1024)) {
+        // Let a signal handler run now and then: each file's move is whole, so a stop between two is clean.
+        if (++seen % 256 === 0) await new Promise((r) => setImmediate(r))
+        if (isStopRequested()) break
         const path = join(queue.done, e.name)
         let st: fs.Stats
         try {
@@ -67,16 +78,36 @@ export async function main(argv: readonly string[]): Promise<number> {
         } catch {
           continue
         }
-        if (st.mtimeMs >= cutoff) continue
+        // A file's age here is the time it reached done/, its ctime: the move into done/ sets it
+        // (a rename updates the inode's ctime on Linux filesystems) and no one can set it back.
+        // Its mtime is the producer's, and a producer may keep an old one (touch -d, cp -p,
+        // rsync -t): a message consumed a minute ago would be archived at once. The ledger's
+        // commit time is not always there to ask (a duplicate recorded under another name, a
+        // file renamed name~1.json on its way in, history an earlier compact pruned, a file put
+        // into done/ by hand). Whatever else sets the ctime (a file moved in by hand, restored
+        // from a backup, chmod) makes it later: such a file stays longer, never shorter.
+        if (st.ctimeMs >= cutoff) continue
         files++
         if (isDry) continue
         if (v.delete) {
           fs.unlinkSync(path)
           continue
         }
-        const dir = join(queue.root, "archive", new Date(st.mtimeMs).toISOString().slice(0, 10))
+        const dir = join(queue.root, "archive", new Date(st.ctimeMs).toISOString().slice(0, 10))
         fs.mkdirSync(dir, { recursive: true })
-        for (let k = 0; renameNoReplace(path, join(dir, k === 0 ? e.name : `${k}~${e.name}`)) === "exists"; k++) {}
+        // A name taken in the day's archive gets the same alternative as in done/ and error/,
+        // which keeps to the 255-byte name limit.
+        for (
+          let k = 0;
+          renameNoReplace(path, join(dir, k === 0 ? e.name : alternateName(e.name, k))) === "exists";
+          k++
+        ) {}
+      }
+      if (isStopRequested()) {
+        process.stderr.write(
+          `compact: stopped by ${String(stop.signal.reason)} after ${isDry ? "counting" : v.delete ? "deleting" : "archiving"} ${files} done/ file(s), before pruning the ledger; run it again to go on\n`,
+        )
+        return ExitCode.interrupted
       }
       const iso = (ms: number) => new Date(ms).toISOString()
       const keyCutoff = horizon === undefined ? undefined : iso(now - horizon)
@@ -90,5 +121,5 @@ export async function main(argv: readonly string[]): Promise<number> {
     } finally {
       await ledger.close()
     }
-  })
+  }).finally(() => stop.release())
 }

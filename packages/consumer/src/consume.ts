@@ -1,6 +1,18 @@
 import fs from "node:fs"
 import { availableParallelism } from "node:os"
-import { bytes, type CommandSpec, choice, duration, flag, integer, ledger, root, runCommand, text } from "@spool/cli"
+import {
+  bytes,
+  type CommandSpec,
+  choice,
+  duration,
+  flag,
+  holdStopRequest,
+  integer,
+  ledger,
+  root,
+  runCommand,
+  text,
+} from "@spool/cli"
 import {
   collectGarbageEvery,
   consume,
@@ -101,6 +113,10 @@ export const spec = {
 
 /** `bun run consume`: one-shot drain of a queue. */
 export async function main(argv: readonly string[]): Promise<number> {
+  // Held from before the arguments are read: a signal at any instant stops the run as documented.
+  const stop = holdStopRequest()
+  // A function, not the property: a check early in the run must not narrow the later ones.
+  const isStopRequested = () => stop.signal.aborted
   return runCommand(spec, argv, async ({ values: v }) => {
     const format: LogFormat = v["log-format"]
     const level: LogLevel = v.quiet ? "quiet" : v.verbose ? "verbose" : "info"
@@ -141,11 +157,25 @@ export async function main(argv: readonly string[]): Promise<number> {
       write: (line) => progress.write(line),
       ...(worker && { fields: { worker: Number(worker) } }),
     })
+    const onStop = () =>
+      log.info("stopping", { signal: String(stop.signal.reason), note: "finishing the batches in hand" })
+    if (isStopRequested()) onStop()
+    else stop.signal.addEventListener("abort", onStop, { once: true })
+    // Stopped before the run began: nothing was touched, and nothing is.
+    const stoppedEarly = () => (!isWatching && backlogOf(queue) > 0 ? ExitCode.interrupted : ExitCode.ok)
+    if (isStopRequested()) return stoppedEarly()
     if (concurrency > 1) {
       // Opened once before the workers start: a ledger refused or damaged is reported once,
       // and a new one is created and migrated once.
       await (await openLedger(queue, opening)).close()
-      const { code, isAnyKilled } = await runWorkers(concurrency, argv, log)
+      if (isStopRequested()) return stoppedEarly()
+      const workers = await runWorkers(concurrency, argv, log)
+      const { isAnyKilled } = workers
+      // Workers stopped before they began say nothing of the backlog they left.
+      const code =
+        isStopRequested() && !isWatching && backlogOf(queue) > 0
+          ? Math.max(workers.code, ExitCode.interrupted)
+          : workers.code
       // A worker killed mid-batch leaves up to three batches in processing/ with their claims
       // (one that failed otherwise handed its files back itself): taken back here, by recovery
       // alone, so that exit 3 keeps its promise without waiting for the next run.
@@ -169,12 +199,6 @@ export async function main(argv: readonly string[]): Promise<number> {
       return code
     }
     const ledger = await openLedger(queue, opening)
-    const stop = new AbortController()
-    const onSignal = (signal: NodeJS.Signals) => {
-      if (!stop.signal.aborted) log.info("stopping", { signal, note: "finishing the batches in hand" })
-      stop.abort()
-    }
-    for (const s of stopSignals) process.on(s, onSignal)
     const started = performance.now()
     const batchMs: number[] = []
     let lastBatchAt = started
@@ -229,25 +253,18 @@ export async function main(argv: readonly string[]): Promise<number> {
         ...(summary.deferred > 0 && { deferred: summary.deferred }),
         ...(summary.transient > 0 && { transient: summary.transient }),
         seconds: Number(seconds),
-        ...(stop.signal.aborted && { stopped: "by signal" }),
+        ...(isStopRequested() && { stopped: "by signal" }),
       })
       if (v["stats-json"])
         fs.writeFileSync(v["stats-json"], JSON.stringify({ ...summary, seconds: Number(seconds), batchMs }))
       // A drain cut short says so, so that `consume && next` does not go on as if it had drained.
-      return !isWatching && stop.signal.aborted && backlogOf(queue) > 0 ? ExitCode.interrupted : ExitCode.ok
+      return !isWatching && isStopRequested() && backlogOf(queue) > 0 ? ExitCode.interrupted : ExitCode.ok
     } finally {
       progress.finish()
-      for (const s of stopSignals) process.off(s, onSignal)
       await ledger.close()
     }
-  })
+  }).finally(() => stop.release())
 }
-
-/**
- * The signals that stop a run cleanly: the batches in hand are finished first. SIGHUP too: a
- * closed terminal or SSH connection must not cut a batch in half.
- */
-const stopSignals = ["SIGINT", "SIGTERM", "SIGHUP"] as const
 
 /** The most --concurrency workers this machine takes: 4 per core. */
 function maxConcurrency(): number {

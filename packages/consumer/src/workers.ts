@@ -1,4 +1,5 @@
 import { fileURLToPath } from "node:url"
+import { stopSignals } from "@spool/cli"
 import { ExitCode, type Log } from "@spool/core/engine"
 
 const consumeBin = fileURLToPath(new URL("../bin/consume.ts", import.meta.url))
@@ -8,6 +9,8 @@ const consumeBin = fileURLToPath(new URL("../bin/consume.ts", import.meta.url))
  * waits for all of them. Processes rather than threads: each gets its own core and its own
  * ledger connection, and the ledger's claim transaction already keeps two consumers off one
  * file. SIGINT/SIGTERM/SIGHUP are passed on; the exit code is the worst child's (3 if one was killed).
+ * A child that one of those ended before it could handle it (it was still starting) was not
+ * killed: it touched nothing.
  */
 export async function runWorkers(
   n: number,
@@ -22,19 +25,22 @@ export async function runWorkers(
       env: { ...process.env, SPOOL_WORKER: String(i + 1) },
     }),
   )
+  const forwarded = new Set<string>()
   const forward = (signal: NodeJS.Signals) => {
+    forwarded.add(signal)
     for (const c of children) if (c.exitCode === null) c.kill(signal)
   }
-  for (const s of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.on(s, forward)
+  for (const s of stopSignals) process.on(s, forward)
   try {
     await Promise.all(children.map((c) => c.exited))
   } finally {
-    for (const s of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.off(s, forward)
+    for (const s of stopSignals) process.off(s, forward)
   }
   let worst: number = ExitCode.ok
-  const isAnyKilled = children.some((c) => c.signalCode !== null)
+  const isStopped = (c: (typeof children)[number]) => typeof c.signalCode === "string" && forwarded.has(c.signalCode)
+  const isAnyKilled = children.some((c) => c.signalCode !== null && !isStopped(c))
   for (const [i, c] of children.entries()) {
-    const code = c.exitCode ?? ExitCode.failure
+    const code = c.exitCode ?? (isStopped(c) ? ExitCode.ok : ExitCode.failure)
     if (code !== ExitCode.ok)
       log.warn("worker-failed", { worker: i + 1, pid: c.pid, exit_code: c.exitCode, signal: c.signalCode })
     worst = Math.max(worst, code)

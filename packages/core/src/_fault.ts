@@ -7,7 +7,8 @@
 // optionally `step@N` for the N-th time the step is reached. SPOOL_FAULT_SIGNAL=SIGSTOP stops
 // the process there instead (a stall: a paused VM, a hung mount), for a test to resume with
 // SIGCONT. SPOOL_CRASH_ON=name kills the process whenever it reads that file (a poison
-// message). All are read once, at start-up.
+// message). SPOOL_CLOCK_OFFSET=+5m (or -5m, 100d, ...) sets spool's reading of this host's
+// clock that far from the kernel's: a host whose clock is wrong. All are read once, at start-up.
 const steps = [
   "after-claim",
   "after-commit",
@@ -28,6 +29,14 @@ const faultSignal = process.env.SPOOL_FAULT_SIGNAL ?? "SIGKILL"
 if (faultSignal !== "SIGKILL" && faultSignal !== "SIGSTOP")
   throw new Error(`SPOOL_FAULT_SIGNAL=${faultSignal}: expected SIGKILL (the default) or SIGSTOP`)
 const crashOn = process.env.SPOOL_CRASH_ON
+const offset = /^([+-]?)(\d+)(ms|s|m|h|d)$/.exec(process.env.SPOOL_CLOCK_OFFSET ?? "0ms")
+if (offset === null)
+  throw new Error(
+    `SPOOL_CLOCK_OFFSET=${process.env.SPOOL_CLOCK_OFFSET}: expected a signed duration, such as +5m or -100d`,
+  )
+const units = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const
+/** How far this process's reading of the wall clock is from the kernel's, in milliseconds. */
+export const clockOffsetMs = (offset[1] === "-" ? -1 : 1) * Number(offset[2]) * units[offset[3] as keyof typeof units]
 let reached = 0
 
 /** Kills (or stops) the process if SPOOL_FAULT names this step and it is reached for the N-th time. */

@@ -49,6 +49,24 @@ describe("renameNoReplace", () => {
     expect(fs.readFileSync(join(d.path, "a"), "utf8")).toBe("A")
   })
 
+  it("says a name is too long, not that the disk failed, when the destination name passes 255 bytes", async () => {
+    await using d = await tempDir()
+    fs.writeFileSync(join(d.path, "a"), "A")
+    const long = `${"x".repeat(250)}.json`
+    let message = ""
+    try {
+      renameNoReplace(join(d.path, "a"), join(d.path, `1~${long}`))
+    } catch (error) {
+      expect(error).toBeInstanceOf(SpoolError)
+      message = (error as SpoolError).message
+    }
+    expect(message).toContain(
+      "longer than the filesystem takes (ENAMETOOLONG: at most 255 bytes a name, 4096 a path; the name has 257 bytes)",
+    )
+    expect(message).not.toContain("disk")
+    expect(fs.readdirSync(d.path)).toEqual(["a"])
+  })
+
   it("moves a symbolic link as a link, leaving its target alone", async () => {
     await using d = await tempDir()
     fs.writeFileSync(join(d.path, "target"), "T")

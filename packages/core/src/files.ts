@@ -151,6 +151,7 @@ const errnoNames: Readonly<Record<number, string>> = {
   18: "EXDEV",
   28: "ENOSPC",
   30: "EROFS",
+  36: "ENAMETOOLONG",
   122: "EDQUOT",
 }
 
@@ -170,6 +171,8 @@ export function explainMoveError(code: string, from: string, to: string): string
       return `${dirname(to)} does not exist (ENOENT); recreate the queue directory, then run again`
     case "EXDEV":
       return "the two directories are on different filesystems (EXDEV); keep the whole queue root on one filesystem"
+    case "ENAMETOOLONG":
+      return `the new name or its path is longer than the filesystem takes (ENAMETOOLONG: at most 255 bytes a name, 4096 a path; the name has ${Buffer.byteLength(basename(to))} bytes); move the file out of ${dirname(from)} by hand under a shorter name, then run again`
     default:
       return `${code}; check the system log for disk errors, then run again`
   }

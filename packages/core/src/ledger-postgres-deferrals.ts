@@ -1,7 +1,7 @@
 // The PostgreSQL ledger's deferred files: the pickup of due ones, their rows read, renamed
 // and dropped, and the counts lag and stats show. PostgresLedger's methods call these.
 import type { PostgresLedger } from "./ledger-postgres.ts"
-import { statements } from "./ledger-statements.ts"
+import * as lease from "./ledger-postgres-lease.ts"
 import { type Claim, type Deferral, type RawDeferral, toDeferral } from "./ledger-types.ts"
 
 /** Claims due deferred files (see the SQLite ledger's claimDue), one row at a time in the order given. */
@@ -18,7 +18,7 @@ export async function claimDue(
         DELETE FROM claims c
         WHERE c.root_id = ${l.rootId} AND c.name = ANY (ARRAY(SELECT jsonb_array_elements_text(${forget.map((c) => c.name)}::jsonb)))
           AND c.owner_id = ${ownerId} AND c.state = 'committed'`
-    await tx.unsafe(statements.heartbeat, [now, ownerId])
+    await tx.unsafe(lease.heartbeat, [ownerId])
     const claimed: Claim[] = []
     for (const { d, claimId } of rows) {
       const inserted = await tx`

@@ -5,6 +5,7 @@ import type { LedgerPort } from "./ledger-port.ts"
 import { commitBatch } from "./ledger-postgres-commit.ts"
 import * as deferrals from "./ledger-postgres-deferrals.ts"
 import { asLedgerError, pgCode, redact } from "./ledger-postgres-errors.ts"
+import * as lease from "./ledger-postgres-lease.ts"
 import * as operator from "./ledger-postgres-operator.ts"
 import { ledgerIdOf, migrate, versionOf } from "./ledger-postgres-schema.ts"
 import { statements } from "./ledger-statements.ts"
@@ -135,10 +136,15 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
   }
 
   async registerConsumer(owner: Owner, now: string): Promise<void> {
-    await this.sql`
-      INSERT INTO consumers (owner_id, root_id, host, pid, boot_id, start_ticks, started_at, heartbeat_at)
-      VALUES (${owner.ownerId}, ${this.rootId}, ${owner.host}, ${owner.pid}, ${owner.bootId}, ${owner.startTicks}, ${now}, ${now})
-      ON CONFLICT (owner_id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at`
+    await this.sql.unsafe(lease.register, [
+      owner.ownerId,
+      this.rootId,
+      owner.host,
+      owner.pid,
+      owner.bootId,
+      owner.startTicks,
+      now,
+    ])
   }
 
   async unregisterConsumer(ownerId: string): Promise<void> {
@@ -181,7 +187,7 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
           DELETE FROM claims c
           WHERE c.root_id = ${this.rootId} AND c.name = ANY (ARRAY(SELECT jsonb_array_elements_text(${gone}::jsonb)))
             AND c.owner_id = ${ownerId} AND c.state = 'committed'`
-      await tx.unsafe(statements.heartbeat, [now, ownerId])
+      await tx.unsafe(lease.heartbeat, [ownerId])
       // Inserted in name order (one lock order for every consumer of the root), numbered in the
       // caller's order: seq_no is the claim order recovery redoes a crashed batch in, and it must
       // be the order the batch is processed in, or a retry could let another delivery of a
@@ -264,7 +270,7 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
   async listClaims(): Promise<ClaimRow[]> {
     const rows = await this.sql`
       SELECT c.name, c.claim_id, c.owner_id, c.attempts, c.state, c.dest, c.dest_name, c.payload_hash,
-             o.host, o.pid, o.boot_id, o.start_ticks, o.heartbeat_at
+             o.host, o.pid, o.boot_id, o.start_ticks, o.heartbeat_at, ${this.sql.unsafe(lease.heartbeatAgeMs)} AS heartbeat_age_ms
       FROM claims c LEFT JOIN consumers o ON o.owner_id = c.owner_id
       WHERE c.root_id = ${this.rootId} ORDER BY c.seq_no`
     return (rows as RawClaimRow[]).map(toClaimRow)
@@ -316,9 +322,9 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
     return fn()
   }
 
-  /** Refreshes the owner's heartbeat (its lease, as seen from other hosts). */
-  async flush(ownerId: string, now: string): Promise<void> {
-    await this.sql.unsafe(statements.heartbeat, [now, ownerId])
+  /** Refreshes the owner's heartbeat (its lease, as seen from other hosts), by the server's clock. */
+  async flush(ownerId: string, _now: string): Promise<void> {
+    await this.sql.unsafe(lease.heartbeat, [ownerId])
   }
 
   async claimOrphan(name: string, ownerId: string, now: string): Promise<Claim | undefined> {

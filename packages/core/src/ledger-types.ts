@@ -1,5 +1,6 @@
 // The ledger's domain types, the same for both backends: a claim, an outcome and the verdict a
 // commit gives it, and the rows both adapters select, with their mapping to the engine's types.
+import { wallClock } from "./clock.ts"
 import type { Owner } from "./owner.ts"
 
 /** A file a consumer has claimed. */
@@ -19,7 +20,7 @@ export interface ClaimRow extends Claim {
   readonly dest: Destination | null
   readonly destName: string | null
   readonly payloadHash: string | null
-  readonly owner: (Owner & { readonly heartbeatAt: string }) | undefined
+  readonly owner: (Owner & { readonly heartbeatAt: string; readonly heartbeatAgeMs: number }) | undefined
 }
 
 /** What the consumer decided for one claimed file, to be committed with its batch. */
@@ -139,6 +140,8 @@ export interface RawClaimRow {
   boot_id: string | null
   start_ticks: string | null
   heartbeat_at: string | null
+  /** The heartbeat's age by the database server's clock, where the ledger has one (PostgreSQL). */
+  heartbeat_age_ms?: number | null
 }
 
 /** The columns a takeover returns: the claim's state as the adopting transaction found it. */
@@ -178,7 +181,14 @@ export function toClaimRow(r: RawClaimRow): ClaimRow {
     // the whole row is there.
     owner:
       r.owner_id !== null && r.host !== null
-        ? { ...toOwner(r as RawClaimRow & RawOwner), heartbeatAt: r.heartbeat_at ?? "" }
+        ? {
+            ...toOwner(r as RawClaimRow & RawOwner),
+            heartbeatAt: r.heartbeat_at ?? "",
+            // A lease is judged by the clock that wrote the heartbeat: the server's, which every
+            // host shares, where the ledger measured the age; else this host's, as on SQLite,
+            // whose consumers are all on this host.
+            heartbeatAgeMs: r.heartbeat_age_ms ?? wallClock() - Date.parse(r.heartbeat_at ?? ""),
+          }
         : undefined,
   }
 }

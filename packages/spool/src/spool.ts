@@ -19,6 +19,11 @@ export const commands = {
   replay: () => import("@spool/ops/replay"),
 } satisfies CommandTable
 
+/** True for the commands that stop at a safe point on SIGINT, SIGTERM or SIGHUP (see @spool/cli/stop). */
+export function stopsCleanly(command: string | undefined): boolean {
+  return command === "consume" || command === "compact"
+}
+
 /** The `spool` command's description. */
 export const spool: DispatcherSpec = {
   name: "spool",

@@ -1,4 +1,5 @@
 import fs from "node:fs"
+import { wallClock } from "../clock.ts"
 import { type FileRead, fsyncDir, type OpenDir, openDir } from "../files.ts"
 import type { Claim, Outcome, Verdict } from "../ledger.ts"
 import type { AnyEffect, LedgerPort } from "../ledger-port.ts"
@@ -103,4 +104,4 @@ export class Context {
   }
 }
 
-export const now = (): string => new Date().toISOString()
+export const now = (): string => new Date(wallClock()).toISOString()

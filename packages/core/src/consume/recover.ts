@@ -170,7 +170,7 @@ function isOwnerAlive(c: Context, row: ClaimRow): boolean {
   if (row.owner === undefined) return false
   const liveness = ownerLiveness(row.owner)
   if (liveness !== "unknown") return liveness === "alive"
-  return Date.now() - Date.parse(row.owner.heartbeatAt) < (c.options.leaseMs ?? defaults.leaseMs)
+  return row.owner.heartbeatAgeMs < (c.options.leaseMs ?? defaults.leaseMs)
 }
 
 function exists(path: string): boolean {
