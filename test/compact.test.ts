@@ -98,7 +98,7 @@ for (const backend of backends)
     it("forgets replayed failures and replay records of that age, and keeps the open ones", async () => {
       await using q = await backend.queue({ seed: { "bad.json": "{not json", "worse.json": "{nor this" } })
       expect((await q.command("consume")).exitCode).toBe(0)
-      // Corrected in error/ first: replay refuses a format error whose bytes are the ones that failed.
+      // Corrected in error/ first, as an operator would: the bytes that failed would only fail again.
       fs.appendFileSync(join(q.root, "error", "bad.json"), "\n")
       expect((await q.command("replay", ["bad.json"])).exitCode).toBe(0)
       const past = new Date(Date.now() - 100 * day).toISOString()

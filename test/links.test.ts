@@ -140,7 +140,7 @@ describe("a root that is itself a symbolic link", () => {
     const lag = await run(["bun", join(repoRoot, "scripts/lag.ts"), link, "0"])
     expect(lag.stdout).toBe("inbox=0 processing=0 error=1\n")
     expect(lag.exitCode).toBe(0)
-    // Corrected in error/ first: replay refuses a format error whose bytes are the ones that failed.
+    // Corrected in error/ first, as an operator would: the bytes that failed would only fail again.
     fs.appendFileSync(join(real, "error", "bad.json"), "\n")
     const replay = await run(["bun", join(repoRoot, "scripts/replay.ts"), "--root", link, "bad.json"])
     expect(replay.exitCode).toBe(0)

@@ -90,7 +90,7 @@ pg("the PostgreSQL ledger (--ledger / SPOOL_LEDGER_URL)", () => {
     expect(stats.allTime).toMatchObject({ processed: 15, duplicates: 3, failures: 2 })
     expect(stats.openFailures).toEqual({ "missing-field": 1, parse: 1 })
 
-    // Corrected in error/ first: replay refuses a format error whose bytes are the ones that failed.
+    // Corrected in error/ first, as an operator would: the bytes that failed would only fail again.
     fs.appendFileSync(join(shared.root, "error", "evt-broken-0001.json"), "\n")
     const rp = await run([
       "bun",

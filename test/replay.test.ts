@@ -1,7 +1,7 @@
-// End to end: `bun scripts/replay.ts` and the built `packages/ops/dist/replay.sh`, as real
-// processes, on a queue the real consume has drained, on both ledgers from one matrix. Every
-// refusal is checked against a full snapshot of the queue and the ledger taken before it:
-// nothing may change.
+// End to end: `bun scripts/replay.ts`, the built `packages/ops/dist/replay.sh` and `spool
+// replay`, as real processes, on a queue the real consume has drained, on both ledgers from one
+// matrix. Every refusal and skip is checked against a full snapshot of the queue and the ledger
+// taken before it: nothing may change.
 import { afterAll, beforeAll, describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { dirname, join } from "node:path"
@@ -66,6 +66,21 @@ const runners = [
       run([replaySh, ...args], { ...(env ? { env } : {}), ...(cwd ? { cwd } : {}) }),
   ],
 ] as const
+
+/** Every entry point of replay: the lab's contract holds through each alike. */
+const entryPoints = [...runners, ["bun spool replay", spoolReplay] as const] as const
+
+/** The stderr lines that mention a skip. */
+const skipLines = (stderr: string) => stderr.split("\n").filter((l) => l.includes("skip"))
+
+/** What replay prints to stderr after moving `name`, a format error unchanged since it failed with `reason`. */
+const unchangedWarning = (name: string, reason: string) =>
+  `replay: warning: ${name}: it failed with ${reason}, a format error, and its bytes are the ones that failed, ` +
+  "so it will fail the same way; fix it at the source, or correct it in error/ before replaying it\n"
+
+/** The tail of the line that sums up a selection's skips. */
+const skipAdvice =
+  "fix them at the source, or correct them in error/ first; --include-unchanged replays them as they are"
 
 // Bulk replay: several names, --match, --reason, --all, --dry-run, --max-replays and --force.
 // Each file moves or is refused on its own; stdout lists the names moved (or that would move).
@@ -136,7 +151,7 @@ for (const backend of await ledgerBackends())
       return correct(q)
     }
 
-    describe.each(runners)("%s", (name, replay) => {
+    describe.each(entryPoints)("%s", (name, replay) => {
       it("moves error/FILE back to inbox/, marks its failure replayed, logs a replay and rewrites error.csv", async () => {
         await using q = await drained()
         const bytes = fs.readFileSync(join(q.root, "error", BROKEN))
@@ -275,20 +290,24 @@ for (const backend of await ledgerBackends())
         ],
       ]
 
-      // The source entry loads @spool/core whole (arktype included, about a second per start on
-      // this machine), so it gets a sample of the refusals; the built replay.sh gets all of them.
+      // The source entries load @spool/core whole (arktype included, about a second per start on
+      // this machine), so they get a sample of the refusals, one of each kind the contract keeps;
+      // the built replay.sh gets all of them.
       const sample = new Set([
         "..",
         "a file of done/",
         "an absolute path to a file outside the queue",
         "a symlink in error/ pointing into done/",
+        "a directory in error/",
         "a name that already exists in inbox/",
+        "a name a consumer is processing",
         "no FILE",
       ])
       const cases = name === "dist/replay.sh" ? refusals : refusals.filter(([c]) => sample.has(c))
 
+      // On the bytes that failed, so that nothing but the refusal itself can keep a file in error/.
       it.each(cases)("refuses %s and changes nothing", async (_case, setUp, code) => {
-        await using q = await drained()
+        await using q = await unchanged()
         await using outside = await tempDir("spool-outside-")
         const args = setUp(q.root, outside.path)
         const isQueue = fs.existsSync(join(q.root, "processing"))
@@ -339,10 +358,19 @@ for (const backend of await ledgerBackends())
         expect(await fullSnapshot(q)).toEqual(before)
       })
 
-      it("prints usage with --help and exits 0", async () => {
+      it("prints usage with --help, saying the contract, and exits 0", async () => {
         const r = await replay(["--help"])
-        expect(r.stdout).toContain("Usage:")
-        expect(r.stdout).toContain("--root")
+        const help = r.stdout.replace(/\s+/g, " ")
+        expect(help).toContain("Usage:")
+        expect(help).toContain("--root")
+        expect(help).toContain("Every named FILE that is a regular file in error/ moves.")
+        expect(help).toContain(
+          "refused, changing nothing, only when it is a path, is not a regular file in error/, or its name is taken in inbox/ or processing/",
+        )
+        expect(help).toContain("A FILE that will fail the same way moves too, with a warning")
+        expect(help).toContain("skips the files that would fail the same way and says how many and why in one line")
+        expect(help).toMatch(/--include-unchanged +a selection takes the files that would fail the same way too/)
+        expect(help).toMatch(/--force +the same as --include-unchanged/)
         expect(r.exitCode).toBe(0)
       })
     })
@@ -399,29 +427,31 @@ for (const backend of await ledgerBackends())
         expect(list(join(q.root, "error"))).toEqual([BROKEN])
       })
 
-      it("refuses a file replayed --max-replays times already (default 3), and replays it with --force", async () => {
+      it("skips under --all a file replayed --max-replays times already (default 3); a named one moves with a warning", async () => {
         await using q = await drained()
         await logReplays(q, NOORDER, 3)
-        const refused = await replay([...q.args, "--all"])
-        expect(refused.stdout).toBe(`${BROKEN}\n`)
-        expect(refused.stderr).toContain(`refused ${NOORDER}: it was already replayed 3 times (--max-replays 3)`)
-        expect(refused.exitCode).toBe(1)
+        const skipped = await replay([...q.args, "--all"])
+        expect(skipped.stdout).toBe(`${BROKEN}\n`)
+        expect(skipLines(skipped.stderr)).toEqual([
+          "replay: skipped 1 of 2 selected files, which would fail the same way (1 already replayed --max-replays 3 " +
+            `times): ${skipAdvice}`,
+        ])
+        expect(skipped.stderr).not.toContain("replay: refused ")
+        expect(skipped.exitCode).toBe(0)
         expect(list(join(q.root, "error"))).toEqual([NOORDER])
-        const raised = await replay([...q.args, "--max-replays", "4", NOORDER])
+        const raised = await replay([...q.args, "--max-replays", "4", "--all"])
         expect(raised.stdout).toBe(`${NOORDER}\n`)
+        expect(raised.stderr).not.toContain("warning")
         expect(raised.exitCode).toBe(0)
         // Consumed again, it fails again: now four replays are logged.
         expect((await q.command("consume")).exitCode).toBe(0)
         expect(list(join(q.root, "error"))).toEqual([BROKEN, NOORDER])
-        const before = await fullSnapshot(q)
-        const again = await replay([...q.args, "--max-replays", "4", NOORDER])
-        expect(again.stdout).toBe("")
-        expect(again.stderr).toContain("it was already replayed 4 times (--max-replays 4)")
-        expect(again.exitCode).toBe(1)
-        expect(await fullSnapshot(q)).toEqual(before)
-        const forced = await replay([...q.args, "--force", "--max-replays", "4", NOORDER])
-        expect(forced.stdout).toBe(`${NOORDER}\n`)
-        expect(forced.exitCode).toBe(0)
+        const named = await replay([...q.args, "--max-replays", "4", NOORDER])
+        expect(named.stdout).toBe(`${NOORDER}\n`)
+        expect(named.stderr).toContain(
+          `replay: warning: ${NOORDER}: it was already replayed 4 times (--max-replays 4), so it will likely fail the same way`,
+        )
+        expect(named.exitCode).toBe(0)
         expect((await replayRows(q)).filter((x) => x.file === NOORDER)).toHaveLength(5)
       })
 
@@ -464,7 +494,7 @@ for (const backend of await ledgerBackends())
         expect(list(join(q.root, "inbox"))).toEqual([HOSTILE.brackets, HOSTILE.star].sort())
       })
 
-      it("lists with --dry-run what would move and what would be refused, and changes nothing", async () => {
+      it("lists with --dry-run what would move, be refused and be skipped, and changes nothing", async () => {
         await using q = await drainedHostile()
         fs.writeFileSync(join(q.root, "inbox", HOSTILE.comma), "producer's")
         await logReplays(q, OTHER, 3)
@@ -474,8 +504,12 @@ for (const backend of await ledgerBackends())
         const movable = [HOSTILE.space, HOSTILE.brackets, HOSTILE.star, BROKEN, NOORDER].sort()
         expect(r.stdout).toBe(movable.map((n) => `${show(n)}\n`).join(""))
         expect(r.stderr).toContain(`refused ${HOSTILE.comma}: inbox/ already holds`)
-        expect(r.stderr).toContain(`refused ${OTHER}: it was already replayed 3 times`)
-        expect(r.stderr).toContain("dry run: 5 of 7 selected files would move back to inbox/, 2 would be refused")
+        expect(skipLines(r.stderr)).toEqual([
+          "replay: dry run: would skip 1 of 7 selected files, which would fail the same way (1 already replayed " +
+            `--max-replays 3 times): ${skipAdvice}`,
+        ])
+        expect(r.stderr).toContain("dry run: 5 of 7 selected files would move back to inbox/, 1 would be refused")
+        // The refusal, not the skip, makes it exit 1.
         expect(r.exitCode).toBe(1)
         expect(await fullSnapshot(q)).toEqual(before)
         expect(fs.statSync(join(q.root, "error.csv")).mtimeMs).toBe(csvTime)
@@ -548,165 +582,257 @@ for (const backend of await ledgerBackends())
       )
     })
 
-    // Format errors are refused unchanged; business errors move; --class, --id; the replayed file's age.
-    describe.each([...runners, ["bun spool replay", spoolReplay] as const])(
-      "%s, by class of failure",
-      (_name, replay) => {
-        /** The drained sample plus AGAIN (beyond-horizon) in error/, as consume and compact leave them. */
-        let business: BackendQueue
-        beforeAll(async () => {
-          business = await template.copy()
-          const bytes = fs.readFileSync(join(business.root, "done", DONE))
-          await business.exec("UPDATE processed SET processed_at = ? WHERE msg_id = ?", [
-            new Date(Date.now() - 400 * day).toISOString(),
-            DONE_ID,
-          ])
-          expect((await business.command("compact", ["--older-than", "30d", "--horizon", "365d"])).exitCode).toBe(0)
-          business.put(AGAIN, bytes)
-          expect((await business.command("consume")).exitCode).toBe(0)
-          expect(list(join(business.root, "error"))).toEqual([BROKEN, NOORDER, AGAIN].sort())
-          const reasons = await business.rows(
-            "SELECT file, reason FROM failures WHERE replayed_at IS NULL ORDER BY file",
-          )
-          expect(reasons).toEqual([
-            { file: AGAIN, reason: "beyond-horizon" },
-            { file: BROKEN, reason: "parse" },
-            { file: NOORDER, reason: "missing-field" },
-          ])
-        }, 120_000)
-        afterAll(() => business?.[Symbol.asyncDispose]())
+    // The lab's contract: a named file in error/ moves, with a warning when it will fail the same
+    // way; a selection (--match, --reason, --class, --id, --all) skips such files in one line and
+    // exits 0, --include-unchanged (or --force) takes them; --class, --id; the replayed file's age.
+    describe.each(entryPoints)("%s, the lab's contract", (_name, replay) => {
+      /** The drained sample plus AGAIN (beyond-horizon) in error/, as consume and compact leave them. */
+      let business: BackendQueue
+      beforeAll(async () => {
+        business = await template.copy()
+        const bytes = fs.readFileSync(join(business.root, "done", DONE))
+        await business.exec("UPDATE processed SET processed_at = ? WHERE msg_id = ?", [
+          new Date(Date.now() - 400 * day).toISOString(),
+          DONE_ID,
+        ])
+        expect((await business.command("compact", ["--older-than", "30d", "--horizon", "365d"])).exitCode).toBe(0)
+        business.put(AGAIN, bytes)
+        expect((await business.command("consume")).exitCode).toBe(0)
+        expect(list(join(business.root, "error"))).toEqual([BROKEN, NOORDER, AGAIN].sort())
+        const reasons = await business.rows("SELECT file, reason FROM failures WHERE replayed_at IS NULL ORDER BY file")
+        expect(reasons).toEqual([
+          { file: AGAIN, reason: "beyond-horizon" },
+          { file: BROKEN, reason: "parse" },
+          { file: NOORDER, reason: "missing-field" },
+        ])
+      }, 120_000)
+      afterAll(() => business?.[Symbol.asyncDispose]())
 
-        it("refuses FILE whose format error's bytes are unchanged, changing nothing, and replays it once corrected", async () => {
-          await using q = await unchanged()
+      it("moves the named evt-broken-0001.json, unchanged since it failed, back to inbox/ with a warning", async () => {
+        await using q = await unchanged()
+        const bytes = fs.readFileSync(join(q.root, "error", BROKEN))
+        const r = await replay([...q.args, BROKEN])
+        expect(r.stdout).toBe("")
+        expect(r.stderr).toBe(
+          `replay: moved error/${BROKEN} back to inbox/${BROKEN} (failed with parse; record marked replayed); ` +
+            `run consume to process it\n${unchangedWarning(BROKEN, "parse")}`,
+        )
+        expect(r.exitCode).toBe(0)
+        expect(list(join(q.root, "inbox"))).toEqual([BROKEN])
+        expect(fs.readFileSync(join(q.root, "inbox", BROKEN))).toEqual(bytes)
+        expect(list(join(q.root, "error"))).toEqual([NOORDER])
+        const marked = await q.rows("SELECT file FROM failures WHERE replayed_at IS NOT NULL")
+        expect(marked).toEqual([{ file: BROKEN }])
+        expect((await replayRows(q)).map((x) => x.file)).toEqual([BROKEN])
+        expect(fs.readFileSync(join(q.root, "error.csv"), "utf8")).toBe(`file,reason\n${NOORDER},missing-field\n`)
+        // Consumed again, the same bytes fail the same way, as the warning said.
+        expect((await q.command("consume")).exitCode).toBe(0)
+        expect(list(join(q.root, "error"))).toEqual([BROKEN, NOORDER])
+      })
+
+      it("moves every named file that is a regular file in error/, each unchanged one with its warning", async () => {
+        await using q = await business.copy()
+        const r = await replay([...q.args, NOORDER, BROKEN, AGAIN])
+        expect(r.stdout).toBe(`${AGAIN}\n${BROKEN}\n${NOORDER}\n`)
+        expect(r.stderr).toContain(unchangedWarning(BROKEN, "parse"))
+        expect(r.stderr).toContain(unchangedWarning(NOORDER, "missing-field"))
+        expect(r.stderr).not.toContain(`warning: ${AGAIN}`)
+        expect(r.stderr).toContain("moved 3 of 3 selected files back to inbox/, refused 0; run consume")
+        expect(skipLines(r.stderr)).toEqual([])
+        expect(r.exitCode).toBe(0)
+        expect(list(join(q.root, "inbox"))).toEqual([BROKEN, AGAIN, NOORDER].sort())
+        expect(list(join(q.root, "error"))).toEqual([])
+        expect((await replayRows(q)).map((x) => x.file)).toEqual([AGAIN, BROKEN, NOORDER])
+      })
+
+      it("moves a named file past --max-replays with a warning, and counts its replay", async () => {
+        await using q = await business.copy()
+        await logReplays(q, AGAIN, 3)
+        const r = await replay([...q.args, AGAIN])
+        expect(r.stdout).toBe("")
+        expect(r.stderr).toContain(`replay: moved error/${AGAIN} back to inbox/${AGAIN} (failed with beyond-horizon`)
+        expect(r.stderr).toContain(
+          `replay: warning: ${AGAIN}: it was already replayed 3 times (--max-replays 3), so it will likely fail the ` +
+            "same way; fix it at the source, or correct it in error/ before replaying it\n",
+        )
+        expect(r.exitCode).toBe(0)
+        expect(list(join(q.root, "inbox"))).toEqual([AGAIN])
+        const rows = (await replayRows(q)).filter((x) => x.file === AGAIN)
+        expect(rows).toHaveLength(4)
+        expect(rows.filter((x) => x.failure_id !== null)).toHaveLength(1)
+      })
+
+      it("still refuses, changing nothing and exiting 1, a named file that is not in error/, and moves the others", async () => {
+        await using q = await unchanged()
+        const r = await replay([...q.args, "nothing-here.json", BROKEN])
+        expect(r.stdout).toBe(`${BROKEN}\n`)
+        expect(r.stderr).toContain("replay: refused nothing-here.json: there is no such file in")
+        expect(r.stderr).toContain(unchangedWarning(BROKEN, "parse"))
+        expect(r.exitCode).toBe(1)
+        expect(list(join(q.root, "inbox"))).toEqual([BROKEN])
+      })
+
+      /** Each selection of the business queue: what it moves, then its one skip line's start. */
+      const selections: [string, string[], string[], string][] = [
+        ["--all", ["--all"], [AGAIN], "skipped 2 of 3 selected files, which would fail the same way (2 format errors"],
+        [
+          "--match",
+          ["--match", "evt-*"],
+          [AGAIN],
+          "skipped 2 of 3 selected files, which would fail the same way (2 format errors",
+        ],
+        [
+          "--reason",
+          ["--reason", "parse"],
+          [],
+          "skipped 1 of 1 selected file, which would fail the same way (1 format error",
+        ],
+        [
+          "--class",
+          ["--class", "format"],
+          [],
+          "skipped 2 of 2 selected files, which would fail the same way (2 format errors",
+        ],
+        [
+          "--id",
+          ["--id", NOORDER_ID],
+          [],
+          "skipped 1 of 1 selected file, which would fail the same way (1 format error",
+        ],
+      ]
+
+      it.each(selections)(
+        "skips under %s each unchanged format error, says so in one line, and exits 0",
+        async (_case, args, moves, skipLine) => {
+          await using q = await business.copy()
           const before = await fullSnapshot(q)
-          const r = await replay([...q.args, NOORDER])
-          expect(r.stdout).toBe("")
-          expect(r.stderr).toBe(
-            `replay: refusing to replay ${NOORDER}: it failed with missing-field, a format error, and its bytes are ` +
-              "the ones that failed, so it would fail again; fix the file in error/ first, or pass --force to replay " +
-              "it as it is; nothing was changed\n",
-          )
-          expect(r.exitCode).toBe(1)
-          expect(await fullSnapshot(q)).toEqual(before)
-          const fixed = '{"msg_id": "m-x-02", "order_no": "A-1010", "seq": 1, "amount": 5.5}'
-          fs.writeFileSync(join(q.root, "error", NOORDER), fixed)
-          const again = await replay([...q.args, NOORDER])
-          expect(again.stderr).toContain(`moved error/${NOORDER} back to inbox/${NOORDER} (failed with missing-field`)
-          expect(again.exitCode).toBe(0)
-          expect(fs.readFileSync(join(q.root, "inbox", NOORDER), "utf8")).toBe(fixed)
-          expect((await q.command("consume")).exitCode).toBe(0)
-          expect(list(join(q.root, "done"))).toContain(NOORDER)
-          expect(list(join(q.root, "error"))).toEqual([BROKEN])
-        })
-
-        it("replays an unchanged format error with --force", async () => {
-          await using q = await unchanged()
-          const bytes = fs.readFileSync(join(q.root, "error", BROKEN))
-          const r = await replay([...q.args, "--force", BROKEN])
-          expect(r.stdout).toBe(`${BROKEN}\n`)
+          const r = await replay([...q.args, ...args])
+          expect(r.stdout).toBe(moves.map((n) => `${n}\n`).join(""))
+          const lines = skipLines(r.stderr)
+          expect(lines).toHaveLength(1)
+          expect(lines[0]).toStartWith(`replay: ${skipLine}`)
+          expect(lines[0]).toEndWith(skipAdvice)
+          expect(r.stderr).not.toContain("replay: refused ")
+          expect(r.stderr).not.toContain("warning")
           expect(r.exitCode).toBe(0)
-          expect(fs.readFileSync(join(q.root, "inbox", BROKEN))).toEqual(bytes)
-        })
+          expect(list(join(q.root, "inbox"))).toEqual(moves)
+          expect(list(join(q.root, "error"))).toEqual([BROKEN, NOORDER, AGAIN].filter((n) => !moves.includes(n)).sort())
+          expect((await replayRows(q)).map((x) => x.file)).toEqual(moves)
+          if (moves.length === 0) expect(await fullSnapshot(q)).toEqual(before)
+        },
+      )
 
-        it("refuses each unchanged format error in a bulk replay, lists it, moves the business error, and exits 1", async () => {
+      it.each(["--include-unchanged", "--force"])(
+        "takes the unchanged format errors too with %s, each with its warning",
+        async (flag) => {
           await using q = await business.copy()
-          const r = await replay([...q.args, "--all"])
-          expect(r.stdout).toBe(`${AGAIN}\n`)
-          expect(r.stderr).toContain(
-            `refused ${BROKEN}: it failed with parse, a format error, and its bytes are the ones`,
-          )
-          expect(r.stderr).toContain(`refused ${NOORDER}: it failed with missing-field, a format error`)
-          expect(r.stderr).toContain(`moved error/${AGAIN} back to inbox/${AGAIN} (failed with beyond-horizon`)
-          expect(r.stderr).toContain("moved 1 of 3 selected files back to inbox/, refused 2")
-          expect(r.exitCode).toBe(1)
-          expect(list(join(q.root, "inbox"))).toEqual([AGAIN])
-          expect(list(join(q.root, "error"))).toEqual([BROKEN, NOORDER])
-          expect(fs.readFileSync(join(q.root, "error.csv"), "utf8")).toBe(
-            `file,reason\n${BROKEN},parse\n${NOORDER},missing-field\n`,
-          )
-        })
-
-        it("selects by --class business only the business error, and replays it as it is", async () => {
-          await using q = await business.copy()
-          const bytes = fs.readFileSync(join(q.root, "error", AGAIN))
-          const r = await replay([...q.args, "--class", "business"])
-          expect(r.stdout).toBe(`${AGAIN}\n`)
+          const r = await replay([...q.args, "--all", flag])
+          expect(r.stdout).toBe(`${AGAIN}\n${BROKEN}\n${NOORDER}\n`)
+          expect(r.stderr).toContain(unchangedWarning(BROKEN, "parse"))
+          expect(r.stderr).toContain(unchangedWarning(NOORDER, "missing-field"))
+          expect(skipLines(r.stderr)).toEqual([])
           expect(r.exitCode).toBe(0)
-          expect(fs.readFileSync(join(q.root, "inbox", AGAIN))).toEqual(bytes)
-          expect(list(join(q.root, "error"))).toEqual([BROKEN, NOORDER])
-          expect((await replayRows(q)).map((x) => x.file)).toEqual([AGAIN])
-        })
+          expect(list(join(q.root, "error"))).toEqual([])
+          expect((await replayRows(q)).map((x) => x.file)).toEqual([AGAIN, BROKEN, NOORDER])
+        },
+      )
 
-        it("selects by --class format the format errors: refused unchanged (exit 1), moved with --force", async () => {
-          await using q = await business.copy()
-          const before = await fullSnapshot(q)
-          const refused = await replay([...q.args, "--class", "format"])
-          expect(refused.stdout).toBe("")
-          expect(refused.stderr).toContain("moved 0 of 2 selected files back to inbox/, refused 2; nothing was changed")
-          expect(refused.exitCode).toBe(1)
-          expect(await fullSnapshot(q)).toEqual(before)
-          const forced = await replay([...q.args, "--class", "format", "--force"])
-          expect(forced.stdout).toBe(`${BROKEN}\n${NOORDER}\n`)
-          expect(forced.exitCode).toBe(0)
-          expect(list(join(q.root, "error"))).toEqual([AGAIN])
-        })
+      it("shows with --dry-run the same split, and changes nothing", async () => {
+        await using q = await business.copy()
+        await logReplays(q, AGAIN, 3)
+        const before = await fullSnapshot(q)
+        const selection = await replay([...q.args, "--all", "--dry-run"])
+        expect(selection.stdout).toBe("")
+        expect(skipLines(selection.stderr)).toEqual([
+          "replay: dry run: would skip 3 of 3 selected files, which would fail the same way (2 format errors " +
+            `unchanged since failing, 1 already replayed --max-replays 3 times): ${skipAdvice}`,
+        ])
+        expect(selection.stderr).toContain(
+          "dry run: 0 of 3 selected files would move back to inbox/, 0 would be refused; nothing was changed",
+        )
+        expect(selection.exitCode).toBe(0)
+        const named = await replay([...q.args, "--dry-run", BROKEN, AGAIN])
+        expect(named.stdout).toBe(`${AGAIN}\n${BROKEN}\n`)
+        expect(named.stderr).toContain(unchangedWarning(BROKEN, "parse"))
+        expect(named.stderr).toContain(`replay: warning: ${AGAIN}: it was already replayed 3 times (--max-replays 3)`)
+        expect(named.stderr).toContain("dry run: 2 of 2 selected files would move back to inbox/, 0 would be refused")
+        expect(named.exitCode).toBe(0)
+        expect(await fullSnapshot(q)).toEqual(before)
+      })
 
-        it("replays by --id the file in error/ that carries the msg_id, the format rule applying", async () => {
-          await using q = await business.copy()
-          const moved = await replay([...q.args, "--id", DONE_ID])
-          expect(moved.stdout).toBe(`${AGAIN}\n`)
-          expect(moved.exitCode).toBe(0)
-          expect(list(join(q.root, "inbox"))).toEqual([AGAIN])
-          const before = await fullSnapshot(q)
-          const refused = await replay([...q.args, "--id", NOORDER_ID])
-          expect(refused.stdout).toBe("")
-          expect(refused.stderr).toContain(`refused ${NOORDER}: it failed with missing-field, a format error`)
-          expect(refused.exitCode).toBe(1)
-          expect(await fullSnapshot(q)).toEqual(before)
-          const forced = await replay([...q.args, "--id", NOORDER_ID, "--force"])
-          expect(forced.stdout).toBe(`${NOORDER}\n`)
-          expect(forced.exitCode).toBe(0)
-        })
+      it("replays FILE normally once it was corrected in error/", async () => {
+        await using q = await unchanged()
+        const fixed = '{"msg_id": "m-x-02", "order_no": "A-1010", "seq": 1, "amount": 5.5}'
+        fs.writeFileSync(join(q.root, "error", NOORDER), fixed)
+        const r = await replay([...q.args, NOORDER])
+        expect(r.stderr).toBe(
+          `replay: moved error/${NOORDER} back to inbox/${NOORDER} (failed with missing-field; record marked ` +
+            "replayed); run consume to process it\n",
+        )
+        expect(r.exitCode).toBe(0)
+        expect(fs.readFileSync(join(q.root, "inbox", NOORDER), "utf8")).toBe(fixed)
+        expect((await q.command("consume")).exitCode).toBe(0)
+        expect(list(join(q.root, "done"))).toContain(NOORDER)
+        expect(list(join(q.root, "error"))).toEqual([BROKEN])
+      })
 
-        it.each([
-          ["a msg_id no message has", "m-nowhere-99"],
-          ["the msg_id of a message that was processed (in done/, not error/)", "m-1003-01"],
-        ])("refuses --id with %s: exit 1, nothing changed", async (_case, id) => {
-          await using q = await business.copy()
-          if (id === "m-1003-01") {
-            const processed = await q.rows("SELECT file FROM processed WHERE msg_id = ?", [id])
-            expect(processed).toHaveLength(1)
-            expect(list(join(q.root, "done"))).toContain((processed[0] as { file: string }).file)
-          }
-          const before = await fullSnapshot(q)
-          const r = await replay([...q.args, "--id", id])
-          expect(r.stdout).toBe("")
-          expect(r.stderr).toBe(
-            `replay: no file in ${join(q.root, "error")}/ has msg_id "${id}" (a message that was processed is in done/, ` +
-              "not error/); nothing was changed\n",
-          )
-          expect(r.exitCode).toBe(1)
-          expect(await fullSnapshot(q)).toEqual(before)
-        })
+      it("selects by --class business only the business error, and replays it as it is", async () => {
+        await using q = await business.copy()
+        const bytes = fs.readFileSync(join(q.root, "error", AGAIN))
+        const r = await replay([...q.args, "--class", "business"])
+        expect(r.stdout).toBe(`${AGAIN}\n`)
+        expect(r.exitCode).toBe(0)
+        expect(fs.readFileSync(join(q.root, "inbox", AGAIN))).toEqual(bytes)
+        expect(list(join(q.root, "error"))).toEqual([BROKEN, NOORDER])
+        expect((await replayRows(q)).map((x) => x.file)).toEqual([AGAIN])
+      })
 
-        it("sets the replayed file's mtime to the replay, so lag --max-age counts from it", async () => {
-          await using q = await business.copy()
-          const written = new Date(Date.now() - 2 * 3_600_000)
-          fs.utimesSync(join(q.root, "error", AGAIN), written, written)
-          const start = Date.now()
-          expect((await replay([...q.args, AGAIN])).exitCode).toBe(0)
-          const mtime = fs.statSync(join(q.root, "inbox", AGAIN)).mtimeMs
-          expect(mtime).toBeGreaterThanOrEqual(start - 1000)
-          expect(mtime).toBeLessThanOrEqual(Date.now())
-          const lag = await run([lagSh, q.root, "10", "--max-age", "1h"])
-          expect(lag.stdout).toBe("inbox=1 processing=0 error=2\n")
-          expect(lag.exitCode).toBe(0)
-          // The same file dated from its producer's write would be over the limit.
-          fs.utimesSync(join(q.root, "inbox", AGAIN), written, written)
-          expect((await run([lagSh, q.root, "10", "--max-age", "1h"])).exitCode).toBe(1)
-        })
-      },
-    )
+      it("replays by --id the file in error/ that carries the msg_id", async () => {
+        await using q = await business.copy()
+        const moved = await replay([...q.args, "--id", DONE_ID])
+        expect(moved.stdout).toBe(`${AGAIN}\n`)
+        expect(moved.exitCode).toBe(0)
+        expect(list(join(q.root, "inbox"))).toEqual([AGAIN])
+      })
+
+      it.each([
+        ["a msg_id no message has", "m-nowhere-99"],
+        ["the msg_id of a message that was processed (in done/, not error/)", "m-1003-01"],
+      ])("refuses --id with %s: exit 1, nothing changed", async (_case, id) => {
+        await using q = await business.copy()
+        if (id === "m-1003-01") {
+          const processed = await q.rows("SELECT file FROM processed WHERE msg_id = ?", [id])
+          expect(processed).toHaveLength(1)
+          expect(list(join(q.root, "done"))).toContain((processed[0] as { file: string }).file)
+        }
+        const before = await fullSnapshot(q)
+        const r = await replay([...q.args, "--id", id])
+        expect(r.stdout).toBe("")
+        expect(r.stderr).toBe(
+          `replay: no file in ${join(q.root, "error")}/ has msg_id "${id}" (a message that was processed is in done/, ` +
+            "not error/); nothing was changed\n",
+        )
+        expect(r.exitCode).toBe(1)
+        expect(await fullSnapshot(q)).toEqual(before)
+      })
+
+      it("sets the replayed file's mtime to the replay, so lag --max-age counts from it", async () => {
+        await using q = await business.copy()
+        const written = new Date(Date.now() - 2 * 3_600_000)
+        fs.utimesSync(join(q.root, "error", AGAIN), written, written)
+        const start = Date.now()
+        expect((await replay([...q.args, AGAIN])).exitCode).toBe(0)
+        const mtime = fs.statSync(join(q.root, "inbox", AGAIN)).mtimeMs
+        expect(mtime).toBeGreaterThanOrEqual(start - 1000)
+        expect(mtime).toBeLessThanOrEqual(Date.now())
+        const lag = await run([lagSh, q.root, "10", "--max-age", "1h"])
+        expect(lag.stdout).toBe("inbox=1 processing=0 error=2\n")
+        expect(lag.exitCode).toBe(0)
+        // The same file dated from its producer's write would be over the limit.
+        fs.utimesSync(join(q.root, "inbox", AGAIN), written, written)
+        expect((await run([lagSh, q.root, "10", "--max-age", "1h"])).exitCode).toBe(1)
+      })
+    })
   })
 
 describe("dist/replay.sh and a name that starts with -", () => {

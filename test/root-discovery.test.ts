@@ -19,8 +19,8 @@ describe("the queue root of the working directory", () => {
       env,
     })
     expect(JSON.parse(stats.stdout).root).toBe(q.root)
-    // From error/, where the operator looked at the file and corrected it (replay refuses a
-    // format error whose bytes are the ones that failed).
+    // From error/, where the operator looked at the file and corrected it (the bytes that
+    // failed would only fail again).
     fs.appendFileSync(join(q.root, "error", "bad.json"), "\n")
     const replay = await run([join(repoRoot, "packages/ops/dist/replay.sh"), "bad.json"], {
       cwd: join(q.root, "error"),

@@ -51,7 +51,7 @@ describe("spool", () => {
   it("keeps a synopsis' continuation lines aligned under the spool words, and its own entry point's words apart", async () => {
     const r = await spool(["replay", "--help"])
     expect(r.stdout).toStartWith(
-      "Usage: spool replay [--root DIR] [--] FILE\n       spool replay [--root DIR] [--dry-run] [--max-replays N] [--force]\n                    (FILE... |",
+      "Usage: spool replay [--root DIR] [--] FILE\n       spool replay [--root DIR] [--dry-run] [--max-replays N] [--include-unchanged]\n                    (FILE... |",
     )
     const own = await run(["bun", join(repoRoot, "packages/ops/bin/replay.ts"), "--help"])
     expect(own.stdout).toStartWith("Usage: replay.sh [--root DIR] [--] FILE\n")
@@ -97,7 +97,7 @@ describe("spool", () => {
     expect(list(join(q.root, "error"))).toEqual(["evt-broken-0001.json", "evt-noorder-0002.json"])
     const stats = JSON.parse((await spool(["stats", "--root", q.root, "--json"])).stdout)
     expect(stats.allTime).toMatchObject({ processed: 15, duplicates: 3 })
-    // Corrected in error/ first: replay refuses a format error whose bytes are the ones that failed.
+    // Corrected in error/ first, as an operator would: the bytes that failed would only fail again.
     fs.appendFileSync(join(q.root, "error", "evt-broken-0001.json"), "\n")
     const replay = await spool(["replay", "--root", q.root, "evt-broken-0001.json"])
     expect(replay.stderr).toContain("moved error/evt-broken-0001.json back to inbox/evt-broken-0001.json")

@@ -1,9 +1,11 @@
 // Bulk replay: which files of error/ a selection names, and their replay one by one, each
-// refused on its own (a taken name, a replay limit) without stopping the rest.
+// refused (a taken name) or skipped (it would fail the same way) on its own without stopping
+// the rest.
 import fs from "node:fs"
 import { join } from "node:path"
 import { classOf, type ErrorClass, type LedgerPort, type Queue, SpoolError } from "@spool/core/engine"
-import { moveAndMark, type Replayed, readUnchanged, replayRefusal, tooOften, whyOf } from "./replay.ts"
+import { moveAndMark, type RepeatPolicy, type Replayed, readUnchanged, replayRefusal, whyOf } from "./replay-move.ts"
+import { type Repeat, tooOftenRepeat } from "./replay-unchanged.ts"
 
 /** Gives the ledger when first needed (undefined: there is none yet, so nothing is recorded). */
 export type LedgerSource = () => LedgerPort | undefined | Promise<LedgerPort | undefined>
@@ -18,20 +20,17 @@ export type Selection =
   | { readonly kind: "all" }
 
 /** How a bulk replay treats each selected file. */
-export interface BulkOptions {
-  /** Refuse a file the ledger has logged this many replays of (0: refuse any replayed file). */
-  readonly maxReplays: number
-  /** Ignore maxReplays, and replay a format error's file unchanged since it failed. */
-  readonly isForced: boolean
+export interface BulkOptions extends RepeatPolicy {
   /** Decide and report everything, move nothing. */
   readonly isDryRun: boolean
   readonly now: Date
 }
 
-/** What a bulk replay did with one selected file. */
+/** What a bulk replay did with one selected file: `repeat` says why a file moved anyway will fail again. */
 export type BulkOutcome =
   | { readonly file: string; readonly kind: "moved"; readonly replayed: Replayed }
-  | { readonly file: string; readonly kind: "would-move" }
+  | { readonly file: string; readonly kind: "would-move"; readonly repeat: Repeat | undefined }
+  | { readonly file: string; readonly kind: "skipped"; readonly repeat: Repeat }
   | { readonly file: string; readonly kind: "refused"; readonly why: string }
 
 /**
@@ -119,10 +118,11 @@ async function matchNames(dir: string, patterns: readonly string[]): Promise<str
 
 /**
  * Replays each file on its own, as `replay FILE` does (its checks, then the ledger mark and the
- * no-replace move in one transaction), plus the replay limit; a refused file is reported and
- * left where it is, and the others still move. Reports are not rewritten here (once, by the
- * caller). `ledger` is asked for only once a file passes the checks, so a run that refuses
- * everything never creates a ledger; in a dry run it may give undefined (no ledger yet).
+ * no-replace move in one transaction); a refused file is reported and left where it is, and
+ * the others still move. A file that would fail the same way (see `Repeat`) is skipped unless
+ * `isTakingRepeats`. Reports are not rewritten here (once, by the caller). `ledger` is asked for
+ * only once a file passes the checks, so a run that refuses everything never creates a ledger;
+ * in a dry run it may give undefined (no ledger yet).
  */
 export async function replayFiles(
   queue: Queue,
@@ -132,36 +132,50 @@ export async function replayFiles(
   onOutcome: (outcome: BulkOutcome) => Promise<void> | void = () => {},
 ): Promise<BulkOutcome[]> {
   const outcomes: BulkOutcome[] = []
-  const limit = options.isForced ? Number.POSITIVE_INFINITY : options.maxReplays
   for (const file of files) {
-    let outcome: BulkOutcome
     const why = replayRefusal(queue, file)
-    if (why !== undefined) outcome = { file, kind: "refused", why }
-    else if (options.isDryRun) {
-      const l = await ledger()
-      const count = (await l?.replayCount(file)) ?? 0
-      const unchanged = options.isForced ? undefined : readUnchanged(queue, file, await l?.unreplayedFailure(file))
-      outcome =
-        count >= limit
-          ? { file, kind: "refused", why: tooOften(count, limit) }
-          : unchanged !== undefined
-            ? { file, kind: "refused", why: unchanged }
-            : { file, kind: "would-move" }
-    } else {
-      const l = await ledger()
-      if (l === undefined) throw new Error("replayFiles: a real run needs the ledger")
-      try {
-        const replayed = await moveAndMark(queue, l, file, options.now, limit, options.isForced)
-        outcome = { file, kind: "moved", replayed }
-      } catch (error) {
-        // Refused inside the transaction (limit reached, unchanged format error, or the name taken since the checks):
-        // rolled back, so this file is untouched; anything else (I/O, a locked ledger) stops the run.
-        if (!(error instanceof SpoolError) || error.code !== "refused") throw error
-        outcome = { file, kind: "refused", why: whyOf(file, error.message) }
-      }
-    }
+    const outcome: BulkOutcome =
+      why !== undefined
+        ? { file, kind: "refused", why }
+        : options.isDryRun
+          ? await judge(queue, await ledger(), file, options)
+          : await replayOne(queue, await ledger(), file, options)
     outcomes.push(outcome)
     await onOutcome(outcome)
   }
   return outcomes
+}
+
+/** A dry run's verdict on a file that passed the checks, decided as a real run decides it. */
+async function judge(
+  queue: Queue,
+  ledger: LedgerPort | undefined,
+  file: string,
+  options: BulkOptions,
+): Promise<BulkOutcome> {
+  const count = (await ledger?.replayCount(file)) ?? 0
+  const repeat =
+    tooOftenRepeat(count, options.maxReplays) ?? readUnchanged(queue, file, await ledger?.unreplayedFailure(file))
+  if (repeat !== undefined && !options.isTakingRepeats) return { file, kind: "skipped", repeat }
+  return { file, kind: "would-move", repeat }
+}
+
+async function replayOne(
+  queue: Queue,
+  ledger: LedgerPort | undefined,
+  file: string,
+  options: BulkOptions,
+): Promise<BulkOutcome> {
+  if (ledger === undefined) throw new Error("replayFiles: a real run needs the ledger")
+  try {
+    const r = await moveAndMark(queue, ledger, file, options.now, options)
+    return r.kind === "moved"
+      ? { file, kind: "moved", replayed: r.replayed }
+      : { file, kind: "skipped", repeat: r.repeat }
+  } catch (error) {
+    // Refused inside the transaction (the name taken, or the file gone, since the checks): rolled
+    // back, so this file is untouched; anything else (I/O, a locked ledger) stops the run.
+    if (!(error instanceof SpoolError) || error.code !== "refused") throw error
+    return { file, kind: "refused", why: whyOf(file, error.message) }
+  }
 }

@@ -8,11 +8,13 @@ import {
   checkReplayName,
   moveAndMark,
   parseSelection,
+  type Repeat,
   replayFile,
   replayFiles,
   type Selection,
   selectFiles,
 } from "./replay.ts"
+import { repeatWarning, skippedLine } from "./replay-unchanged.ts"
 
 const NOW = new Date("2026-11-29T10:00:00.000Z")
 
@@ -132,7 +134,7 @@ describe("replayFile", () => {
   it("moves the file back to inbox/, marks its failure record and logs the replay", async () => {
     await using t = await failedQueue()
     const r = await replayFile(t.queue, t.ledger, "bad.json", NOW)
-    expect(r).toEqual({ file: "bad.json", reason: "parse", isRecordMarked: true })
+    expect(r).toEqual({ file: "bad.json", reason: "parse", isRecordMarked: true, repeat: undefined })
     expect(fs.readFileSync(join(t.queue.inbox, "bad.json"), "utf8")).toBe("{not json")
     expect(fs.existsSync(join(t.queue.error, "bad.json"))).toBe(false)
     expect(ledgerState(t.ledger)).toEqual({
@@ -150,12 +152,21 @@ describe("replayFile", () => {
     ])
   })
 
+  it("moves a file replayed maxReplays times already, logs this replay too, and says how often it was replayed", async () => {
+    await using t = await failedQueue()
+    t.ledger.markReplayed("bad.json", NOW.toISOString())
+    const r = await replayFile(t.queue, t.ledger, "bad.json", NOW, 1)
+    expect(r.repeat).toEqual({ kind: "too-often", count: 1, maxReplays: 1 })
+    expect(fs.readdirSync(t.queue.inbox)).toEqual(["bad.json"])
+    expect(t.ledger.replayCount("bad.json")).toBe(2)
+  })
+
   it("rolls the ledger back when a file of the same name lands in inbox/ after the checks", async () => {
     await using t = await failedQueue()
     const before = ledgerState(t.ledger)
     // The checks passed earlier; the producer's file arrives just before the move.
     fs.writeFileSync(join(t.queue.inbox, "bad.json"), "producer's")
-    const e = await refusalOf(moveAndMark(t.queue, t.ledger, "bad.json", NOW))
+    const e = await refusalOf(moveAndMark(t.queue, t.ledger, "bad.json", NOW, named))
     expect(e.code).toBe("refused")
     expect(fs.readFileSync(join(t.queue.inbox, "bad.json"), "utf8")).toBe("producer's")
     expect(fs.readFileSync(join(t.queue.error, "bad.json"), "utf8")).toBe("{not json")
@@ -167,7 +178,7 @@ describe("replayFile", () => {
     await using t = await failedQueue()
     const before = ledgerState(t.ledger)
     fs.rmSync(join(t.queue.error, "bad.json"))
-    expect((await refusalOf(moveAndMark(t.queue, t.ledger, "bad.json", NOW))).code).toBe("refused")
+    expect((await refusalOf(moveAndMark(t.queue, t.ledger, "bad.json", NOW, named))).code).toBe("refused")
     expect(ledgerState(t.ledger)).toEqual(before)
     expect(fs.readdirSync(t.queue.inbox)).toEqual([])
   })
@@ -202,7 +213,10 @@ function fullState(t: TempQueue) {
   return { dirs: [q.inbox, q.processing, q.done, q.error].map(dir), ...ledgerState(t.ledger) }
 }
 
-const bulk = { maxReplays: 3, isForced: false, isDryRun: false, now: NOW }
+/** How a selection treats repeating files (skips them), and how named files do (moves them). */
+const selected = { maxReplays: 3, isTakingRepeats: false }
+const named = { maxReplays: 3, isTakingRepeats: true }
+const bulk = { ...selected, isDryRun: false, now: NOW }
 
 type Values = Parameters<typeof parseSelection>[0]
 
@@ -393,24 +407,24 @@ describe("replayFiles", () => {
     expect(outcomes.map((o) => o.kind)).toEqual(["refused"])
   })
 
-  it("refuses a file already replayed --max-replays times, and replays it with --force", async () => {
+  it("skips a file already replayed --max-replays times, changing nothing, and moves it when taking repeats", async () => {
     await using t = await failedQueue()
     for (let i = 0; i < 2; i++) t.ledger.markReplayed("bad.json", NOW.toISOString())
     expect(t.ledger.replayCount("bad.json")).toBe(2)
-    // Two replays logged: allowed under --max-replays 3, refused at --max-replays 2.
+    // Two replays logged: allowed under --max-replays 3, a repeat at --max-replays 2.
     const before = fullState(t)
-    const refused = await replayFiles(t.queue, () => t.ledger, ["bad.json"], { ...bulk, maxReplays: 2 })
-    expect(refused).toEqual([
-      {
-        file: "bad.json",
-        kind: "refused",
-        why: "it was already replayed 2 times (--max-replays 2); a message that keeps failing needs a fix, not another replay: inspect it, or pass --force",
-      },
+    const skipped = await replayFiles(t.queue, () => t.ledger, ["bad.json"], { ...bulk, maxReplays: 2 })
+    expect(skipped).toEqual([
+      { file: "bad.json", kind: "skipped", repeat: { kind: "too-often", count: 2, maxReplays: 2 } },
     ])
     expect(fullState(t)).toEqual(before)
     expect(t.ledger.db.inTransaction).toBe(false)
-    const forced = await replayFiles(t.queue, () => t.ledger, ["bad.json"], { ...bulk, maxReplays: 2, isForced: true })
-    expect(forced.map((o) => o.kind)).toEqual(["moved"])
+    const taken = await replayFiles(t.queue, () => t.ledger, ["bad.json"], {
+      ...bulk,
+      maxReplays: 2,
+      isTakingRepeats: true,
+    })
+    expect(taken).toMatchObject([{ kind: "moved", replayed: { repeat: { kind: "too-often", count: 2 } } }])
     expect(t.ledger.replayCount("bad.json")).toBe(3)
   })
 
@@ -420,12 +434,12 @@ describe("replayFiles", () => {
     t.ledger.markReplayed("bad.json", NOW.toISOString())
     const outcomes = await replayFiles(t.queue, () => t.ledger, ["bad.json", "m1.json"], { ...bulk, maxReplays: 1 })
     expect(outcomes.map((o) => [o.file, o.kind])).toEqual([
-      ["bad.json", "refused"],
+      ["bad.json", "skipped"],
       ["m1.json", "moved"],
     ])
   })
 
-  it("in a dry run reports what would move and what would be refused, and changes nothing", async () => {
+  it("in a dry run reports what would move, be refused and be skipped, and changes nothing", async () => {
     await using t = await failedQueue()
     fail(t, "m1.json", "missing-field")
     fail(t, "m2.json", "missing-field")
@@ -433,16 +447,20 @@ describe("replayFiles", () => {
     t.ledger.markReplayed("m2.json", NOW.toISOString())
     fs.writeFileSync(join(t.queue.error, "m2.json"), "{}")
     const before = fullState(t)
-    const outcomes = await replayFiles(t.queue, () => t.ledger, ["bad.json", "m1.json", "m2.json"], {
-      ...bulk,
-      maxReplays: 1,
-      isDryRun: true,
-    })
+    const dry = { ...bulk, maxReplays: 1, isDryRun: true }
+    const names = ["bad.json", "m1.json", "m2.json"]
+    const outcomes = await replayFiles(t.queue, () => t.ledger, names, dry)
     expect(outcomes.map((o) => [o.file, o.kind])).toEqual([
       ["bad.json", "would-move"],
       ["m1.json", "refused"],
-      ["m2.json", "refused"],
+      ["m2.json", "skipped"],
     ])
+    const taking = await replayFiles(t.queue, () => t.ledger, names, { ...dry, isTakingRepeats: true })
+    expect(taking[2]).toEqual({
+      file: "m2.json",
+      kind: "would-move",
+      repeat: { kind: "too-often", count: 1, maxReplays: 1 },
+    })
     expect(fullState(t)).toEqual(before)
   })
 
@@ -459,13 +477,15 @@ describe("replayFiles", () => {
   it("reports a refusal decided inside the transaction in the file's own words (name with a quote and colon)", async () => {
     await using t = await failedQueue()
     const name = 'a": b.json'
-    fail(t, name, "parse")
-    t.ledger.markReplayed(name, NOW.toISOString())
-    const outcomes = await replayFiles(t.queue, () => t.ledger, [name], { ...bulk, maxReplays: 1 })
-    expect(outcomes[0]).toMatchObject({
-      kind: "refused",
-      why: expect.stringMatching(/^it was already replayed 1 time \(/),
-    })
+    fail(t, name, "handler")
+    // The checks passed; the producer's file arrives while the ledger is being opened.
+    const ledger = () => {
+      fs.writeFileSync(join(t.queue.inbox, name), "producer's")
+      return t.ledger
+    }
+    const outcomes = await replayFiles(t.queue, ledger, [name], bulk)
+    expect(outcomes).toEqual([{ file: name, kind: "refused", why: "a file of that name just appeared in inbox/" }])
+    expect(fs.readFileSync(join(t.queue.error, name), "utf8")).toBe("{}")
   })
 })
 
@@ -484,55 +504,68 @@ describe("moveAndMark and a format error's file", () => {
     fs.writeFileSync(join(t.queue.error, "x.json"), content)
   }
 
-  it("refuses an unchanged one inside the transaction, changing nothing, and moves it with isForced", async () => {
+  it("skips an unchanged one inside the transaction, changing nothing, and moves it when taking repeats", async () => {
     await using t = await failedQueue()
     hashedFailure(t, "missing-field", '{"msg_id":"m-1"}')
     const before = fullState(t)
-    const e = await refusalOf(moveAndMark(t.queue, t.ledger, "x.json", NOW))
-    expect(e.code).toBe("refused")
-    expect(e.message).toContain("failed with missing-field, a format error, and its bytes are the ones that failed")
-    expect(e.message).toContain("fix the file in error/ first, or pass --force")
+    const unchanged: Repeat = { kind: "unchanged", reason: "missing-field", isHashed: true }
+    expect(await moveAndMark(t.queue, t.ledger, "x.json", NOW, selected)).toEqual({
+      kind: "skipped",
+      repeat: unchanged,
+    })
     expect(fullState(t)).toEqual(before)
     expect(t.ledger.db.inTransaction).toBe(false)
-    const r = await moveAndMark(t.queue, t.ledger, "x.json", NOW, Number.POSITIVE_INFINITY, true)
-    expect(r).toEqual({ file: "x.json", reason: "missing-field", isRecordMarked: true })
+    expect(await moveAndMark(t.queue, t.ledger, "x.json", NOW, named)).toEqual({
+      kind: "moved",
+      replayed: { file: "x.json", reason: "missing-field", isRecordMarked: true, repeat: unchanged },
+    })
     expect(fs.readFileSync(join(t.queue.inbox, "x.json"), "utf8")).toBe('{"msg_id":"m-1"}')
+    expect(ledgerState(t.ledger).replays).toHaveLength(1)
   })
 
-  it("moves it once corrected in error/, and a business error's file unchanged", async () => {
+  it("moves it once corrected in error/, and a business error's file unchanged, as no repeat", async () => {
     await using t = await failedQueue()
     hashedFailure(t, "parse", "{not json")
     fs.writeFileSync(join(t.queue.error, "x.json"), '{"msg_id":"m-1"}')
-    expect((await moveAndMark(t.queue, t.ledger, "x.json", NOW)).reason).toBe("parse")
+    expect(await moveAndMark(t.queue, t.ledger, "x.json", NOW, selected)).toMatchObject({
+      kind: "moved",
+      replayed: { reason: "parse", repeat: undefined },
+    })
     fs.rmSync(join(t.queue.inbox, "x.json"))
     hashedFailure(t, "handler", '{"msg_id":"m-1"}')
-    expect((await moveAndMark(t.queue, t.ledger, "x.json", NOW)).reason).toBe("handler")
+    expect(await moveAndMark(t.queue, t.ledger, "x.json", NOW, selected)).toMatchObject({
+      kind: "moved",
+      replayed: { reason: "handler", repeat: undefined },
+    })
   })
 
-  it("refuses one recorded without a hash (never read) unless written after it failed", async () => {
+  it("takes one recorded without a hash (never read) as unchanged unless written after it failed", async () => {
     await using t = await failedQueue()
     fail(t, "big.json", "too-large", "x".repeat(100))
     // fail() records the failure at 2026-11-29T09:00Z; dated before it, the file is the one that failed.
     const before = new Date("2026-11-29T08:00:00.000Z")
     fs.utimesSync(join(t.queue.error, "big.json"), before, before)
-    const e = await refusalOf(moveAndMark(t.queue, t.ledger, "big.json", NOW))
-    expect(e.message).toContain("failed with too-large, a format error, and it was not written since")
+    expect(await moveAndMark(t.queue, t.ledger, "big.json", NOW, selected)).toEqual({
+      kind: "skipped",
+      repeat: { kind: "unchanged", reason: "too-large", isHashed: false },
+    })
     expect(fs.readdirSync(t.queue.inbox)).toEqual([])
     const after = new Date("2026-11-29T09:30:00.000Z")
     fs.utimesSync(join(t.queue.error, "big.json"), after, after)
-    expect((await moveAndMark(t.queue, t.ledger, "big.json", NOW)).isRecordMarked).toBe(true)
+    expect(await moveAndMark(t.queue, t.ledger, "big.json", NOW, selected)).toMatchObject({ kind: "moved" })
   })
 
-  it("in a dry run reports an unchanged one as refused, and with isForced as one that would move", async () => {
+  it("in a dry run reports an unchanged one as skipped, and when taking repeats as one that would move", async () => {
     await using t = await failedQueue()
     hashedFailure(t, "invalid-field", '{"seq":"x"}')
     const before = fullState(t)
     const dry = { ...bulk, isDryRun: true }
-    const [refused] = await replayFiles(t.queue, () => t.ledger, ["x.json"], dry)
-    expect(refused?.kind).toBe("refused")
-    expect(refused?.kind === "refused" && refused.why).toContain("fix the file in error/ first")
-    expect(await replayFiles(t.queue, () => t.ledger, ["x.json"], { ...dry, isForced: true })).toEqual([
-      { file: "x.json", kind: "would-move" },
+    const repeat: Repeat = { kind: "unchanged", reason: "invalid-field", isHashed: true }
+    expect(await replayFiles(t.queue, () => t.ledger, ["x.json"], dry)).toEqual([
+      { file: "x.json", kind: "skipped", repeat },
+    ])
+    expect(await replayFiles(t.queue, () => t.ledger, ["x.json"], { ...dry, isTakingRepeats: true })).toEqual([
+      { file: "x.json", kind: "would-move", repeat },
     ])
     expect(fullState(t)).toEqual(before)
   })
@@ -543,8 +576,8 @@ describe("moveAndMark and the file's age", () => {
     await using t = await failedQueue()
     const written = new Date("2026-01-01T00:00:00.000Z")
     fs.utimesSync(join(t.queue.error, "bad.json"), written, written)
-    // The failure is of 2026-11-29T09:00Z: a file dated before it is unchanged, so forced.
-    await moveAndMark(t.queue, t.ledger, "bad.json", NOW, Number.POSITIVE_INFINITY, true)
+    // The failure is of 2026-11-29T09:00Z: a file dated before it is unchanged, so taken as a repeat.
+    await moveAndMark(t.queue, t.ledger, "bad.json", NOW, named)
     const st = fs.statSync(join(t.queue.inbox, "bad.json"))
     expect(st.mtimeMs).toBe(NOW.getTime())
     expect(fs.readFileSync(join(t.queue.inbox, "bad.json"), "utf8")).toBe("{not json")
@@ -555,17 +588,60 @@ describe("moveAndMark and the file's age", () => {
     const written = new Date("2026-11-29T09:30:00.000Z")
     fs.utimesSync(join(t.queue.error, "bad.json"), written, written)
     fs.writeFileSync(join(t.queue.inbox, "bad.json"), "producer's")
-    expect((await refusalOf(moveAndMark(t.queue, t.ledger, "bad.json", NOW))).code).toBe("refused")
+    expect((await refusalOf(moveAndMark(t.queue, t.ledger, "bad.json", NOW, named))).code).toBe("refused")
     expect(fs.statSync(join(t.queue.error, "bad.json")).mtimeMs).toBe(written.getTime())
   })
 })
 
 describe("moveAndMark with a replay limit", () => {
-  it("rolls back when the limit is reached, even when the file would otherwise move", async () => {
+  it("skips and rolls back when the limit is reached, even when the file would otherwise move", async () => {
     await using t = await failedQueue()
     t.ledger.markReplayed("bad.json", NOW.toISOString())
     const before = fullState(t)
-    expect((await refusalOf(moveAndMark(t.queue, t.ledger, "bad.json", NOW, 1))).message).toContain("--max-replays 1")
+    expect(await moveAndMark(t.queue, t.ledger, "bad.json", NOW, { ...selected, maxReplays: 1 })).toEqual({
+      kind: "skipped",
+      repeat: { kind: "too-often", count: 1, maxReplays: 1 },
+    })
     expect(fullState(t)).toEqual(before)
+  })
+})
+
+describe("the lines about repeating files", () => {
+  it("warns that a moved file will fail the same way, and says what to do", () => {
+    expect(repeatWarning({ kind: "unchanged", reason: "parse", isHashed: true })).toBe(
+      "it failed with parse, a format error, and its bytes are the ones that failed, so it will fail the same way; " +
+        "fix it at the source, or correct it in error/ before replaying it",
+    )
+    expect(repeatWarning({ kind: "too-often", count: 1, maxReplays: 1 })).toStartWith(
+      "it was already replayed 1 time (--max-replays 1), so it will likely fail the same way; fix it at the source",
+    )
+  })
+
+  const lines: [string, Repeat[], number, boolean, string][] = [
+    [
+      "one unchanged format error",
+      [{ kind: "unchanged", reason: "parse", isHashed: true }],
+      1,
+      false,
+      "skipped 1 of 1 selected file, which would fail the same way (1 format error unchanged since failing)",
+    ],
+    [
+      "both kinds, in a dry run",
+      [
+        { kind: "too-often", count: 4, maxReplays: 3 },
+        { kind: "unchanged", reason: "parse", isHashed: true },
+        { kind: "unchanged", reason: "too-large", isHashed: false },
+      ],
+      5,
+      true,
+      "dry run: would skip 3 of 5 selected files, which would fail the same way (2 format errors unchanged since " +
+        "failing, 1 already replayed --max-replays 3 times)",
+    ],
+  ]
+  it.each(lines)("sums up %s in one line", (_case, repeats, selectedCount, isDryRun, start) => {
+    const line = skippedLine(repeats, selectedCount, isDryRun)
+    expect(line).toBe(
+      `${start}: fix them at the source, or correct them in error/ first; --include-unchanged replays them as they are`,
+    )
   })
 })

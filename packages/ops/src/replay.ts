@@ -1,5 +1,3 @@
-import fs from "node:fs"
-import { join } from "node:path"
 import {
   type CommandSpec,
   choice,
@@ -16,190 +14,26 @@ import {
   checkRootLedger,
   type ErrorClass,
   ExitCode,
-  errnoOf,
-  type FailureRecord,
   type LedgerPort,
   openExistingLedger,
   openLedger,
   openQueue,
-  type Queue,
   quoteName,
-  renameNoReplace,
   resolveLedgerUrl,
   resolveRoot,
   SpoolError,
   writeReports,
 } from "@spool/core/engine"
 import { writeErr, writeOut } from "./_io.ts"
-import { replayFiles, type Selection, selectFiles } from "./replay-bulk.ts"
-import { unchangedRefusal } from "./replay-unchanged.ts"
+import { type BulkOutcome, replayFiles, type Selection, selectFiles } from "./replay-bulk.ts"
+import { checkReplayable, type Replayed, replayFile } from "./replay-move.ts"
+import { type Repeat, repeatWarning, skippedLine } from "./replay-unchanged.ts"
 
 export type { BulkOptions, BulkOutcome, LedgerSource, Selection } from "./replay-bulk.ts"
 export { replayFiles, selectFiles } from "./replay-bulk.ts"
-
-/** What a successful replay did. */
-export interface Replayed {
-  readonly file: string
-  /** The reason the file had failed with, when the ledger knew it. */
-  readonly reason: string | undefined
-  /** False when the ledger had no unreplayed failure record under this name. */
-  readonly isRecordMarked: boolean
-}
-
-/**
- * Refuses any FILE that is not a plain name: replay only ever touches `error/FILE` and
- * `inbox/FILE`, so nothing the operator types can reach outside those two directories.
- */
-export function checkReplayName(file: string): void {
-  const why = nameRefusal(file)
-  if (why !== undefined) throw refusal(file, why)
-}
-
-export function refusal(file: string, why: string): SpoolError {
-  return new SpoolError("refused", `refusing to replay ${quoteName(file)}: ${why}; nothing was changed`)
-}
-
-function nameRefusal(file: string): string | undefined {
-  if (file === "") return "the name is empty"
-  if (file === "." || file === "..") return "it is not a file name"
-  if (file.includes("/"))
-    return `give the name of a file directly in error/, without a path (e.g. ${quoteName(baseName(file))})`
-  if (file.includes("\0")) return "the name contains a NUL byte"
-  return undefined
-}
-
-function baseName(path: string): string {
-  return (
-    path
-      .split("/")
-      .filter((p) => p !== "" && p !== "." && p !== "..")
-      .at(-1) ?? "NAME"
-  )
-}
-
-function lstatOrUndefined(path: string): fs.Stats | undefined {
-  try {
-    return fs.lstatSync(path)
-  } catch (error) {
-    if (errnoOf(error) === "ENOENT") return undefined
-    throw new SpoolError("io", `cannot read ${path}: ${String(error)}`, { cause: error })
-  }
-}
-
-/**
- * Checks, without changing anything, that `error/FILE` can go back to `inbox/FILE`: it is a
- * regular file (not a link, FIFO or directory) and the name is free in inbox/ and processing/.
- */
-export function checkReplayable(queue: Queue, file: string): void {
-  const why = replayRefusal(queue, file)
-  if (why !== undefined) throw refusal(file, why)
-}
-
-/** Why `error/FILE` cannot go back to inbox/, or undefined when it can. */
-export function replayRefusal(queue: Queue, file: string): string | undefined {
-  const badName = nameRefusal(file)
-  if (badName !== undefined) return badName
-  const st = lstatOrUndefined(join(queue.error, file))
-  if (st === undefined) {
-    if (lstatOrUndefined(join(queue.done, file)) !== undefined)
-      return "it is in done/ (it was processed), not in error/; only failed messages can be replayed"
-    if (lstatOrUndefined(join(queue.inbox, file)) !== undefined)
-      return "it is in inbox/, not in error/ (already replayed, or not yet consumed)"
-    return `there is no such file in ${queue.error}/; see error.csv for the files that can be replayed`
-  }
-  if (st.isSymbolicLink()) return "error/ holds a symbolic link under that name, not a message; inspect it by hand"
-  if (!st.isFile()) return "error/ holds something other than a regular file under that name; inspect it by hand"
-  if (lstatOrUndefined(join(queue.inbox, file)) !== undefined)
-    return "inbox/ already holds a file of that name; move or rename one of them first"
-  if (lstatOrUndefined(join(queue.processing, file)) !== undefined)
-    return "a consumer is processing a file of that name right now; wait for it to finish and retry"
-  return undefined
-}
-
-/** The reason part of a refusal's message (bulk replay prints one line per file in its own words). */
-export function whyOf(file: string, message: string): string {
-  const prefix = `refusing to replay ${quoteName(file)}: `
-  const suffix = "; nothing was changed"
-  const why = message.startsWith(prefix) ? message.slice(prefix.length) : message
-  return why.endsWith(suffix) ? why.slice(0, -suffix.length) : why
-}
-
-export function tooOften(count: number, maxReplays: number): string {
-  return (
-    `it was already replayed ${count} time${count === 1 ? "" : "s"} (--max-replays ${maxReplays}); ` +
-    "a message that keeps failing needs a fix, not another replay: inspect it, or pass --force"
-  )
-}
-
-/**
- * Moves `error/FILE` back to `inbox/FILE` and marks its failure record replayed, or changes
- * nothing. The move is renameat2(RENAME_NOREPLACE), so an inbox file that appears after the
- * checks is never replaced; it runs inside the ledger transaction, so a refused move rolls the
- * ledger back. A crash between the move and COMMIT leaves the file in inbox/ with its record
- * unmarked: the message is consumed again, never lost. A format error's file unchanged since
- * it failed is refused (see `unchangedRefusal`).
- */
-export async function replayFile(queue: Queue, ledger: LedgerPort, file: string, now = new Date()): Promise<Replayed> {
-  checkReplayable(queue, file)
-  return moveAndMark(queue, ledger, file, now)
-}
-
-/**
- * The move and the ledger update of a replay, without the checks of `replayRefusal` (exported
- * for tests of the race). With `maxReplays`, a file the ledger has logged that many replays of
- * is refused, decided inside the same transaction (see `LedgerPort.recordReplay`), so two
- * concurrent bulk replays cannot both pass the limit. Unless `isForced`, a format error's file
- * whose bytes are unchanged since it failed is refused, its bytes read inside the transaction
- * just before the rename.
- */
-export async function moveAndMark(
-  queue: Queue,
-  ledger: LedgerPort,
-  file: string,
-  now: Date,
-  maxReplays = Number.POSITIVE_INFINITY,
-  isForced = false,
-): Promise<Replayed> {
-  const failure = await ledger.unreplayedFailure(file)
-  const move = () => {
-    const unchanged = isForced ? undefined : readUnchanged(queue, file, failure)
-    if (unchanged !== undefined) throw refusal(file, unchanged)
-    moveBack(queue, file, now)
-  }
-  const r = await ledger.recordReplay(file, now.toISOString(), move, maxReplays)
-  if (r.kind === "too-often") throw refusal(file, tooOften(r.count, maxReplays))
-  return { file, reason: failure?.reason, isRecordMarked: r.isRecordMarked }
-}
-
-/** `unchangedRefusal` of `error/FILE`; undefined when it is gone (the rename then refuses it). */
-export function readUnchanged(queue: Queue, file: string, failure: FailureRecord | undefined): string | undefined {
-  const path = join(queue.error, file)
-  try {
-    return unchangedRefusal(path, failure)
-  } catch (error) {
-    if (errnoOf(error) === "ENOENT") return undefined
-    throw new SpoolError("io", `cannot read ${path}: ${String(error)}`, { cause: error })
-  }
-}
-
-/**
- * The no-replace rename of a replay, inside its ledger transaction: a refusal rolls it back.
- * Once the file is in inbox/, its mtime is set to the replay's time, so its age (lag's
- * --max-age, consume's --min-age) counts from the replay, not from the producer's write. A
- * crash between the rename and that leaves the old mtime, which only makes the file look older.
- */
-function moveBack(queue: Queue, file: string, now: Date): void {
-  const to = join(queue.inbox, file)
-  const moved = renameNoReplace(join(queue.error, file), to)
-  if (moved === "exists") throw refusal(file, "a file of that name just appeared in inbox/")
-  if (moved === "missing") throw refusal(file, "it left error/ while replay ran")
-  try {
-    fs.utimesSync(to, now, now)
-  } catch {
-    // The file is in inbox/ already: a consumer may have claimed it (ENOENT), and a failure here
-    // must not roll back the ledger's mark of a move that happened. The age is only advisory.
-  }
-}
+export type { MoveOutcome, RepeatPolicy, Replayed } from "./replay-move.ts"
+export { checkReplayable, checkReplayName, moveAndMark, replayFile } from "./replay-move.ts"
+export type { Repeat } from "./replay-unchanged.ts"
 
 const defaultMaxReplays = 3
 
@@ -210,23 +44,26 @@ export const spec = {
   name: "replay",
   usage:
     "replay.sh [--root DIR] [--] FILE\n" +
-    "       replay.sh [--root DIR] [--dry-run] [--max-replays N] [--force]\n" +
+    "       replay.sh [--root DIR] [--dry-run] [--max-replays N] [--include-unchanged]\n" +
     "                 (FILE... | --match GLOB | --reason REASON | --class CLASS | --id MSG_ID | --all)",
   summary: "Moves failed messages from error/ back to inbox/, marking them replayed in the ledger.",
   description:
     "Moves ROOT/error/FILE back to ROOT/inbox/FILE so the next consume retries it, marks its failure\n" +
-    "record in the ledger as replayed, and rewrites ROOT/error.csv. FILE is a name directly in\n" +
-    "error/ (see error.csv). Refuses, changing nothing, when FILE is a path, is not a regular file in\n" +
-    "error/, or its name is taken in inbox/ or processing/, or when its latest failure is a format\n" +
-    "error (parse, missing-field, ...) and the file is unchanged since: it would fail again; fix it\n" +
-    "in error/ first, or pass --force. The move never replaces a file, and sets the file's mtime to\n" +
-    "the replay's time, so its age in inbox/ counts from the replay.\n\n" +
-    "Bulk replay (several FILEs, --match, --reason, --class, --id, --all, or any of the options below)\n" +
-    "replays each selected file the same way, one ledger transaction per file, refusing (and leaving\n" +
-    "in error/) those that fail the checks or have been replayed --max-replays times already; the\n" +
-    "others still move. It lists the names it moved on stdout, one per line, rewrites the reports\n" +
-    "once at the end, and exits 1 if any selected file was refused. A selection that finds nothing\n" +
-    "exits 0, except --id: a msg_id that no file in error/ carries exits 1, changing nothing.",
+    "record in the ledger as replayed, logs the replay and rewrites ROOT/error.csv. FILE is a name\n" +
+    "directly in error/ (see error.csv). Every named FILE that is a regular file in error/ moves. It is\n" +
+    "refused, changing nothing, only when it is a path, is not a regular file in error/, or its name is\n" +
+    "taken in inbox/ or processing/. A FILE that will fail the same way moves too, with a warning: a\n" +
+    "format error (parse, missing-field, ...) whose file is unchanged since it failed, or a file the\n" +
+    "ledger has logged --max-replays replays of; fix it at the source, or correct it in error/ first.\n" +
+    "The move never replaces a file, and sets the file's mtime to the replay's time, so its age in\n" +
+    "inbox/ counts from the replay.\n\n" +
+    "A selection (--match, --reason, --class, --id, --all) replays each file it selects the same way,\n" +
+    "one ledger transaction per file, but skips the files that would fail the same way and says how\n" +
+    "many and why in one line: a skip is not a failure. --include-unchanged takes them too, each with\n" +
+    "its warning. Several FILEs or a selection list the names moved on stdout, one per line, rewrite\n" +
+    "the reports once at the end, and exit 1 if any file was refused (the others still move). A\n" +
+    "selection that finds nothing exits 0, except --id: a msg_id that no file in error/ carries exits\n" +
+    "1, changing nothing.",
   arguments: [{ name: "FILE", help: "name of a file in error/ (use -- before a name that starts with -)" }],
   options: {
     root,
@@ -243,19 +80,26 @@ export const spec = {
     class: choice(
       "CLASS",
       errorClasses,
-      "every file in error/ whose latest unreplayed failure is of CLASS: business (handler, beyond-horizon, poison, expired) or format (needs corrected files or --force)",
+      "every file in error/ whose latest unreplayed failure is of CLASS: business (handler, beyond-horizon, poison, expired) or format (the unchanged ones are skipped)",
     ),
     id: text("MSG_ID", "the files in error/ whose JSON has this msg_id; exit 1, changing nothing, when there is none"),
     all: flag("every entry in error/"),
-    "dry-run": { ...dryRun, help: "list on stdout what would move, change nothing (exit code as a real run)" },
-    "max-replays": integer("refuse a file the ledger has logged N replays of already", {
-      fallback: String(defaultMaxReplays),
-    }),
-    force: flag("replay even past --max-replays, and a format error's file unchanged since it failed"),
+    "dry-run": {
+      ...dryRun,
+      help: "list on stdout what would move, say what would be refused or skipped, change nothing (exit code as a real run)",
+    },
+    "max-replays": integer(
+      "a file the ledger has logged N replays of would fail the same way: a selection skips it, a named FILE moves with a warning",
+      { fallback: String(defaultMaxReplays) },
+    ),
+    "include-unchanged": flag(
+      "a selection takes the files that would fail the same way too (unchanged format errors, files past --max-replays)",
+    ),
+    force: flag("the same as --include-unchanged"),
   },
 } satisfies CommandSpec
 
-/** `replay FILE`: send one failed message back to inbox/. Exit 1 when refused (nothing changed). */
+/** `replay FILE`: send failed messages back to inbox/. Exit 1 when a file was refused (that file unchanged). */
 export async function main(argv: readonly string[]): Promise<number> {
   return runCommand(spec, argv, async ({ values, positionals }) => {
     const isBulk =
@@ -267,6 +111,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       values.all ||
       values["dry-run"] ||
       values["max-replays"] !== undefined ||
+      values["include-unchanged"] ||
       values.force
     const url = resolveLedgerUrl(values.ledger)
     if (isBulk) return replayBulk(values, positionals, url)
@@ -277,9 +122,10 @@ export async function main(argv: readonly string[]): Promise<number> {
     checkReplayable(queue, file)
     const ledger = await openLedger(queue, { url })
     try {
-      const r = await replayFile(queue, ledger, file)
+      const r = await replayFile(queue, ledger, file, new Date(), defaultMaxReplays)
       await writeReports(queue, ledger)
       await writeErr(`replay: ${movedLine(r)}; run consume to process it\n`)
+      if (r.repeat !== undefined) await writeErr(warningLine(r.file, r.repeat))
       return ExitCode.ok
     } finally {
       await ledger.close()
@@ -294,6 +140,10 @@ function movedLine(r: Replayed): string {
       ? ` (failed with ${r.reason ?? "unknown"}; record marked replayed)`
       : " (the ledger had no failure record for it; the replay is logged)")
   )
+}
+
+function warningLine(file: string, repeat: Repeat): string {
+  return `replay: warning: ${quoteName(file)}: ${repeatWarning(repeat)}\n`
 }
 
 type ReplayValues = Partial<Pick<Values<typeof spec.options>, "match" | "reason" | "class" | "id" | "all">>
@@ -348,6 +198,8 @@ async function replayBulk(
 ): Promise<number> {
   const selection = parseSelection(values, positionals)
   const maxReplays = values["max-replays"] ?? defaultMaxReplays
+  // Named files are the operator's own choice: they move even when they repeat (with a warning).
+  const isTakingRepeats = selection.kind === "names" || values["include-unchanged"] || values.force
   const isDryRun = values["dry-run"]
   const queue = openQueue(resolveRoot(values.root))
   await checkRootLedger(queue, url)
@@ -384,23 +236,20 @@ async function replayBulk(
       queue,
       useLedger,
       files,
-      { maxReplays, isForced: values.force === true, isDryRun, now: new Date() },
+      { maxReplays, isTakingRepeats, isDryRun, now: new Date() },
       async (o) => {
-        if (o.kind === "refused") await writeErr(`replay: refused ${quoteName(o.file)}: ${o.why}\n`)
-        else {
-          if (o.kind === "moved") {
-            moved++
-            await writeErr(`replay: ${movedLine(o.replayed)}\n`)
-          }
-          await writeOut(`${quoteName(o.file)}\n`)
-        }
+        if (o.kind === "moved") moved++
+        await writeOutcome(o)
       },
     )
-    const refused = outcomes.filter((o) => o.kind === "refused").length
+    const count = (kind: BulkOutcome["kind"]) => outcomes.filter((o) => o.kind === kind).length
+    const refused = count("refused")
+    const skipped = outcomes.flatMap((o) => (o.kind === "skipped" ? [o.repeat] : []))
+    if (skipped.length > 0) await writeErr(`replay: ${skippedLine(skipped, files.length, isDryRun)}\n`)
     const of = `of ${files.length} selected file${files.length === 1 ? "" : "s"}`
     await writeErr(
       isDryRun
-        ? `replay: dry run: ${files.length - refused} ${of} would move back to inbox/, ${refused} would be refused; nothing was changed\n`
+        ? `replay: dry run: ${count("would-move")} ${of} would move back to inbox/, ${refused} would be refused; nothing was changed\n`
         : `replay: moved ${moved} ${of} back to inbox/, refused ${refused}` +
             (moved > 0 ? "; run consume to process them\n" : "; nothing was changed\n"),
     )
@@ -412,6 +261,24 @@ async function replayBulk(
     } finally {
       await ledger?.close()
     }
+  }
+}
+
+/** One selected file's lines: stdout lists what moves, stderr says why a file did not or will fail again. */
+async function writeOutcome(o: BulkOutcome): Promise<void> {
+  switch (o.kind) {
+    case "refused":
+      return writeErr(`replay: refused ${quoteName(o.file)}: ${o.why}\n`)
+    case "skipped":
+      // Counted in the one summary line instead: a selection may skip hundreds.
+      return
+    case "moved":
+      await writeErr(`replay: ${movedLine(o.replayed)}\n`)
+      if (o.replayed.repeat !== undefined) await writeErr(warningLine(o.file, o.replayed.repeat))
+      return writeOut(`${quoteName(o.file)}\n`)
+    case "would-move":
+      if (o.repeat !== undefined) await writeErr(warningLine(o.file, o.repeat))
+      return writeOut(`${quoteName(o.file)}\n`)
   }
 }
 
