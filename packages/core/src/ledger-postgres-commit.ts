@@ -3,6 +3,7 @@
 // PostgresLedger.commit opens (and retries whole on deadlock or serialization failure), and the
 // rows the Judgement decides written.
 import type { TransactionSQL } from "bun"
+import { fault } from "./_fault.ts"
 import type { PostgresEffect } from "./ledger-postgres.ts"
 import { statements } from "./ledger-statements.ts"
 import type { AcceptedOutcome, Outcome, Verdict } from "./ledger-types.ts"
@@ -29,6 +30,7 @@ export async function commitBatch(
   const held = await fence(tx, root, ownerId, all)
   for (const o of all) j.fence(o, held.has(o.claimId))
   await horizon(tx, j)
+  fault("in-commit")
   for (let round = j.nextRound(); round.length > 0; round = j.nextRound()) {
     const rows = round.map((o, ord) => ({
       ord,
