@@ -1,5 +1,6 @@
 import type { AnyEffect } from "../ledger-port.ts"
 import type { Message } from "../message.ts"
+import { holdOwner } from "../owner.ts"
 import { judgeEntry, scanDir } from "../queue.ts"
 import { claimDue, claimHere, renameUndecodable } from "./claim.ts"
 import { commit } from "./commit.ts"
@@ -50,6 +51,7 @@ class Engine {
   async run(): Promise<ConsumeSummary> {
     const c = this.#c
     await c.ledger.registerConsumer(c.owner, now())
+    const release = holdOwner(c.owner.ownerId)
     const heartbeat = new Heartbeat(c)
     try {
       await recover(c)
@@ -64,6 +66,7 @@ class Engine {
       await heartbeat.stop()
       this.#pipeline?.close()
       c.close()
+      release()
     }
     return c.summary
   }
