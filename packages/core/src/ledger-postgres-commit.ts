@@ -5,6 +5,7 @@
 import type { TransactionSQL } from "bun"
 import { fault } from "./_fault.ts"
 import type { PostgresEffect } from "./ledger-postgres.ts"
+import { isSessionLimit } from "./ledger-postgres-errors.ts"
 import { statements } from "./ledger-statements.ts"
 import type { AcceptedOutcome, Outcome, Verdict } from "./ledger-types.ts"
 import { destinationOf, Judgement, type PriorDeferral, resultText } from "./ledger-verdicts.ts"
@@ -237,6 +238,9 @@ async function runEffect(
     })
     j.inserted(o)
   } catch (error) {
+    // The session's own limits (a lock held past the busy timeout, a statement timeout) are
+    // the database's state, not the message's fault: the batch fails and its files go back.
+    if (isSessionLimit(error)) throw error
     await tx`DELETE FROM processed WHERE claim_id = ${o.claimId}`
     let prior: PriorDeferral | undefined
     if (isTransient(error)) {
