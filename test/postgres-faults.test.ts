@@ -1,8 +1,10 @@
 // The PostgreSQL ledger's own faults, end to end: a lock another session holds past
-// --busy-timeout. It must end the run with exit 3 and a message that says what happened and
-// that nothing is lost, leave every file in inbox/, processing/ (with its claim) or done/ (with
-// its row), and let a rerun finish cleanly.
+// --busy-timeout, a statement the server's statement_timeout cancels, and sessions ended by
+// pg_terminate_backend at several steps of a run. Each must end the run with exit 3 and a
+// message that says what happened and that nothing is lost, leave every file in inbox/,
+// processing/ (with its claim) or done/ (with its row), and let a rerun finish cleanly.
 import { describe, expect, it } from "bun:test"
+import fs from "node:fs"
 import { join } from "node:path"
 import { createPostgresConsumer, SpoolError } from "@spool/core"
 import { list, pgUnavailable, startConsume, tempDatabase, tempQueue } from "@spool/test-support"
@@ -103,6 +105,83 @@ pg("a lock held by another session (PostgreSQL)", () => {
       const summary = await consumer.drain()
       expect(summary.processed).toBe(n)
       expect(list(join(q.root, "done"))).toEqual(names)
+    },
+    slow,
+  )
+})
+
+pg("the server's statement_timeout (PostgreSQL)", () => {
+  it(
+    "is named as what cancelled the statement, not as an unreachable server, and a rerun without it finishes",
+    async () => {
+      await using q = await boundQueue()
+      // The insert waits on a lock far longer than the statement_timeout, far shorter than the busy timeout.
+      await q.sql.unsafe(`ALTER DATABASE ${q.name} SET statement_timeout = '300ms'`)
+      let r: Awaited<ReturnType<typeof consume>> | undefined
+      await q.sql.begin(async (tx) => {
+        await tx`LOCK TABLE processed`
+        r = await consume(q.root, q.url, ["--busy-timeout", "60s"])
+      })
+      await q.sql.unsafe(`ALTER DATABASE ${q.name} RESET statement_timeout`)
+      expect(r?.stderr).toContain("was cancelled by the server's statement_timeout")
+      expect(r?.stderr).toContain("RESET statement_timeout")
+      expect(r?.stderr).not.toContain("cannot reach")
+      expect(r?.stderr).toContain("nothing is lost")
+      expect(r?.exitCode).toBe(3)
+      await expectNothingLost(q)
+      await expectCleanRerun(q)
+    },
+    slow,
+  )
+})
+
+/** True once the process is stopped (state T in /proc/PID/stat). */
+function isStopped(pid: number): boolean {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    return stat.charAt(stat.lastIndexOf(")") + 2) === "T"
+  } catch {
+    return false
+  }
+}
+
+pg("sessions ended by pg_terminate_backend (PostgreSQL)", () => {
+  it.each(["before-recovery", "before-attempt", "after-claim", "in-commit", "after-commit"])(
+    "at %s: exit 3 saying the connection was closed and nothing is lost, or a finished run; a rerun finishes",
+    async (step) => {
+      await using q = await boundQueue()
+      if (step === "before-attempt") {
+        // A dead consumer's claims whose files recovery retries alone.
+        const killed = await consume(q.root, q.url, ["--batch-size", "4"], { SPOOL_FAULT: "after-claim" })
+        expect(killed.signalCode).toBe("SIGKILL")
+      }
+      const c = startConsume(q.root, ["--ledger", q.url, "--batch-size", "4"], {
+        SPOOL_LEDGER_URL: "",
+        SPOOL_FAULT: step,
+        SPOOL_FAULT_SIGNAL: "SIGSTOP",
+      })
+      try {
+        for (const deadline = Date.now() + 60_000; !isStopped(c.proc.pid); await Bun.sleep(5))
+          if (c.proc.exitCode !== null || Date.now() > deadline) {
+            c.proc.kill("SIGKILL")
+            throw new Error(`consume never stopped at ${step}: ${(await c.finished).stderr}`)
+          }
+        const ended = await q.sql`
+          SELECT pg_terminate_backend(pid) AS ended FROM pg_stat_activity
+          WHERE datname = current_database() AND pid <> pg_backend_pid()`
+        expect(ended.length).toBeGreaterThan(0)
+      } finally {
+        c.proc.kill("SIGCONT")
+      }
+      const r = await c.finished
+      expect(r.stderr).not.toContain("unexpected failure")
+      if (r.exitCode !== 0) {
+        expect(r.stderr).toContain("was closed (terminating connection due to administrator command)")
+        expect(r.stderr).toContain("nothing is lost")
+        expect(r.exitCode).toBe(3)
+      }
+      await expectNothingLost(q)
+      await expectCleanRerun(q)
     },
     slow,
   )

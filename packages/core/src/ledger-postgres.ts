@@ -4,7 +4,7 @@ import type { HistoryKeys, LedgerHistory } from "./ledger-history.ts"
 import type { LedgerPort } from "./ledger-port.ts"
 import { commitBatch } from "./ledger-postgres-commit.ts"
 import * as deferrals from "./ledger-postgres-deferrals.ts"
-import { asLedgerError, pgCode, redact, sessionSettings } from "./ledger-postgres-errors.ts"
+import { asLedgerError, pgCode, redact, sessionSettings, translateFailures } from "./ledger-postgres-errors.ts"
 import * as operator from "./ledger-postgres-operator.ts"
 import { ledgerIdOf, migrate, versionOf } from "./ledger-postgres-schema.ts"
 import { statements } from "./ledger-statements.ts"
@@ -149,7 +149,7 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
           await Bun.sleep(Math.random() * 20 * attempt)
           continue
         }
-        throw asLedgerError(error, this.url, this.busyTimeoutMs)
+        throw error
       }
     }
   }
@@ -458,3 +458,10 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
     await this.sql.close()
   }
 }
+
+// Every query of every method, the engine's and the operator commands', fails through the one
+// translation: what happened (locked past the busy timeout, a statement cancelled, the session
+// ended) and what to do, as a SpoolError the engine hands back files for.
+translateFailures(PostgresLedger, (ledger: PostgresLedger, error) =>
+  asLedgerError(error, ledger.url, ledger.busyTimeoutMs),
+)

@@ -50,10 +50,10 @@ class Engine {
 
   async run(): Promise<ConsumeSummary> {
     const c = this.#c
-    await c.ledger.registerConsumer(c.owner, now())
     const release = holdOwner(c.owner.ownerId)
     const heartbeat = new Heartbeat(c)
     try {
+      await c.ledger.registerConsumer(c.owner, now())
       await recover(c)
       while (!c.isStopping) {
         const claimedAny = await this.#pass()
