@@ -28,6 +28,8 @@ export function commitBatch(
 ): Verdict[] {
   const j = new Judgement(outcomes, now, policy)
   for (const o of outcomes) j.fence(o, isHeld(s, o, ownerId))
+  // No compact can prune between the horizon's answers and the inserts: both are writers, and
+  // this IMMEDIATE transaction holds the one write lock to its end.
   if (s.hasHorizon.get() !== null)
     for (const o of j.undecided()) {
       const h = s.horizonOf.get(o.orderNo) as { max_seq: number } | null

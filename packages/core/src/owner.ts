@@ -76,8 +76,8 @@ export function holdOwner(ownerId: string): () => void {
 
 /**
  * Judges an owner from this host: dead if the host and boot match and the pid is gone, was
- * reused (different start time) or is a zombie, or is this process and the owner's run ended; unknown for another host or another pid
- * namespace, which only its heartbeat can tell about.
+ * reused (different start time) or is a zombie, or is this process and the owner's run has
+ * ended; unknown for another host or another pid namespace, which only its heartbeat can tell about.
  */
 export function ownerLiveness(owner: Owner): Liveness {
   if (owner.host !== thisHost) return "unknown"

@@ -75,7 +75,8 @@ export interface ConsumerOptions<T extends Message> {
   /**
    * How long a lock wait on the ledger may last (ms, default 10 s), as consume's `--busy-timeout`:
    * SQLite's busy timeout; on PostgreSQL the lock_timeout of the consumer's sessions, which the
-   * handler's statements run in too. Past it a drain fails (a SpoolError, code `ledger`) and hands its files back.
+   * handler's statements run in too. Past it a drain fails (a SpoolError, code `ledger`) and
+   * hands its files back.
    */
   readonly busyTimeoutMs?: number
   /**
