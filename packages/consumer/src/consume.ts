@@ -76,7 +76,10 @@ export const spec = {
         min: 1,
       },
     ),
-    "busy-timeout": duration("wait this long for another process's ledger lock", { default: "10s" }),
+    "busy-timeout": duration(
+      "wait this long for a ledger lock another process or session holds, then exit 3 (PostgreSQL: lock_timeout)",
+      { default: "10s" },
+    ),
     "no-fsync": flag("skip fsyncs: survives a process crash, not a power loss (see README)"),
     "one-thread": flag(
       "do the renames and reads on the main thread too, instead of on a second thread that overlaps them with the ledger work (for a one-core machine)",

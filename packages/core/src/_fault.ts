@@ -3,7 +3,10 @@
 // into processing/, nothing committed), `after-commit` (committed, not yet moved),
 // `after-move` (moved, claim rows not yet forgotten), `after-reports` (reports written),
 // `after-pickup-claim` (due deferred files claimed, still in deferred/), `after-pickup` (those
-// renamed into processing/, nothing committed),
+// renamed into processing/, nothing committed), `in-commit` (inside the commit transaction:
+// claims marked, the horizon asked, no processed row inserted yet), `before-recovery` (a run's
+// consumer registered, recovery about to list the claims), `before-attempt` (a file recovery
+// retries alone, read, its attempt not yet counted),
 // optionally `step@N` for the N-th time the step is reached. SPOOL_FAULT_SIGNAL=SIGSTOP stops
 // the process there instead (a stall: a paused VM, a hung mount), for a test to resume with
 // SIGCONT. SPOOL_CRASH_ON=name kills the process whenever it reads that file (a poison
@@ -16,6 +19,9 @@ const steps = [
   "after-reports",
   "after-pickup-claim",
   "after-pickup",
+  "in-commit",
+  "before-recovery",
+  "before-attempt",
 ] as const
 
 /** The protocol steps a test can crash at. */

@@ -148,6 +148,7 @@ export interface OpenLedgerOptions {
   /** A `postgres://` URL: use the shared PostgreSQL ledger instead of ROOT/ledger.db. */
   readonly url?: string | undefined
   readonly durable?: boolean
+  /** How long a lock wait may last: SQLite's busy timeout, the lock_timeout of PostgreSQL sessions (default 10 s). */
   readonly busyTimeoutMs?: number
   readonly readonly?: boolean
   /** SQLite: start a new ledger even beside a queue root with history (see `LedgerOptions`). */
@@ -179,7 +180,10 @@ export async function openLedger(queue: Queue, options: OpenLedgerOptions = {}):
   if (url === undefined) return openSqliteLedger(queue, options)
   const bound = await checkRootLedger(queue, url)
   const id = options.readonly ? (readRootId(queue) ?? crypto.randomUUID()) : rootId(queue)
-  const ledger = await PostgresLedger.open(url, id, { migrate: !options.readonly })
+  const ledger = await PostgresLedger.open(url, id, {
+    migrate: !options.readonly,
+    ...(options.busyTimeoutMs !== undefined && { busyTimeoutMs: options.busyTimeoutMs }),
+  })
   const b = bound?.binding
   if (!options.readonly && (bound?.isRecorded !== true || (b?.backend === "postgres" && b.ledgerId === undefined)))
     recordBinding(queue, { backend: "postgres", ledgerId: await ledger.ledgerId(), where: redact(url) }, ledger)

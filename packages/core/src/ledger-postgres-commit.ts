@@ -3,7 +3,9 @@
 // PostgresLedger.commit opens (and retries whole on deadlock or serialization failure), and the
 // rows the Judgement decides written.
 import type { TransactionSQL } from "bun"
+import { fault } from "./_fault.ts"
 import type { PostgresEffect } from "./ledger-postgres.ts"
+import { isSessionLimit } from "./ledger-postgres-errors.ts"
 import { statements } from "./ledger-statements.ts"
 import type { AcceptedOutcome, Outcome, Verdict } from "./ledger-types.ts"
 import { destinationOf, Judgement, type PriorDeferral, resultText } from "./ledger-verdicts.ts"
@@ -29,6 +31,7 @@ export async function commitBatch(
   const held = await fence(tx, root, ownerId, all)
   for (const o of all) j.fence(o, held.has(o.claimId))
   await horizon(tx, j)
+  fault("in-commit")
   for (let round = j.nextRound(); round.length > 0; round = j.nextRound()) {
     const rows = round.map((o, ord) => ({
       ord,
@@ -184,10 +187,25 @@ async function fence(tx: TransactionSQL, root: string, ownerId: string, all: rea
   return new Set([...committed, ...ended].map((r) => (r as { claim_id: string }).claim_id))
 }
 
+/**
+ * The horizon lock orders a commit against a compact that prunes keys. The horizon check and
+ * the processed inserts are separate statements at READ COMMITTED: a prune committed between
+ * them would leave a redelivery judged against keys that are gone (not beyond the horizon, its
+ * key free), and its effect applied twice. So a commit takes this lock in share mode before it
+ * asks the horizon and holds it to its end, and compact takes it exclusively before it raises
+ * the horizon and prunes: a commit's horizon and inserts see either no part of a prune or all of
+ * it. Commits never wait for each other; only while a compact prunes do they wait. SQLite needs
+ * no such lock: its writers take the one write lock at BEGIN.
+ */
+export const HORIZON_LOCK = 7_270_002
+
 /** The horizon's answers for the undecided accepted outcomes whose orders compact has pruned. */
 async function horizon(tx: TransactionSQL, j: Judgement): Promise<void> {
   const accepted = j.undecided()
   if (accepted.length === 0) return
+  // A statement of its own: a READ COMMITTED statement reads the snapshot taken as it starts,
+  // so the horizon must be read by a later statement than the one that waited for the lock.
+  await tx`SELECT pg_advisory_xact_lock_shared(${HORIZON_LOCK})`
   const [h] = await tx`SELECT EXISTS (SELECT 1 FROM horizon) AS any`
   if (!h?.any) return
   const rows = accepted.map((o) => ({ claim_id: o.claimId, msg_id: o.msgId, order_no: o.orderNo }))
@@ -220,6 +238,9 @@ async function runEffect(
     })
     j.inserted(o)
   } catch (error) {
+    // The session's own limits (a lock held past the busy timeout, a statement timeout) are
+    // the database's state, not the message's fault: the batch fails and its files go back.
+    if (isSessionLimit(error)) throw error
     await tx`DELETE FROM processed WHERE claim_id = ${o.claimId}`
     let prior: PriorDeferral | undefined
     if (isTransient(error)) {

@@ -6,6 +6,7 @@ import type { SQL } from "bun"
 import orderCheckSql from "../sql/order-check.sql" with { type: "text" }
 import { type HistoryKeys, type LedgerHistory, toHistory } from "./ledger-history.ts"
 import type { PostgresLedger } from "./ledger-postgres.ts"
+import { HORIZON_LOCK } from "./ledger-postgres-commit.ts"
 import { prune, runStepsAsync } from "./ledger-statements.ts"
 import type { CompactSummary, ConflictRow, FailureRecord, OrderProblem, ReplayRecord } from "./ledger-types.ts"
 
@@ -168,7 +169,14 @@ export async function markFailure(tx: SQL, rootId: string, file: string, now: st
 }
 
 /** compact's statements (ledger-statements.ts), in the caller's transaction or savepoint. */
-function pruneIn(tx: SQL, historyCutoff: string, keyCutoff: string | undefined, now: string): Promise<CompactSummary> {
+async function pruneIn(
+  tx: SQL,
+  historyCutoff: string,
+  keyCutoff: string | undefined,
+  now: string,
+): Promise<CompactSummary> {
+  // Keys are pruned only between commits (see HORIZON_LOCK); history alone needs no lock.
+  if (keyCutoff !== undefined) await tx`SELECT pg_advisory_xact_lock(${HORIZON_LOCK})`
   return runStepsAsync(
     prune(historyCutoff, keyCutoff, now),
     async (statement, params) => (await tx.unsafe(statement, [...params])).count,

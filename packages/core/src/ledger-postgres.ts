@@ -4,7 +4,7 @@ import type { HistoryKeys, LedgerHistory } from "./ledger-history.ts"
 import type { LedgerPort } from "./ledger-port.ts"
 import { commitBatch } from "./ledger-postgres-commit.ts"
 import * as deferrals from "./ledger-postgres-deferrals.ts"
-import { asLedgerError, pgCode, redact } from "./ledger-postgres-errors.ts"
+import { asLedgerError, pgCode, redact, sessionSettings, translateFailures } from "./ledger-postgres-errors.ts"
 import * as lease from "./ledger-postgres-lease.ts"
 import * as operator from "./ledger-postgres-operator.ts"
 import { ledgerIdOf, migrate, versionOf } from "./ledger-postgres-schema.ts"
@@ -45,6 +45,9 @@ export type PostgresEffect = (outcome: AcceptedOutcome, tx: SQL) => unknown
 // Deadlocks and serialization failures are retried: the transaction rolled back whole.
 const RETRYABLE = new Set(["40P01", "40001"])
 
+/** The busy timeout of a ledger opened without one: consume's --busy-timeout default. */
+const defaultBusyTimeoutMs = 10_000
+
 /**
  * The PostgreSQL ledger: the same tables and guarantees as the SQLite one, shared by consumers
  * on many hosts. Every row that belongs to a queue root carries its `rootId`. Transactions are
@@ -58,32 +61,49 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
   readonly sql: SQL
   readonly url: string
   readonly rootId: string
+  /** How long any statement of this ledger's sessions waits for a lock (their lock_timeout). */
+  readonly busyTimeoutMs: number
   #claimCounter = 0
 
-  private constructor(sql: SQL, url: string, rootId: string) {
+  private constructor(sql: SQL, url: string, rootId: string, busyTimeoutMs: number) {
     this.sql = sql
     this.url = url
     this.rootId = rootId
+    this.busyTimeoutMs = busyTimeoutMs
   }
 
-  /** Connects, and creates or upgrades the schema (one migrator at a time, under an advisory lock). */
-  static async open(url: string, rootId: string, options: { migrate?: boolean } = {}): Promise<PostgresLedger> {
-    const sql = new SQL({ url, max: 2, idleTimeout: 30, connectionTimeout: 10 })
-    const ledger = new PostgresLedger(sql, url, rootId)
+  /**
+   * Connects, and creates or upgrades the schema (one migrator at a time, under an advisory lock).
+   * Every session waits at most `busyTimeoutMs` (default 10 s) for a lock, as SQLite's busy timeout.
+   */
+  static async open(
+    url: string,
+    rootId: string,
+    options: { migrate?: boolean; busyTimeoutMs?: number } = {},
+  ): Promise<PostgresLedger> {
+    const busyTimeoutMs = options.busyTimeoutMs ?? defaultBusyTimeoutMs
+    const sql = new SQL({
+      url,
+      max: 2,
+      idleTimeout: 30,
+      connectionTimeout: 10,
+      connection: sessionSettings(busyTimeoutMs),
+    })
+    const ledger = new PostgresLedger(sql, url, rootId, busyTimeoutMs)
     try {
       if (options.migrate !== false) await migrate(sql)
       else if ((await ledger.version()) === 0)
         throw new SpoolError("ledger", `${redact(url)} has no spool ledger yet; run consume first`)
     } catch (error) {
       await sql.close().catch(() => {})
-      throw asLedgerError(error, url)
+      throw asLedgerError(error, url, busyTimeoutMs)
     }
     return ledger
   }
 
   /** Whether spool has set up a ledger in the database at `url` (read without creating or changing anything). */
   static async isSetUp(url: string): Promise<boolean> {
-    const sql = new SQL({ url, max: 1, connectionTimeout: 10 })
+    const sql = new SQL({ url, max: 1, connectionTimeout: 10, connection: sessionSettings(defaultBusyTimeoutMs) })
     try {
       return (await versionOf(sql)) > 0
     } catch (error) {
@@ -99,7 +119,7 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
    * written by an older spool).
    */
   static async identify(url: string): Promise<string | undefined> {
-    const sql = new SQL({ url, max: 1, connectionTimeout: 10 })
+    const sql = new SQL({ url, max: 1, connectionTimeout: 10, connection: sessionSettings(defaultBusyTimeoutMs) })
     try {
       return await ledgerIdOf(sql)
     } catch (error) {
@@ -130,7 +150,7 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
           await Bun.sleep(Math.random() * 20 * attempt)
           continue
         }
-        throw asLedgerError(error, this.url)
+        throw error
       }
     }
   }
@@ -444,3 +464,10 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
     await this.sql.close()
   }
 }
+
+// Every query of every method, the engine's and the operator commands', fails through the one
+// translation: what happened (locked past the busy timeout, a statement cancelled, the session
+// ended) and what to do, as a SpoolError the engine hands back files for.
+translateFailures(PostgresLedger, (ledger: PostgresLedger, error) =>
+  asLedgerError(error, ledger.url, ledger.busyTimeoutMs),
+)

@@ -2,6 +2,7 @@
 // asked statement by statement inside the IMMEDIATE transaction Ledger.commit opens, and the
 // rows the Judgement decides written.
 import type { Database } from "bun:sqlite"
+import { fault } from "./_fault.ts"
 import type { Effect } from "./ledger.ts"
 import type { prepare } from "./ledger-sqlite-schema.ts"
 import type { AcceptedOutcome, Outcome, RawDeferral, Verdict } from "./ledger-types.ts"
@@ -27,11 +28,14 @@ export function commitBatch(
 ): Verdict[] {
   const j = new Judgement(outcomes, now, policy)
   for (const o of outcomes) j.fence(o, isHeld(s, o, ownerId))
+  // No compact can prune between the horizon's answers and the inserts: both are writers, and
+  // this IMMEDIATE transaction holds the one write lock to its end.
   if (s.hasHorizon.get() !== null)
     for (const o of j.undecided()) {
       const h = s.horizonOf.get(o.orderNo) as { max_seq: number } | null
       if (h !== null) j.horizon(o, h.max_seq, s.processedHash.get(o.msgId) !== null)
     }
+  fault("in-commit")
   // Row by row, a failed effect's rollback frees its key before the next delivery's insert, so
   // one round decides them all.
   for (let round = j.nextRound(); round.length > 0; round = j.nextRound())

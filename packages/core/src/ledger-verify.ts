@@ -4,6 +4,7 @@ import type { Database } from "bun:sqlite"
 import type { SQL } from "bun"
 import postgresChecksSql from "../sql/postgres/verify.sql" with { type: "text" }
 import sqliteChecksSql from "../sql/sqlite/verify.sql" with { type: "text" }
+import { pgCode } from "./ledger-postgres-errors.ts"
 
 /** The checks `verify` runs, in order. */
 export const ledgerCheckNames = ["integrity", "duplicate-msg-id", "duplicate-claim", "claim-without-consumer"] as const
@@ -141,12 +142,6 @@ function spoolTallies(): Map<string, Tally> {
 function isSqliteCorrupt(error: unknown): boolean {
   const code = typeof error === "object" && error !== null && "code" in error ? String(error.code) : ""
   return code.startsWith("SQLITE_CORRUPT") || code.startsWith("SQLITE_NOTADB")
-}
-
-function pgCode(error: unknown): string | undefined {
-  if (typeof error !== "object" || error === null) return undefined
-  const e = error as { errno?: unknown }
-  return typeof e.errno === "string" ? e.errno : undefined
 }
 
 function quoteIdent(name: string): string {

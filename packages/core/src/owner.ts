@@ -63,10 +63,21 @@ export function currentOwner(): Owner {
   }
 }
 
+// The owners of this process whose run is under way. Another owner of this very process is a
+// run that ended (a library drain that failed and handed back what it could): its claims are
+// abandoned, and the next drain of the process adopts them instead of waiting for a restart.
+const runningHere = new Set<string>()
+
+/** Marks `ownerId` (an owner of this process) running until the returned function is called. */
+export function holdOwner(ownerId: string): () => void {
+  runningHere.add(ownerId)
+  return () => runningHere.delete(ownerId)
+}
+
 /**
  * Judges an owner from this host: dead if the host and boot match and the pid is gone, was
- * reused (different start time) or is a zombie; unknown for another host or another pid
- * namespace, which only its heartbeat can tell about.
+ * reused (different start time) or is a zombie, or is this process and the owner's run has
+ * ended; unknown for another host or another pid namespace, which only its heartbeat can tell about.
  */
 export function ownerLiveness(owner: Owner): Liveness {
   if (owner.host !== thisHost) return "unknown"
@@ -80,5 +91,6 @@ export function ownerLiveness(owner: Owner): Liveness {
   const stat = processStat(owner.pid)
   if (stat === undefined || stat.startTicks !== owner.startTicks) return "dead"
   // A zombie (Z) or dying (X) process holds nothing: it only waits for its parent to reap it.
-  return stat.state === "Z" || stat.state === "X" ? "dead" : "alive"
+  if (stat.state === "Z" || stat.state === "X") return "dead"
+  return owner.pid !== process.pid || runningHere.has(owner.ownerId) ? "alive" : "dead"
 }

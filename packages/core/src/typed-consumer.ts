@@ -73,6 +73,13 @@ export interface ConsumerOptions<T extends Message> {
   readonly minAgeMs?: number
   readonly durable?: boolean
   /**
+   * How long a lock wait on the ledger may last (ms, default 10 s), as consume's `--busy-timeout`:
+   * SQLite's busy timeout; on PostgreSQL the lock_timeout of the consumer's sessions, which the
+   * handler's statements run in too. Past it a drain fails (a SpoolError, code `ledger`) and
+   * hands its files back.
+   */
+  readonly busyTimeoutMs?: number
+  /**
    * When a message whose handler threw a TransientError is tried again: the first delay, the
    * cap and the maximum age (in ms), each defaulting to `defaultDeferPolicy`'s (5 min, 1 h, 5 days).
    */
@@ -163,6 +170,7 @@ export function createConsumer<T extends Message>(config: ConsumerConfig<T> = {}
   refuseOtherLedger(queue)
   const ledger = openSqliteLedger(queue, {
     durable: config.durable ?? true,
+    ...(config.busyTimeoutMs !== undefined && { busyTimeoutMs: config.busyTimeoutMs }),
     ...(config.isNewLedgerAllowed !== undefined && { isNewLedgerAllowed: config.isNewLedgerAllowed }),
   })
   if (config.setup) {
@@ -204,7 +212,10 @@ export async function createPostgresConsumer<T extends Message>(
       "usage",
       `createPostgresConsumer needs its PostgreSQL ledger's URL: pass ledger: "postgres://..." or set SPOOL_LEDGER_URL. Nothing was opened or created`,
     )
-  const ledger = await openLedger(queue, { url })
+  const ledger = await openLedger(queue, {
+    url,
+    ...(config.busyTimeoutMs !== undefined && { busyTimeoutMs: config.busyTimeoutMs }),
+  })
   if (config.setup) {
     const setup = config.setup
     try {

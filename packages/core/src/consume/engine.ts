@@ -1,5 +1,6 @@
 import type { AnyEffect } from "../ledger-port.ts"
 import type { Message } from "../message.ts"
+import { holdOwner } from "../owner.ts"
 import { judgeEntry, scanDir } from "../queue.ts"
 import { claimDue, claimHere, renameUndecodable } from "./claim.ts"
 import { commit } from "./commit.ts"
@@ -49,9 +50,10 @@ class Engine {
 
   async run(): Promise<ConsumeSummary> {
     const c = this.#c
-    await c.ledger.registerConsumer(c.owner, now())
+    const release = holdOwner(c.owner.ownerId)
     const heartbeat = new Heartbeat(c)
     try {
+      await c.ledger.registerConsumer(c.owner, now())
       await recover(c)
       while (!c.isStopping) {
         const claimedAny = await this.#pass()
@@ -64,6 +66,7 @@ class Engine {
       await heartbeat.stop()
       this.#pipeline?.close()
       c.close()
+      release()
     }
     return c.summary
   }

@@ -94,7 +94,13 @@ async function handBackOne(c: Context, item: Item, isFlushed: boolean): Promise<
  * start's recovery, and what that recovery will do with them.
  */
 export function withLeftovers(error: unknown, left: number, processing: string): unknown {
-  if (left === 0 || !(error instanceof SpoolError)) return error
+  if (!(error instanceof SpoolError)) return error
+  if (left === 0)
+    return new SpoolError(
+      error.code,
+      `${error.message}\nnothing is lost: no file of this run waits in ${processing}/ (each went back to inbox/ or on to its destination); once the cause is fixed, run again`,
+      { cause: error },
+    )
   return new SpoolError(
     error.code,
     `${error.message}\nnothing is lost: ${left} file${left === 1 ? "" : "s"} of this run wait in ${processing}/ with their claims; once the cause is fixed, the next consume on this root finishes them first (a consumer on another host once this one's lease has run out): a committed one is moved to the destination its commit recorded, never processed again, and the others are processed again`,

@@ -1,5 +1,6 @@
 import fs from "node:fs"
 import { join } from "node:path"
+import { fault } from "../_fault.ts"
 import { clockNow } from "../io-thread.ts"
 import type { ClaimRow } from "../ledger.ts"
 import { ownerLiveness } from "../owner.ts"
@@ -19,6 +20,7 @@ import { countClaimed } from "./summary.ts"
  * inbox/ (judgeEntry): what those leave in inbox/, recovery leaves in processing/.
  */
 export async function recover(c: Context): Promise<void> {
+  fault("before-recovery")
   await adoptDead(c)
   await takeOrphans(c)
   // The rows of consumers that died without unregistering (killed, or the machine rebooted),
@@ -95,6 +97,7 @@ async function retryAlone(c: Context, items: Item[]): Promise<void> {
       item.outcome = c.decider.reject(item, "poison", `crashed the consumer on each of ${item.attempts} attempts`, null)
     else {
       const read = c.decider.read(item)
+      fault("before-attempt")
       await c.ledger.startAttempt(item, me)
       item.isAttempted = true
       item.outcome = c.decider.judge(item, read)
