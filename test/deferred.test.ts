@@ -90,9 +90,9 @@ const dirs = (s: Setup) => ({
 
 /** Runs the app until `done` says so, at most `n` times, `gapMs` apart. */
 /** What lag (--json) and stats (--json) count of deferred files. */
-async function counted(s: Setup) {
+async function counted(s: Setup, clock: Record<string, string> = {}) {
   const ledger = s.url === undefined ? [] : ["--ledger", s.url]
-  const env = { SPOOL_LEDGER_URL: "" }
+  const env = { SPOOL_LEDGER_URL: "", ...clock }
   const lag = await run(["bun", "scripts/lag.ts", s.root, "100", "--json"], { env })
   const stats = await run(["bun", "run", "--silent", "stats", "--root", s.root, ...ledger, "--json"], { env })
   expect(stats.exitCode).toBe(0)
@@ -112,8 +112,10 @@ for (const backend of ["sqlite", "postgres"] as const)
     it("defers a transient failure to deferred/, leaves it until due, then processes it once", async () => {
       await using s = await open(backend, seed(3))
       s.down(true)
-      // Long enough that the second run starts before the files are due, on either ledger.
-      const env = { ...fast, DEFER_FIRST_MS: "1500", DEFER_MAX_MS: "1500" }
+      // Due in an hour: the second run comes long before that however slow the machine, and the
+      // third runs with this host's clock read two hours on (SPOOL_CLOCK_OFFSET), when all are due.
+      const env = { ...fast, DEFER_FIRST_MS: "3600000", DEFER_MAX_MS: "3600000" }
+      const later = { ...env, SPOOL_CLOCK_OFFSET: "+2h" }
       const first = await s.app(env)
       expect(first.exitCode).toBe(0)
       expect(summaryOf(first)).toMatchObject({ transient: 3, processed: 0, rejected: 0 })
@@ -136,9 +138,8 @@ for (const backend of ["sqlite", "postgres"] as const)
       expect(dirs(s).deferred).toHaveLength(3)
       // lag counts deferred/; stats asks the ledger which are due.
       expect(await counted(s)).toEqual({ lag: 3, deferrals: { deferred: 3, due: 0 } })
-      await Bun.sleep(1600)
-      expect(await counted(s)).toEqual({ lag: 3, deferrals: { deferred: 3, due: 3 } })
-      const due = await s.app(env)
+      expect(await counted(s, { SPOOL_CLOCK_OFFSET: "+2h" })).toEqual({ lag: 3, deferrals: { deferred: 3, due: 3 } })
+      const due = await s.app(later)
       expect(summaryOf(due)).toMatchObject({ claimed: 3, processed: 3, transient: 0 })
       expect(dirs(s)).toEqual({
         inbox: [],

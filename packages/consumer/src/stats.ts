@@ -13,6 +13,7 @@ import {
   resolveRoot,
   SpoolError,
   type StatsPeriod,
+  wallClock,
   writeTextfile,
 } from "@spool/core/engine"
 import { statsMetrics } from "./stats-metrics.ts"
@@ -61,7 +62,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       throw new SpoolError("usage", "--textfile writes the Prometheus format; add --format prometheus")
     const maxRate = v["max-duplicate-rate"] === undefined ? undefined : parseRate(v["max-duplicate-rate"])
     const queue = openQueue(resolveRoot(v.root))
-    const since = new Date(Date.now() - windowMs)
+    const since = new Date(wallClock() - windowMs)
     const url = resolveLedgerUrl(v.ledger)
     const stats = await statsOf(await openExistingLedger(queue, { url, readonly: true }), since)
     const rate = stats.recent.duplicateRate
@@ -118,7 +119,7 @@ async function statsOf(ledger: LedgerPort | undefined, since: Date): Promise<Sta
   if (ledger === undefined) return { ...emptyStats(since), deferrals: { deferred: 0, due: 0 } }
   try {
     const stats = await ledger.stats(since)
-    return { ...stats, deferrals: await ledger.deferralCounts(new Date().toISOString()) }
+    return { ...stats, deferrals: await ledger.deferralCounts(new Date(wallClock()).toISOString()) }
   } finally {
     await ledger.close()
   }

@@ -11,6 +11,7 @@ import {
   loadValidator,
   type Message,
   type Queue,
+  wallClock,
   writeReports,
 } from "@spool/core/engine"
 
@@ -85,7 +86,7 @@ export async function watch<E extends AnyEffect = never>(o: WatchOptions<E>): Pr
       const timeoutMs = drain.deferred > 0 ? Math.min(o.rescanMs, minAgeMs + o.batchWindowMs) : o.rescanMs
       // A deferred file falls due with no event at all: wake when the earliest one does.
       const nextDue = await o.ledger.nextDeferralAt()
-      const dueInMs = nextDue === undefined ? Number.POSITIVE_INFINITY : Math.max(0, Date.parse(nextDue) - Date.now())
+      const dueInMs = nextDue === undefined ? Number.POSITIVE_INFINITY : Math.max(0, Date.parse(nextDue) - wallClock())
       woke = await wake.wait(Math.min(timeoutMs, dueInMs))
       if (woke === "event") await wake.sleep(o.batchWindowMs, o.signal)
     }

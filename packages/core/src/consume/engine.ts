@@ -80,7 +80,8 @@ class Engine {
     const passStart = Date.now()
     let hasUndecodable = false
     let deferred = 0
-    await this.#takeDue(new Date(passStart).toISOString())
+    // Due times are written by spool's clock (now()); file ages below are the kernel's mtimes.
+    await this.#takeDue(now())
     for (const e of scanDir(c.queue.inbox, 1024)) {
       const fate = judgeEntry(c.queue.inbox, e.name, c.minAgeMs, passStart)
       // An undecodable name is renamed to its %XX spelling below, and taken in the next pass.
