@@ -24,6 +24,8 @@ interface Setup extends AsyncDisposable {
   down(isDown: boolean): void
   app(env?: Record<string, string>): Promise<RunResult & { signalCode: unknown }>
   rows(query: string): Promise<Record<string, unknown>[]>
+  /** Runs one statement on the ledger, as an operator would. */
+  exec(statement: string): Promise<void>
 }
 
 async function open(backend: "sqlite" | "postgres", files: Record<string, object>): Promise<Setup> {
@@ -63,6 +65,23 @@ async function open(backend: "sqlite" | "postgres", files: Record<string, object
       const sql = new SQL({ url: db.url, max: 1 })
       try {
         return [...(await sql.unsafe(query))]
+      } finally {
+        await sql.close()
+      }
+    },
+    async exec(statement) {
+      if (db === undefined) {
+        const d = new Database(join(q.root, "ledger.db"))
+        try {
+          d.run(statement)
+        } finally {
+          d.close()
+        }
+        return
+      }
+      const sql = new SQL({ url: db.url, max: 1 })
+      try {
+        await sql.unsafe(statement)
       } finally {
         await sql.close()
       }
@@ -112,8 +131,9 @@ for (const backend of ["sqlite", "postgres"] as const)
     it("defers a transient failure to deferred/, leaves it until due, then processes it once", async () => {
       await using s = await open(backend, seed(3))
       s.down(true)
-      // Long enough that the second run starts before the files are due, on either ledger.
-      const env = { ...fast, DEFER_FIRST_MS: "1500", DEFER_MAX_MS: "1500" }
+      // Due in an hour, so the second run starts before they are due however slow the machine;
+      // the hour then passes in the ledger, not on the clock.
+      const env = { ...fast, DEFER_FIRST_MS: "3600000", DEFER_MAX_MS: "3600000" }
       const first = await s.app(env)
       expect(first.exitCode).toBe(0)
       expect(summaryOf(first)).toMatchObject({ transient: 3, processed: 0, rejected: 0 })
@@ -136,7 +156,7 @@ for (const backend of ["sqlite", "postgres"] as const)
       expect(dirs(s).deferred).toHaveLength(3)
       // lag counts deferred/; stats asks the ledger which are due.
       expect(await counted(s)).toEqual({ lag: 3, deferrals: { deferred: 3, due: 0 } })
-      await Bun.sleep(1600)
+      await s.exec("UPDATE deferrals SET next_attempt_at = '2000-01-01T00:00:00.000Z'")
       expect(await counted(s)).toEqual({ lag: 3, deferrals: { deferred: 3, due: 3 } })
       const due = await s.app(env)
       expect(summaryOf(due)).toMatchObject({ claimed: 3, processed: 3, transient: 0 })
