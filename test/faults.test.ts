@@ -12,6 +12,7 @@ import {
   diffSnapshots,
   ledgerRows,
   queueListing,
+  requireTool,
   run,
   snapshot,
   tempDir,
@@ -74,6 +75,9 @@ function expectLeftForRecovery(root: string, stderr: string): void {
     db.close()
   }
 }
+
+/** The test that holds the ledger's lock from the sqlite3 shell, as an operator would. */
+const itWithSqlite3 = requireTool("sqlite3", "apt-get install sqlite3")
 
 /** Runs `cmd` and says whether it worked (for probing what this machine allows). */
 const works = (cmd: string[]) => Bun.spawnSync(cmd, { stdout: "ignore", stderr: "ignore" }).exitCode === 0
@@ -214,13 +218,9 @@ describe("a ledger locked for longer than the busy timeout", () => {
     slow,
   )
 
-  it(
+  itWithSqlite3(
     "also gives up when the lock is held by a sqlite3 process",
     async () => {
-      if (!works(["sqlite3", "-version"])) {
-        console.warn("faults.test: sqlite3 shell not installed; the in-process lock test covers the same path")
-        return
-      }
       await using q = await tempQueue()
       expect((await consumeBounded(q.root)).exitCode).toBe(0)
       fill(q.root, 3)

@@ -2,11 +2,39 @@
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import { repoRoot, run, spool, tempQueue } from "@spool/test-support"
+import { repoRoot, requireTool, run, spool, tempQueue } from "@spool/test-support"
 
 const sqlSource = join(repoRoot, "packages/core/sql/order-check.sql")
 
 const msg = (msgId: string, orderNo: string, seq: number) => ({ msg_id: msgId, order_no: orderNo, seq, amount: 1 })
+
+/** The tests that run the SQL through the sqlite3 shell as a human would. */
+const itWithSqlite3 = requireTool("sqlite3", "apt-get install sqlite3")
+
+/**
+ * A consumed queue with gaps and duplicates. X: 1,2,4 (3 missing). Y: seq 1 twice under two
+ * msg_ids. Z: first seq is 3 (1 and 2 missing). W is complete, delivered out of order and once
+ * more as a duplicate msg_id: no problem.
+ */
+async function consumedWithGaps() {
+  const q = await tempQueue({
+    seed: {
+      "x1.json": msg("x-1", "X", 1),
+      "x2.json": msg("x-2", "X", 2),
+      "x4.json": msg("x-4", "X", 4),
+      "y1.json": msg("y-1", "Y", 1),
+      "y1-again.json": msg("y-1b", "Y", 1),
+      "y2.json": msg("y-2", "Y", 2),
+      "z3.json": msg("z-3", "Z", 3),
+      "w2.json": msg("w-2", "W", 2),
+      "w1.json": msg("w-1", "W", 1),
+      "w1-redelivered.json": msg("w-1", "W", 1),
+    },
+  })
+  expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+  return q
+}
+const gapsReport = "order_no,seq,problem\nX,3,missing\nY,1,duplicate\nZ,1,missing\nZ,2,missing\n"
 
 describe("bun run order-check", () => {
   it("copies the SQL and writes OK for the consumed sample, exit 0", async () => {
@@ -21,31 +49,17 @@ describe("bun run order-check", () => {
   })
 
   it("lists one row per gap and duplicated seq, including gaps before the first, exit 1", async () => {
-    // X: 1,2,4 (3 missing). Y: seq 1 twice under two msg_ids. Z: first seq is 3 (1 and 2 missing).
-    // W is complete, delivered out of order and once more as a duplicate msg_id: no problem.
-    await using q = await tempQueue({
-      seed: {
-        "x1.json": msg("x-1", "X", 1),
-        "x2.json": msg("x-2", "X", 2),
-        "x4.json": msg("x-4", "X", 4),
-        "y1.json": msg("y-1", "Y", 1),
-        "y1-again.json": msg("y-1b", "Y", 1),
-        "y2.json": msg("y-2", "Y", 2),
-        "z3.json": msg("z-3", "Z", 3),
-        "w2.json": msg("w-2", "W", 2),
-        "w1.json": msg("w-1", "W", 1),
-        "w1-redelivered.json": msg("w-1", "W", 1),
-      },
-    })
-    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
-    const expected = "order_no,seq,problem\nX,3,missing\nY,1,duplicate\nZ,1,missing\nZ,2,missing\n"
+    await using q = await consumedWithGaps()
     const r = await spool("order-check", ["--root", q.root])
-    expect(r.stdout).toBe(expected)
+    expect(r.stdout).toBe(gapsReport)
     expect(r.stderr).toBe("")
     expect(r.exitCode).toBe(1)
-    expect(fs.readFileSync(join(q.root, "order-result.txt"), "utf8")).toBe(expected)
+    expect(fs.readFileSync(join(q.root, "order-result.txt"), "utf8")).toBe(gapsReport)
+  })
 
-    // The copied SQL runs unchanged in the sqlite3 shell and finds the same rows.
+  itWithSqlite3("copies SQL that runs unchanged in the sqlite3 shell and finds the same rows", async () => {
+    await using q = await consumedWithGaps()
+    expect((await spool("order-check", ["--root", q.root])).exitCode).toBe(1)
     const shell = await run(["sh", "-c", 'sqlite3 "$1/ledger.db" < "$1/order-check.sql"', "sh", q.root])
     expect(shell.stdout).toBe("X|3|missing\nY|1|duplicate\nZ|1|missing\nZ|2|missing\n")
     expect(shell.stderr).toBe("")

@@ -8,6 +8,7 @@ import fs from "node:fs"
 import { availableParallelism } from "node:os"
 import { join } from "node:path"
 import {
+  childPids,
   consumeToEnd,
   diffSnapshots,
   generateMessages,
@@ -78,10 +79,7 @@ describe("consume stopped by a signal", () => {
     const c = startConsume(root, ["--concurrency", "2", ...args])
     const done = join(root, "done")
     for (let i = 0; i < 3000 && list(done).length < 50; i++) await Bun.sleep(10)
-    const workers = Bun.spawnSync(["pgrep", "-P", String(c.proc.pid)])
-      .stdout.toString()
-      .trim()
-      .split("\n")
+    const workers = childPids(c.proc.pid)
     expect(workers.length).toBe(2)
     process.kill(Number(workers[0]), "SIGKILL")
     const r = await c.finished

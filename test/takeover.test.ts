@@ -11,7 +11,7 @@ import { Database } from "bun:sqlite"
 import { afterAll, describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import { list, pgUnavailable, repoRoot, tempDatabase, tempQueue } from "@spool/test-support"
+import { list, pgUnavailable, repoRoot, requireTool, type ToolTest, tempDatabase, tempQueue } from "@spool/test-support"
 import { SQL } from "bun"
 import {
   type AcceptedOutcome,
@@ -63,9 +63,10 @@ function silence(pid: number, ledgerPath: string, url: string | undefined): void
   else runSync(["psql", "-q", "-v", "ON_ERROR_STOP=1", url, "-c", sql])
 }
 
-const backends: { name: string; skip: string | undefined }[] = [
-  { name: "sqlite", skip: undefined },
-  { name: "postgres", skip: pgSkip },
+// The tests that silence a consumer through the ledger's own client need that client installed.
+const backends: { name: string; skip: string | undefined; itWithClient: ToolTest }[] = [
+  { name: "sqlite", skip: undefined, itWithClient: requireTool("sqlite3", "apt-get install sqlite3") },
+  { name: "postgres", skip: pgSkip, itWithClient: requireTool("psql", "apt-get install postgresql-client") },
 ]
 
 for (const backend of backends) {
@@ -77,7 +78,8 @@ for (const backend of backends) {
     })
 
     for (const pipeline of [false, true]) {
-      it(`commits and moves none of them, and the other consumer's work stands (${pipeline ? "pipelined" : "one thread"})`, async () => {
+      const label = `commits and moves none of them, and the other consumer's work stands (${pipeline ? "pipelined" : "one thread"})`
+      backend.itWithClient(label, async () => {
         await using q = await tempQueue()
         let url: string | undefined
         if (backend.name === "postgres") {
@@ -153,7 +155,8 @@ for (const backend of backends) {
   const suite = backend.skip ? describe.skip : describe
   suite(`a consumer stalled between its commit and its move (${backend.name})`, () => {
     for (const pipeline of [false, true]) {
-      it(`leaves the moves to the consumer that took its claims over and exits 0 (${pipeline ? "pipelined" : "one thread"})`, async () => {
+      const label = `leaves the moves to the consumer that took its claims over and exits 0 (${pipeline ? "pipelined" : "one thread"})`
+      backend.itWithClient(label, async () => {
         await using q = await tempQueue()
         await using db = backend.name === "postgres" ? await tempDatabase() : undefined
         const url = db?.url

@@ -1,4 +1,5 @@
 // The repository's commands run as real processes.
+import fs from "node:fs"
 import { join } from "node:path"
 import { repoRoot } from "./repo.ts"
 
@@ -58,4 +59,22 @@ export async function captured(fn: () => Promise<number>): Promise<{ stdout: str
     process.stdout.write = realOut
     process.stderr.write = realErr
   }
+}
+
+/** The ids of the live processes whose parent is `pid`, read from /proc as `pgrep -P` does. */
+export function childPids(pid: number): number[] {
+  const children: number[] = []
+  for (const entry of fs.readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue
+    let stat: string
+    try {
+      stat = fs.readFileSync(`/proc/${entry}/stat`, "utf8")
+    } catch {
+      continue // exited since the listing
+    }
+    // The command name in parentheses may hold spaces; the parent id is the second field after it.
+    const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1])
+    if (ppid === pid) children.push(Number(entry))
+  }
+  return children.sort((a, b) => a - b)
 }
