@@ -12,6 +12,7 @@ import {
   diffSnapshots,
   generateMessages,
   killedAgainstReference,
+  killLog,
   pgUnavailable,
   summarizeKills,
   tempDatabase,
@@ -168,6 +169,7 @@ async function torture(o: Settings): Promise<number> {
     if (diff.length > 0) {
       diverged++
       for (const line of diff) console.log(`  ${line}`)
+      for (const line of killLog(run.kills)) console.log(`  ${line}`)
       console.log(`  queues kept in ${dir} (reference/ and killed/)${ledgersKept(refLedger, killedLedger)}`)
       continue
     }

@@ -12,6 +12,7 @@ import {
   diffSnapshots,
   generateMessages,
   killedAgainstReference,
+  killLog,
   pgUnavailable,
   summarizeKills,
   tempDatabase,
@@ -71,6 +72,13 @@ for (const backend of backends)
         ...(o.bin !== undefined && { bin: o.bin }),
       })
       await o.inspect?.({ root: join(t.path, "killed"), url: killedLedger.url })
+      // The kill times come from the seed, where they land from the machine: what each kill
+      // caught is the evidence a divergence leaves.
+      const diff = o.consumers > 1 ? diffIgnoringWinners(expected, actual) : diffSnapshots(expected, actual)
+      if (diff.length > 0)
+        console.warn(
+          [`kill-storm diverged, seed ${o.seed}, ${run.starts} runs:`, ...diff, ...killLog(run.kills)].join("\n  "),
+        )
       if (poisonedByKills.length > 0)
         console.warn(`kill-storm: ${poisonedByKills.join(", ")} was in hand at two kills, so poison by design`)
       return { expected, actual, kills: summarizeKills(run.kills), poisonedByKills }
