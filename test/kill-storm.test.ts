@@ -81,7 +81,12 @@ for (const backend of backends)
         )
       if (poisonedByKills.length > 0)
         console.warn(`kill-storm: ${poisonedByKills.join(", ")} in hand at two kills each, so poison by design`)
-      return { expected, actual, kills: summarizeKills(run.kills), poisonedByKills }
+      const kills = summarizeKills(run.kills)
+      console.log(
+        `kill-storm: seed ${o.seed}, ${run.starts} runs, ${kills.kills} kills (${kills.inFlight} with a batch in hand, ` +
+          `${kills.committedNotMoved} between commit and move): ${diff.length === 0 ? "equivalent" : "DIVERGED"}`,
+      )
+      return { expected, actual, kills, poisonedByKills }
     }
 
     it("one consumer in batches of 25, default --max-attempts: exactly the state of one clean run", async () => {
