@@ -12,6 +12,7 @@ import {
   diffSnapshots,
   generateMessages,
   killedAgainstReference,
+  killLog,
   pgUnavailable,
   summarizeKills,
   tempDatabase,
@@ -162,12 +163,13 @@ async function torture(o: Settings): Promise<number> {
         `(${k.inFlight} with a batch in hand, ${k.committedNotMoved} between commit and move, ${k.idle} with nothing in flight), ` +
         `kill window ${activeMs} ms, ${seconds} s: ${diff.length === 0 ? "equivalent" : "DIVERGED"}` +
         (poisonedByKills.length > 0
-          ? ` (${poisonedByKills.join(", ")} was in hand at enough kills to be poison by design, as in a run it crashes)`
+          ? ` (${poisonedByKills.join(", ")} in hand at enough kills each to be poison by design, as in a run they crash)`
           : ""),
     )
     if (diff.length > 0) {
       diverged++
       for (const line of diff) console.log(`  ${line}`)
+      for (const line of killLog(run.kills)) console.log(`  ${line}`)
       console.log(`  queues kept in ${dir} (reference/ and killed/)${ledgersKept(refLedger, killedLedger)}`)
       continue
     }

@@ -12,6 +12,7 @@ import {
   diffSnapshots,
   generateMessages,
   killedAgainstReference,
+  killLog,
   pgUnavailable,
   summarizeKills,
   tempDatabase,
@@ -71,9 +72,21 @@ for (const backend of backends)
         ...(o.bin !== undefined && { bin: o.bin }),
       })
       await o.inspect?.({ root: join(t.path, "killed"), url: killedLedger.url })
+      // The kill times come from the seed, where they land from the machine: what each kill
+      // caught is the evidence a divergence leaves.
+      const diff = o.consumers > 1 ? diffIgnoringWinners(expected, actual) : diffSnapshots(expected, actual)
+      if (diff.length > 0)
+        console.warn(
+          [`kill-storm diverged, seed ${o.seed}, ${run.starts} runs:`, ...diff, ...killLog(run.kills)].join("\n  "),
+        )
       if (poisonedByKills.length > 0)
-        console.warn(`kill-storm: ${poisonedByKills.join(", ")} was in hand at two kills, so poison by design`)
-      return { expected, actual, kills: summarizeKills(run.kills), poisonedByKills }
+        console.warn(`kill-storm: ${poisonedByKills.join(", ")} in hand at two kills each, so poison by design`)
+      const kills = summarizeKills(run.kills)
+      console.log(
+        `kill-storm: seed ${o.seed}, ${run.starts} runs, ${kills.kills} kills (${kills.inFlight} with a batch in hand, ` +
+          `${kills.committedNotMoved} between commit and move): ${diff.length === 0 ? "equivalent" : "DIVERGED"}`,
+      )
+      return { expected, actual, kills, poisonedByKills }
     }
 
     it("one consumer in batches of 25, default --max-attempts: exactly the state of one clean run", async () => {
@@ -172,6 +185,31 @@ for (const backend of backends)
       expect(s?.rows).toBe(0)
       expect(kills.kills).toBeGreaterThanOrEqual(3)
     }, 150_000)
+
+    it("two files in hand at two kills each: both poison by design, and the state of a run they both crash", async () => {
+      // The crash hook stands in for random kills that catch the same two files twice each in
+      // their retries: every kill is then one the harness sees, with no timing involved.
+      const seed = 18
+      await using t = await tempDir()
+      generateMessages(join(t.path, "probe"), 200, seed)
+      const [first, second] = fs
+        .readdirSync(join(t.path, "probe"))
+        .sort()
+        .filter((n) => fs.readFileSync(join(t.path, "probe", n), "utf8").includes('"order_no"'))
+      const crashing = [first, second] as string[]
+      const { expected, actual, poisonedByKills } = await storm({
+        messages: 200,
+        seed,
+        args: ["--batch-size", "25"],
+        consumers: 1,
+        maxKills: 0,
+        env: { SPOOL_CRASH_ON: crashing.join("/") },
+      })
+      expect(poisonedByKills).toEqual(crashing)
+      for (const name of crashing)
+        expect(actual.failures).toContainEqual({ file: name, original: name, reason: "poison" })
+      expect(diffSnapshots(expected, actual)).toEqual([])
+    }, 120_000)
 
     it("a file that crashes every consumer that reads it, amid the kills: poison, and the state of a run it crashes alone", async () => {
       // m-…: the generator's names are random; take one valid message of the queue as poison.

@@ -10,8 +10,9 @@
 // optionally `step@N` for the N-th time the step is reached. SPOOL_FAULT_SIGNAL=SIGSTOP stops
 // the process there instead (a stall: a paused VM, a hung mount), for a test to resume with
 // SIGCONT. SPOOL_CRASH_ON=name kills the process whenever it reads that file (a poison
-// message). SPOOL_CLOCK_OFFSET=+5m (or -5m, 100d, ...) sets spool's reading of this host's
-// clock that far from the kernel's: a host whose clock is wrong. All are read once, at start-up.
+// message); several names are separated by `/`, the one character no file name holds.
+// SPOOL_CLOCK_OFFSET=+5m (or -5m, 100d, ...) sets spool's reading of this host's clock that far
+// from the kernel's: a host whose clock is wrong. All are read once, at start-up.
 const steps = [
   "after-claim",
   "after-commit",
@@ -34,7 +35,7 @@ if (faultStep && (!steps.includes(faultStep as FaultStep) || !/^[1-9]\d*$/.test(
 const faultSignal = process.env.SPOOL_FAULT_SIGNAL ?? "SIGKILL"
 if (faultSignal !== "SIGKILL" && faultSignal !== "SIGSTOP")
   throw new Error(`SPOOL_FAULT_SIGNAL=${faultSignal}: expected SIGKILL (the default) or SIGSTOP`)
-const crashOn = process.env.SPOOL_CRASH_ON
+const crashOn = new Set((process.env.SPOOL_CRASH_ON ?? "").split("/").filter((n) => n !== ""))
 const offset = /^([+-]?)(\d+)(ms|s|m|h|d)$/.exec(process.env.SPOOL_CLOCK_OFFSET ?? "0ms")
 if (offset === null)
   throw new Error(
@@ -54,5 +55,5 @@ export function fault(step: FaultStep): void {
 
 /** Kills the process with SIGKILL if SPOOL_CRASH_ON names this file. */
 export function crashIfPoison(name: string): void {
-  if (crashOn !== undefined && name === crashOn) process.kill(process.pid, "SIGKILL")
+  if (crashOn.size > 0 && crashOn.has(name)) process.kill(process.pid, "SIGKILL")
 }

@@ -26,7 +26,7 @@ export {
   testLedger,
 } from "./hostile.ts"
 export type { KillObservation, KillRun } from "./kills.ts"
-export { consumeWithRandomKills, poisonedByKills, summarizeKills } from "./kills.ts"
+export { consumeWithRandomKills, killLog, poisonedByKills, summarizeKills } from "./kills.ts"
 export { pgUnavailable, tempDatabase } from "./postgres.ts"
 export type { RunResult } from "./process.ts"
 export { captured, childPids, run, spool } from "./process.ts"

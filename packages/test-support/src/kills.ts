@@ -8,6 +8,8 @@ import { mtimes, startConsume } from "./consumers.ts"
 
 /** What the ledger and processing/ held right after a kill: which step of the protocol the kill interrupted. */
 export interface KillObservation {
+  /** The killed process. */
+  readonly pid: number
   /** Time from spawn to kill. */
   readonly delayMs: number
   /** Files in processing/ (claimed, renamed, not yet moved out), whoever holds them. */
@@ -21,6 +23,8 @@ export interface KillObservation {
    * the attempts: a death with the file in hand, which is what the poison counter counts.
    */
   readonly inHandAlone: readonly { readonly name: string; readonly attempts: number }[]
+  /** The killed process's uncommitted claim rows, as `name@attempts`. */
+  readonly held: readonly string[]
   readonly inbox: number
 }
 
@@ -35,19 +39,23 @@ export async function observe(
   let claimed = 0
   let committedNotMoved = 0
   const inHandAlone: { name: string; attempts: number }[] = []
+  const held: string[] = []
   for (const r of await claimStates(root, ledgerUrl)) {
     if (r.pid !== pid) continue
     if (r.state === "claimed") {
       claimed++
+      held.push(`${r.name}@${r.attempts}`)
       if (r.attempts >= 2) inHandAlone.push({ name: r.name, attempts: r.attempts })
     } else if (processing.has(r.name)) committedNotMoved++
   }
   return {
+    pid,
     delayMs,
     inProcessing: processing.size,
     claimed,
     committedNotMoved,
     inHandAlone,
+    held,
     inbox: fs.readdirSync(join(root, "inbox")).length,
   }
 }
@@ -237,6 +245,23 @@ function untilInboxEmpty(root: string, hasExited: () => boolean) {
       stopped = true
     },
   }
+}
+
+/**
+ * The kills as lines a reader can follow: when each landed, what the killed process held, and
+ * which files it had in hand alone; printed with a divergence, so a failing run can be studied.
+ */
+export function killLog(kills: readonly KillObservation[]): string[] {
+  return kills.map((k, i) =>
+    [
+      `kill ${i + 1}: pid ${k.pid} at ${k.delayMs} ms`,
+      `inbox=${k.inbox} processing=${k.inProcessing} claimed=${k.claimed} committed-not-moved=${k.committedNotMoved}`,
+      k.inHandAlone.length > 0 ? `in hand alone: ${k.inHandAlone.map((f) => `${f.name}@${f.attempts}`).join(" ")}` : "",
+      k.held.length > 0 && k.held.length <= 30 ? `held: ${k.held.join(" ")}` : "",
+    ]
+      .filter((s) => s !== "")
+      .join("; "),
+  )
 }
 
 /** Sums kill observations into the protocol windows they interrupted. */
