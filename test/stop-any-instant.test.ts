@@ -90,7 +90,10 @@ describe("a stop signal at any instant", () => {
         }
         expect(dirs(root).processing, at).toEqual([])
         if (mode === "--watch") expect(r.exitCode, at).toBe(0)
-        else expect(r.exitCode, at).toBe(dirs(root).inbox.length > 0 ? 4 : 0)
+        else if (dirs(root).inbox.length > 0) expect(r.exitCode, at).toBe(4)
+        // With two workers, one stopped with files in its view says 4 even when the other then
+        // drains what was left: stopped by the signal, and nothing waits.
+        else expect(mode === "--concurrency 2" ? [0, 4] : [0], at).toContain(r.exitCode ?? -1)
         if (mode === "--watch" && delay > 1000 && dirs(root).done.length + dirs(root).error.length === total)
           isCovered = true
         await consumeToEnd(root)
