@@ -7,7 +7,7 @@
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import { type BackendQueue, ledgerBackends, list, repoRoot, startConsume } from "@spool/test-support"
+import { type BackendQueue, isStopped, ledgerBackends, list, repoRoot, startConsume } from "@spool/test-support"
 
 const messages = 12
 const day = 86_400_000
@@ -15,16 +15,6 @@ const msg = (i: number) => ({ msg_id: `h-${i}`, order_no: `o-${i % 3}`, seq: i +
 const ids = Array.from({ length: messages }, (_, i) => `h-${i}`)
 const seed = Object.fromEntries(ids.map((id, i) => [`${id}.json`, msg(i)]))
 const compactBin = join(repoRoot, "packages/consumer/bin/compact.ts")
-
-/** True once the process is stopped (state T in /proc/PID/stat). */
-function isStopped(pid: number): boolean {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
-    return stat.charAt(stat.lastIndexOf(")") + 2) === "T"
-  } catch {
-    return false
-  }
-}
 
 /**
  * Whether `pid` is waiting for the ledger: on PostgreSQL a session of the ledger's database

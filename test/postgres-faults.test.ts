@@ -4,10 +4,9 @@
 // message that says what happened and that nothing is lost, leave every file in inbox/,
 // processing/ (with its claim) or done/ (with its row), and let a rerun finish cleanly.
 import { describe, expect, it } from "bun:test"
-import fs from "node:fs"
 import { join } from "node:path"
 import { createPostgresConsumer, SpoolError } from "@spool/core"
-import { list, pgUnavailable, startConsume, tempDatabase, tempQueue } from "@spool/test-support"
+import { isStopped, list, pgUnavailable, startConsume, tempDatabase, tempQueue } from "@spool/test-support"
 import { SQL } from "bun"
 
 const skip = await pgUnavailable()
@@ -134,16 +133,6 @@ pg("the server's statement_timeout (PostgreSQL)", () => {
     slow,
   )
 })
-
-/** True once the process is stopped (state T in /proc/PID/stat). */
-function isStopped(pid: number): boolean {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
-    return stat.charAt(stat.lastIndexOf(")") + 2) === "T"
-  } catch {
-    return false
-  }
-}
 
 pg("sessions ended by pg_terminate_backend (PostgreSQL)", () => {
   it.each(["before-recovery", "before-attempt", "after-claim", "in-commit", "after-commit"])(

@@ -78,3 +78,13 @@ export function childPids(pid: number): number[] {
   }
   return children.sort((a, b) => a - b)
 }
+
+/** True once the process is stopped (state T in /proc/PID/stat): a SIGSTOP fault step reached. */
+export function isStopped(pid: number): boolean {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    return stat.charAt(stat.lastIndexOf(")") + 2) === "T"
+  } catch {
+    return false
+  }
+}
