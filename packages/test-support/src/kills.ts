@@ -161,6 +161,13 @@ export async function consumeWithRandomKills(
   const started = performance.now()
   let starts = 0
   let startupMs = 500
+  // Kills of one round are taken one at a time, each with its observation.
+  let turn: Promise<unknown> = Promise.resolve()
+  const inTurn = <T>(f: () => Promise<T>): Promise<T> => {
+    const next = turn.then(f)
+    turn = next.catch(() => {})
+    return next
+  }
   while (kills.length < options.maxKills && performance.now() - started < options.budgetMs) {
     const before = mtimes(root)
     const spawnedAt = performance.now()
@@ -198,11 +205,14 @@ export async function consumeWithRandomKills(
           clearTimeout(timer)
           drained.stop()
         }
-        if (!p.hasExited()) p.c.proc.kill("SIGKILL")
-        const r = await p.c.finished
-        if (r.signalCode === "SIGKILL")
-          kills.push(await observe(root, Math.round(performance.now() - spawnedAt), p.c.proc.pid, options.ledgerUrl))
-        else if (r.exitCode !== 0 || /database is locked/i.test(r.stderr))
+        const r = await inTurn(() =>
+          killAndObserve(p, round, options.ledgerUrl, async (pid) => {
+            kills.push(await observe(root, Math.round(performance.now() - spawnedAt), pid, options.ledgerUrl))
+          }),
+        )
+        if (r.signalCode === "SIGKILL") {
+          // killAndObserve recorded what the kill left
+        } else if (r.exitCode !== 0 || /database is locked/i.test(r.stderr))
           throw new Error(`consume exited ${r.exitCode} between kills:\n${r.stderr}`)
         else stderr.push(r.stderr)
       }),
@@ -227,6 +237,98 @@ export async function consumeWithRandomKills(
     kills.push(await observe(root, Math.round(performance.now() - spawnedAt), c.proc.pid, options.ledgerUrl))
   }
   return { kills, starts, stderr }
+}
+
+interface RoundMember {
+  readonly c: ReturnType<typeof startConsume>
+  readonly hasExited: () => boolean
+}
+
+/**
+ * SIGKILLs `victim` (unless it has exited already) and, when the kill landed, lets `record`
+ * read what it left, with the round's other consumers stopped (SIGSTOP) from just before the
+ * kill until `record` is done: a sibling that saw the owner die and adopted its claims first
+ * would hide which files the kill caught in hand, and the harness would then not expect a file
+ * those kills made poison. On PostgreSQL it also waits until the victim's server sessions have
+ * ended, so a COMMIT it sent before dying is in what `record` reads.
+ */
+async function killAndObserve(
+  victim: RoundMember,
+  round: readonly RoundMember[],
+  ledgerUrl: string | undefined,
+  record: (pid: number) => Promise<void>,
+) {
+  if (victim.hasExited()) return victim.c.finished
+  const others = round.filter((q) => q !== victim && !q.hasExited())
+  for (const q of [victim, ...others]) signal(q, "SIGSTOP")
+  try {
+    const ports = ledgerUrl === undefined ? [] : tcpPorts(victim.c.proc.pid)
+    signal(victim, "SIGKILL")
+    const r = await victim.c.finished
+    if (r.signalCode === "SIGKILL") {
+      if (ledgerUrl !== undefined) await sessionsEnded(ledgerUrl, ports)
+      await record(victim.c.proc.pid)
+    }
+    return r
+  } finally {
+    for (const q of others) signal(q, "SIGCONT")
+  }
+}
+
+function signal(p: RoundMember, sig: NodeJS.Signals) {
+  try {
+    p.c.proc.kill(sig)
+  } catch {
+    // it has exited: nothing to stop or resume
+  }
+}
+
+/** The local TCP ports of process `pid`'s sockets (its PostgreSQL sessions among them), from /proc. */
+export function tcpPorts(pid: number): number[] {
+  const inodes = new Set<string>()
+  try {
+    for (const fd of fs.readdirSync(`/proc/${pid}/fd`)) {
+      try {
+        const inode = /^socket:\[(\d+)\]$/.exec(fs.readlinkSync(`/proc/${pid}/fd/${fd}`))?.[1]
+        if (inode !== undefined) inodes.add(inode)
+      } catch {
+        // closed while listed
+      }
+    }
+  } catch {
+    return [] // it has exited
+  }
+  const ports: number[] = []
+  for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    let text = ""
+    try {
+      text = fs.readFileSync(table, "utf8")
+    } catch {
+      continue
+    }
+    for (const line of text.split("\n").slice(1)) {
+      // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+      const [, local = "", , , , , , , , inode = ""] = line.trim().split(/\s+/)
+      if (inodes.has(inode)) ports.push(Number.parseInt(local.split(":")[1] ?? "", 16))
+    }
+  }
+  return ports
+}
+
+/** Waits (at most 10 s) until no server session of `ledgerUrl`'s server has one of `ports` as its client port. */
+async function sessionsEnded(ledgerUrl: string, ports: readonly number[]) {
+  if (ports.length === 0) return
+  const sql = new SQL({ url: ledgerUrl, max: 1 })
+  try {
+    for (const deadline = performance.now() + 10_000; performance.now() < deadline; await Bun.sleep(5)) {
+      const [row] = await sql.unsafe(
+        `SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND client_port IN (${ports.join(",")})`,
+      )
+      if (row.n === 0) return
+    }
+  } finally {
+    await sql.close()
+  }
 }
 
 /** Resolves once inbox/ is empty (polled every 10 ms) while `hasExited` is false; `stop` ends the polling. */
