@@ -250,7 +250,8 @@ interface RoundMember {
  * kill until `record` is done: a sibling that saw the owner die and adopted its claims first
  * would hide which files the kill caught in hand, and the harness would then not expect a file
  * those kills made poison. On PostgreSQL it also waits until the victim's server sessions have
- * ended, so a COMMIT it sent before dying is in what `record` reads.
+ * finished the statements they were running, so a COMMIT it sent before dying is in what
+ * `record` reads.
  */
 async function killAndObserve(
   victim: RoundMember,
@@ -266,7 +267,7 @@ async function killAndObserve(
     signal(victim, "SIGKILL")
     const r = await victim.c.finished
     if (r.signalCode === "SIGKILL") {
-      if (ledgerUrl !== undefined) await sessionsEnded(ledgerUrl, ports)
+      if (ledgerUrl !== undefined) await statementsSettled(ledgerUrl, ports)
       await record(victim.c.proc.pid)
     }
     return r
@@ -315,14 +316,20 @@ export function tcpPorts(pid: number): number[] {
   return ports
 }
 
-/** Waits (at most 10 s) until no server session of `ledgerUrl`'s server has one of `ports` as its client port. */
-async function sessionsEnded(ledgerUrl: string, ports: readonly number[]) {
+/**
+ * Waits (at most 5 s) until none of the server sessions whose client ports are `ports` is still
+ * running a statement. A statement waiting for a lock is not waited for: the lock is held by a
+ * stopped sibling, and such a statement changes only what the sibling has not committed yet. A
+ * session idle in a transaction is not either: its client is dead, so the transaction rolls back.
+ * Waiting longer would also run out a sibling's lock_timeout while its lock's holder is stopped.
+ */
+async function statementsSettled(ledgerUrl: string, ports: readonly number[]) {
   if (ports.length === 0) return
   const sql = new SQL({ url: ledgerUrl, max: 1 })
   try {
-    for (const deadline = performance.now() + 10_000; performance.now() < deadline; await Bun.sleep(5)) {
+    for (const deadline = performance.now() + 5_000; performance.now() < deadline; await Bun.sleep(5)) {
       const [row] = await sql.unsafe(
-        `SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND client_port IN (${ports.join(",")})`,
+        `SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND client_port IN (${ports.join(",")}) AND state = 'active' AND wait_event_type IS DISTINCT FROM 'Lock'`,
       )
       if (row.n === 0) return
     }
