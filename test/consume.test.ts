@@ -1,4 +1,5 @@
-// `bun run consume` on the sample and on hand-made queues: the numbers and files README.md documents.
+// `bun run consume` on the sample and on hand-made queues: the numbers and files the docs give
+// (the README's quick start, docs/operating.md).
 import { Database } from "bun:sqlite"
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"

@@ -1,4 +1,4 @@
-// Exact amounts and stored results end to end, on both ledgers: the README's library examples
+// Exact amounts and stored results end to end, on both ledgers: the library page's examples
 // run as written (only the root and the ledger URL replaced) on amounts a double would round,
 // a redelivery whose amount differs in the 17th digit is a conflict, and a redelivery gets the
 // first processing's stored result.
@@ -13,24 +13,24 @@ import { SQL } from "bun"
 const pgSkip = await pgUnavailable()
 if (pgSkip) console.warn(pgSkip)
 
-const readme = fs.readFileSync(join(repoRoot, "README.md"), "utf8")
+const libraryPage = fs.readFileSync(join(repoRoot, "docs/library.md"), "utf8")
 
-/** The README's ts block that starts with `firstLine`, as written. */
-function readmeBlock(firstLine: string): string {
-  const start = readme.indexOf(`\`\`\`ts\n${firstLine}`)
-  if (start < 0) throw new Error(`README has no ts block starting with ${firstLine}`)
-  const body = readme.slice(start + "```ts\n".length)
+/** The library page's ts block that starts with `firstLine`, as written. */
+function pageBlock(firstLine: string): string {
+  const start = libraryPage.indexOf(`\`\`\`ts\n${firstLine}`)
+  if (start < 0) throw new Error(`docs/library.md has no ts block starting with ${firstLine}`)
+  const body = libraryPage.slice(start + "```ts\n".length)
   return body.slice(0, body.indexOf("```\n"))
 }
 
 // The examples run as an application's files: in a directory of their own whose node_modules
 // holds the workspace's @spool packages.
-const scripts = fs.mkdtempSync(join(os.tmpdir(), "spool-readme-"))
+const scripts = fs.mkdtempSync(join(os.tmpdir(), "spool-docs-"))
 fs.mkdirSync(join(scripts, "node_modules", "@spool"), { recursive: true })
 fs.symlinkSync(join(repoRoot, "packages", "core"), join(scripts, "node_modules", "@spool", "core"))
 afterAll(() => fs.rmSync(scripts, { recursive: true, force: true }))
 
-/** Writes a README example with its root and ledger replaced, printing its summary at the end. */
+/** Writes a library page example with its root and ledger replaced, printing its summary at the end. */
 function example(block: string, root: string, url?: string): string {
   const path = join(scripts, `${crypto.randomUUID()}.ts`)
   let code = block.replace('"/srv/spool/payments"', JSON.stringify(root))
@@ -59,7 +59,7 @@ const backends = [
   {
     name: "SQLite",
     skip: undefined,
-    block: readmeBlock('import { createConsumer, Message, minorUnits } from "@spool/core"'),
+    block: pageBlock('import { createConsumer, Message, minorUnits } from "@spool/core"'),
     async open(root: string) {
       return {
         url: undefined,
@@ -79,7 +79,7 @@ const backends = [
   {
     name: "PostgreSQL",
     skip: pgSkip,
-    block: readmeBlock('import { createPostgresConsumer, Message, minorUnits } from "@spool/core"'),
+    block: pageBlock('import { createPostgresConsumer, Message, minorUnits } from "@spool/core"'),
     async open(root: string) {
       const db = await tempDatabase()
       return {
@@ -101,7 +101,7 @@ const backends = [
 
 for (const backend of backends)
   (backend.skip ? describe.skip : describe)(`exact amounts and stored results on ${backend.name}`, () => {
-    it("runs the README's example exactly: cents from the written digits, a one-cent redelivery a conflict", async () => {
+    it("runs the library page's example exactly: cents from the written digits, a one-cent redelivery a conflict", async () => {
       await using q = await tempQueue({ seed })
       await using ledger = await backend.open(q.root)
       const script = example(backend.block, q.root, ledger.url)

@@ -434,10 +434,10 @@ describe("bun spool lag", () => {
   })
 })
 
-describe("README's lag examples, run as written", () => {
-  const readme = fs.readFileSync(join(repoRoot, "README.md"), "utf8")
-  const lagSection = readme.slice(readme.indexOf("### lag\n"), readme.indexOf("### replay\n"))
-  /** The README's paths, pointed at this checkout and a temp queue. */
+describe("the monitoring page's lag examples, run as written", () => {
+  const page = fs.readFileSync(join(repoRoot, "docs/monitoring.md"), "utf8")
+  const lagSection = page.slice(page.indexOf("## lag\n"), page.indexOf("## stats\n"))
+  /** The page's paths, pointed at this checkout and a temp queue. */
   const localize = (line: string, root: string, textfiles: string) =>
     line
       .replaceAll("/opt/spool", repoRoot)

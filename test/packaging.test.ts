@@ -53,7 +53,7 @@ beforeAll(async () => {
 
 afterAll(() => work[Symbol.asyncDispose]())
 
-/** A fresh application directory with @spool/core added from `spec`, and @types/bun as the README says. */
+/** A fresh application directory with @spool/core added from `spec`, and @types/bun as docs/library.md says. */
 async function application(name: string, spec: string): Promise<string> {
   const dir = join(work.path, name)
   fs.mkdirSync(dir)

@@ -1,5 +1,5 @@
 // Commands run from inside a queue root, or below it, use that root (as git finds its
-// repository): the README's alert text "then replay.sh FILE" works from where the operator is.
+// repository): the alert text of docs/monitoring.md, "then replay.sh FILE", works from where the operator is.
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"

@@ -240,11 +240,11 @@ describe("bun run stats --help", () => {
   })
 })
 
-describe("the README's cron line for the duplicate rate", () => {
+describe("the monitoring page's cron line for the duplicate rate", () => {
   it("runs as written on a queue, exiting 1 above the rate and 0 below it", async () => {
-    const readme = fs.readFileSync(join(repoRoot, "README.md"), "utf8")
-    const line = readme.split("\n").find((l) => l.startsWith("*/15 * * * * cd /opt/spool && "))
-    if (line === undefined) throw new Error("README has no stats cron line")
+    const page = fs.readFileSync(join(repoRoot, "docs/monitoring.md"), "utf8")
+    const line = page.split("\n").find((l) => l.startsWith("*/15 * * * * cd /opt/spool && "))
+    if (line === undefined) throw new Error("docs/monitoring.md has no stats cron line")
     const command = line.slice(line.indexOf("&& ") + 3)
     await using q = await tempQueue({ seed: "fixtures" })
     expect((await run(["bun", "run", "consume", "--root", q.root], { env: { SPOOL_LEDGER_URL: "" } })).exitCode).toBe(0)

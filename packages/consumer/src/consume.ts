@@ -80,7 +80,7 @@ export const spec = {
       "wait this long for a ledger lock another process or session holds, then exit 3 (PostgreSQL: lock_timeout)",
       { default: "10s" },
     ),
-    "no-fsync": flag("skip fsyncs: survives a process crash, not a power loss (see README)"),
+    "no-fsync": flag("skip fsyncs: survives a process crash, not a power loss (see docs/operating.md, Durability)"),
     "one-thread": flag(
       "do the renames and reads on the main thread too, instead of on a second thread that overlaps them with the ledger work (for a one-core machine)",
     ),
@@ -126,7 +126,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     const durable = !v["no-fsync"]
     // This process is spool's own: keep its garbage, and so its footprint, small. A young
     // collection every 1000 files, a full one every 4000: the same peak as a full one every
-    // 2000, for less of the main thread (see BENCHMARKS.md, Memory).
+    // 2000, for less of the main thread (bench/results/epyc-fc-v1045.md, Collections).
     collectGarbageEvery(1000, 4000)
     const queue = openQueue(resolveRoot(v.root))
     const ledgerUrl = resolveLedgerUrl(v.ledger)

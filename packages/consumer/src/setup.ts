@@ -33,7 +33,7 @@ export const spec = {
     "Names already anywhere in the queue are skipped, so running it twice changes nothing.\n" +
     "With --ledger (or SPOOL_LEDGER_URL) the root is bound to that PostgreSQL ledger from the\n" +
     "start; without, the first consume binds it to ROOT/ledger.db. Every command then opens the\n" +
-    "root's own ledger and refuses another. --rebind moves the binding on purpose (see README).",
+    "root's own ledger and refuses another. --rebind moves the binding on purpose (see docs/postgres.md).",
   options: {
     root,
     from: text("DIR", "directory of messages to copy", { fallback: "the bundled fixtures/" }),

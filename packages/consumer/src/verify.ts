@@ -48,7 +48,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     } else process.stdout.write(formatChecks(checks, where))
     if (failed.length === 0) return ExitCode.ok
     process.stderr.write(
-      `verify: ${failed.map((c) => c.name).join(", ")} failed. Stop every consumer on ${url === undefined ? "this root" : "this ledger"} so that nothing more is written to it; README, What spool checks, says what each failure means and what to do\n`,
+      `verify: ${failed.map((c) => c.name).join(", ")} failed. Stop every consumer on ${url === undefined ? "this root" : "this ledger"} so that nothing more is written to it; docs/maintenance.md, What spool checks, says what each failure means and what to do\n`,
     )
     return ExitCode.check
   })

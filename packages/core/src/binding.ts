@@ -64,7 +64,7 @@ function parseBinding(text: string, path: string): Binding {
     }
   throw new SpoolError(
     "unsafe-ledger",
-    `${path} does not say which ledger this root is bound to (expected {"backend": "sqlite"} or {"backend": "postgres", ...}); restore it from a backup, or rebind the root on purpose (bun run setup --rebind, see the README)`,
+    `${path} does not say which ledger this root is bound to (expected {"backend": "sqlite"} or {"backend": "postgres", ...}); restore it from a backup, or rebind the root on purpose (bun run setup --rebind, see docs/postgres.md)`,
   )
 }
 
@@ -86,7 +86,7 @@ function describeBinding(root: string, b: Binding): string {
 }
 
 const howToMove =
-  "run `bun run setup --root ROOT --rebind [--ledger URL]` with no consumer running (README: Moving a root to another ledger)"
+  "run `bun run setup --root ROOT --rebind [--ledger URL]` with no consumer running (docs/postgres.md: Moving a root to another ledger)"
 
 /**
  * Refuses to open a ledger other than the one `root` is bound to: `url` (a postgres:// URL, or

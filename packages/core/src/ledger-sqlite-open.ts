@@ -84,8 +84,8 @@ export function openDatabase(path: string, options: LedgerOptions = {}): Databas
     // not after every batch. Durability is the WAL fsync at COMMIT, unchanged; the WAL file
     // peaks near 40 MiB on disk and is removed when the last connection closes.
     db.exec("PRAGMA wal_autocheckpoint = 10000")
-    // quick_check reads every page, too slow for every start of a large ledger (BENCHMARKS.md,
-    // The ledger's integrity checks), so it runs when the last run may have ended mid-write:
+    // quick_check reads every page, too slow for every start of a large ledger (measured in
+    // bench/results/ledger-checks.md), so it runs when the last run may have ended mid-write:
     // its -wal is still there (killed, power cut), or another process has the ledger open.
     if (!options.readonly && wasLeftOpen) quickCheck(db, path)
     if (!options.readonly) migrate(db, path)

@@ -1,5 +1,5 @@
 // Why a file went to error/, and which class of failure each reason is: the one table the
-// reports, stats, replay and the README follow.
+// reports, stats, replay and docs/messages.md follow.
 //
 //   format    the bytes themselves are wrong: fix them at the source. Re-injecting the same
 //             bytes fails the same way, so replay refuses an unchanged file (--force overrides).

@@ -201,7 +201,7 @@ describe("lagViolations", () => {
 })
 
 describe("formats", () => {
-  it("keeps the default line exactly as README.md specifies it", () => {
+  it("keeps the default line exactly as docs/monitoring.md specifies it", () => {
     expect(formatLine(report())).toBe("inbox=3 processing=1 error=2\n")
   })
 

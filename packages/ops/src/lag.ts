@@ -29,7 +29,7 @@ export type LagFormat = "line" | "json" | "prometheus"
 
 const formats = ["line", "json", "prometheus"] as const satisfies readonly LagFormat[]
 
-/** The default output, exactly as README.md specifies it; ` stalled` ends it when the queue is. */
+/** The default output, exactly as docs/monitoring.md specifies it; ` stalled` ends it when the queue is. */
 export function formatLine(r: LagReport, stalled = false): string {
   return `inbox=${r.inbox} processing=${r.processing} error=${r.error}${stalled ? " stalled" : ""}\n`
 }
