@@ -245,9 +245,9 @@ interface RoundMember {
 }
 
 /**
- * SIGKILLs `victim` (unless it has exited already) and, when the kill landed, lets `record`
- * read what it left, with the round's other consumers stopped (SIGSTOP) from just before the
- * kill until `record` is done: a sibling that saw the owner die and adopted its claims first
+ * SIGKILLs `victim` (unless it has exited already) and, when it died of a SIGKILL (this one or
+ * its own crash hook's), lets `record` read what it left, with the round's other consumers
+ * stopped (SIGSTOP) from just before the kill until `record` is done: a sibling that saw the owner die and adopted its claims first
  * would hide which files the kill caught in hand, and the harness would then not expect a file
  * those kills made poison. On PostgreSQL it also waits until the victim's server sessions have
  * finished the statements they were running, so a COMMIT it sent before dying is in what
@@ -259,12 +259,13 @@ async function killAndObserve(
   ledgerUrl: string | undefined,
   record: (pid: number) => Promise<void>,
 ) {
-  if (victim.hasExited()) return victim.c.finished
   const others = round.filter((q) => q !== victim && !q.hasExited())
-  for (const q of [victim, ...others]) signal(q, "SIGSTOP")
+  const alive = !victim.hasExited()
+  for (const q of alive ? [victim, ...others] : others) signal(q, "SIGSTOP")
   try {
-    const ports = ledgerUrl === undefined ? [] : tcpPorts(victim.c.proc.pid)
-    signal(victim, "SIGKILL")
+    // A consumer that killed itself (a crash hook) is observed as well, as soon as it is seen.
+    const ports = alive && ledgerUrl !== undefined ? tcpPorts(victim.c.proc.pid) : []
+    if (alive) signal(victim, "SIGKILL")
     const r = await victim.c.finished
     if (r.signalCode === "SIGKILL") {
       if (ledgerUrl !== undefined) await statementsSettled(ledgerUrl, ports)
