@@ -41,7 +41,7 @@ function productionFiles(): string[] {
 
 describe("test support", () => {
   it("is found by the scan in every form of import", () => {
-    const file = join(repoRoot, "packages/core/src/queue.ts")
+    const file = join(repoRoot, "packages/core/src/queue/root.ts")
     const source = [
       `import { rng } from "@spool/test-support"`,
       `import type { Snapshot } from "@spool/test-support"`,

@@ -69,7 +69,7 @@ describe("consume's start-up", () => {
     // loads @ark/schema, and the plugin stops the process there.
     const r = await runDenying("@ark/schema", [
       "-e",
-      `await import(${JSON.stringify(join(repoRoot, "packages/core/src/message.ts"))})`,
+      `await import(${JSON.stringify(join(repoRoot, "packages/core/src/message/validate.ts"))})`,
     ])
     expect(r.stderr).toContain("@ark/schema was imported")
     expect(r.exitCode).toBe(99)

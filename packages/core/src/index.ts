@@ -1,5 +1,6 @@
 export * from "./engine.ts"
-export type { Accepted, Decoded, MessageType, Rejected, RejectReason } from "./message.ts"
+export { Message } from "./message/type.ts"
+export type { Accepted, Decoded, MessageType, Rejected, RejectReason } from "./message/validate.ts"
 export {
   canonicalContent,
   canonicalJson,
@@ -9,10 +10,9 @@ export {
   rawNumberField,
   requiredFields,
   validateMessage,
-} from "./message.ts"
-export { Message } from "./message-type.ts"
-export type { FieldInfo, FieldRole, JsonType } from "./schema.ts"
-export { formatSchema, inferSchema } from "./schema.ts"
+} from "./message/validate.ts"
+export type { FieldInfo, FieldRole, JsonType } from "./report/schema.ts"
+export { formatSchema, inferSchema } from "./report/schema.ts"
 export type {
   ConsumerConfig,
   ConsumerOptions,

@@ -1,4 +1,4 @@
-import { quoteName } from "./names.ts"
+import { quoteName } from "./queue/names.ts"
 
 /**
  * How much a command says on stderr: quiet = warnings and the run's summary, info = its

@@ -3,9 +3,9 @@
 // type-check. Each @ts-expect-error fails the typecheck if the line below it ever compiles.
 import type { Database } from "bun:sqlite"
 import type { SQL } from "bun"
-import type { Ledger } from "./ledger.ts"
-import type { PostgresLedger } from "./ledger-postgres.ts"
-import { Message } from "./message-type.ts"
+import type { PostgresLedger } from "./ledger/postgres/ledger.ts"
+import type { Ledger } from "./ledger/sqlite/ledger.ts"
+import { Message } from "./message/type.ts"
 import { createConsumer, createPostgresConsumer, type Delivery, type Exact, minorUnits } from "./typed-consumer.ts"
 
 const Payment = Message.and({ currency: "'EUR' | 'USD'" })

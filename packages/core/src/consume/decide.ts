@@ -1,12 +1,12 @@
 import fs from "node:fs"
 import { join } from "node:path"
 import { crashIfPoison } from "../_fault.ts"
-import { type FileRead, type OpenDir, readMessageFile } from "../files.ts"
-import type { Outcome } from "../ledger.ts"
-import type { MessageType } from "../message.ts"
-import { canonicalContent, type Decoded, decodeWith, type Message, type RejectReason } from "../message-decode.ts"
-import { checkMessage } from "../message-rules.ts"
-import { alternateName } from "../names.ts"
+import type { Outcome } from "../ledger/sqlite/ledger.ts"
+import { canonicalContent, type Decoded, decodeWith, type Message, type RejectReason } from "../message/decode.ts"
+import { checkMessage } from "../message/rules.ts"
+import type { MessageType } from "../message/validate.ts"
+import { type FileRead, type OpenDir, readMessageFile } from "../queue/files.ts"
+import { alternateName } from "../queue/names.ts"
 import type { Item } from "./context.ts"
 
 /**
@@ -16,7 +16,7 @@ import type { Item } from "./context.ts"
  * first file that arrives. spool's own rules (no type) need nothing imported.
  */
 export async function loadValidator(type?: unknown): Promise<void> {
-  if (type !== undefined) await import("../message.ts")
+  if (type !== undefined) await import("../message/validate.ts")
 }
 
 /** Reads each claimed file and judges it: accepted, or rejected with a reason. */
@@ -47,7 +47,7 @@ export class Decider {
     const type = this.#type
     if (type === undefined) this.#decode = (bytes) => decodeWith(bytes, checkMessage)
     else {
-      const { decodeMessage } = await import("../message.ts")
+      const { decodeMessage } = await import("../message/validate.ts")
       this.#decode = (bytes) => decodeMessage(bytes, type)
     }
   }
