@@ -1,18 +1,14 @@
-export * from "./engine.ts"
+// @spool/core: the library an application builds its consumer with. spool's own commands
+// import @spool/core/engine, and `schema` imports @spool/core/schema.
+
+export type { ConsumeSummary } from "./consume/summary.ts"
+export { SpoolError } from "./errors.ts"
 export { Message } from "./message/type.ts"
-export type { Accepted, Decoded, MessageType, Rejected, RejectReason } from "./message/validate.ts"
-export {
-  canonicalContent,
-  canonicalJson,
-  decimalValue,
-  decodeMessage,
-  messageSchema,
-  rawNumberField,
-  requiredFields,
-  validateMessage,
-} from "./message/validate.ts"
-export type { FieldInfo, FieldRole, JsonType } from "./report/schema.ts"
-export { formatSchema, inferSchema } from "./report/schema.ts"
+export { decodeMessage, messageSchema, validateMessage } from "./message/validate.ts"
+export type { Queue } from "./queue/root.ts"
+export { createQueue, openQueue } from "./queue/root.ts"
+export type { DeferPolicy } from "./transient.ts"
+export { defaultDeferPolicy, TransientError } from "./transient.ts"
 export type {
   ConsumerConfig,
   ConsumerOptions,

@@ -1,7 +1,7 @@
 import fs from "node:fs"
 import { join } from "node:path"
 import { fault } from "../_fault.ts"
-import type { Claim, Deferral } from "../ledger/sqlite/ledger.ts"
+import type { Claim, Deferral } from "../ledger/model.ts"
 import type { Log } from "../log.ts"
 import { renameNoReplace, renameNoReplaceAt } from "../queue/files.ts"
 import { type ClaimInReply, hashAt, InStatus, type IoThread } from "../queue/io-thread.ts"

@@ -1,5 +1,5 @@
 import { fault } from "../_fault.ts"
-import type { Outcome, Verdict } from "../ledger/sqlite/ledger.ts"
+import type { Outcome, Verdict } from "../ledger/model.ts"
 import { clockNow } from "../queue/io-thread.ts"
 import { type Context, type Item, now } from "./context.ts"
 

@@ -1,7 +1,7 @@
 import fs from "node:fs"
 import { wallClock } from "../clock.ts"
+import type { Claim, Outcome, Verdict } from "../ledger/model.ts"
 import type { AnyEffect, LedgerPort } from "../ledger/port.ts"
-import type { Claim, Outcome, Verdict } from "../ledger/sqlite/ledger.ts"
 import { type Log, silentLog } from "../log.ts"
 import { type FileRead, fsyncDir, type OpenDir, openDir } from "../queue/files.ts"
 import { currentOwner, type Owner } from "../queue/owner.ts"

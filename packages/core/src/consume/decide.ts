@@ -1,7 +1,7 @@
 import fs from "node:fs"
 import { join } from "node:path"
 import { crashIfPoison } from "../_fault.ts"
-import type { Outcome } from "../ledger/sqlite/ledger.ts"
+import type { Outcome } from "../ledger/model.ts"
 import { canonicalContent, type Decoded, decodeWith, type Message, type RejectReason } from "../message/decode.ts"
 import { checkMessage } from "../message/rules.ts"
 import type { MessageType } from "../message/validate.ts"

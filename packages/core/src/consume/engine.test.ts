@@ -3,7 +3,8 @@ import fs from "node:fs"
 import { hostname, tmpdir } from "node:os"
 import { join } from "node:path"
 import { collectGarbageEvery } from "../collect.ts"
-import { type Effect, Ledger, type Outcome } from "../ledger/sqlite/ledger.ts"
+import type { Outcome } from "../ledger/model.ts"
+import { type Effect, SqliteLedger } from "../ledger/sqlite/ledger.ts"
 import { currentOwner, type Owner, processStartTicks } from "../queue/owner.ts"
 import { createQueue, type Queue } from "../queue/root.ts"
 import { consume } from "./engine.ts"
@@ -15,12 +16,12 @@ afterEach(() => {
 })
 
 /** A queue and its ledger, removed after the test. */
-function tempQueue(files: Record<string, object | string>): { q: Queue; ledger: Ledger } {
+function tempQueue(files: Record<string, object | string>): { q: Queue; ledger: SqliteLedger } {
   const dir = fs.mkdtempSync(join(tmpdir(), "spool-consumer-"))
   const q = createQueue(join(dir, "q"))
   for (const [name, v] of Object.entries(files))
     fs.writeFileSync(join(q.inbox, name), typeof v === "string" ? v : JSON.stringify(v))
-  const ledger = Ledger.open(q.ledger, { durable: false })
+  const ledger = SqliteLedger.open(q.ledger, { durable: false })
   cleanups.push(() => {
     ledger.close()
     fs.rmSync(dir, { recursive: true, force: true })
@@ -53,7 +54,7 @@ function ownerOf(pid: number, overrides: Partial<Owner> = {}): Owner {
  * to processing/, `committed` ones also committed (not yet moved), `unmoved` claimed only.
  */
 function leaveClaims(
-  { q, ledger }: { q: Queue; ledger: Ledger },
+  { q, ledger }: { q: Queue; ledger: SqliteLedger },
   owner: Owner,
   files: { claimed?: string[]; committed?: string[]; unmoved?: string[] },
 ) {
@@ -86,7 +87,7 @@ function leaveClaims(
 }
 
 const ls = (dir: string) => fs.readdirSync(dir).sort()
-const rows = (ledger: Ledger, sql: string) => ledger.db.query(sql).all()
+const rows = (ledger: SqliteLedger, sql: string) => ledger.db.query(sql).all()
 
 describe("recovery of a dead consumer's claims", () => {
   it("processes its uncommitted files again, only moves its committed ones, and forgets the rest", async () => {
@@ -292,7 +293,7 @@ describe("a consumer stalled between its commit and its move for longer than its
       const ledger = new Proxy(t.ledger, {
         get(target, key) {
           if (key === "commit")
-            return (...args: Parameters<Ledger["commit"]>) => {
+            return (...args: Parameters<SqliteLedger["commit"]>) => {
               const verdicts = target.commit(...args)
               if (!isFirst) return verdicts
               isFirst = false
@@ -366,11 +367,11 @@ describe("the poison counter", () => {
   })
 })
 
-describe("Ledger.adoptClaims", () => {
+describe("SqliteLedger.adoptClaims", () => {
   it("gives each dead owner's claim to exactly one of two recovering consumers", () => {
     const t = tempQueue({ "a.json": msg("id-a"), "b.json": msg("id-b") })
     leaveClaims(t, ownerOf(process.pid, { ownerId: "dead", startTicks: "1" }), { claimed: ["a.json", "b.json"] })
-    const other = Ledger.open(t.q.ledger, { durable: false })
+    const other = SqliteLedger.open(t.q.ledger, { durable: false })
     cleanups.unshift(() => other.close())
     const listed = t.ledger.listClaims()
     const byOther = other.listClaims()

@@ -1,7 +1,7 @@
 import fs from "node:fs"
 import { join } from "node:path"
 import { fault } from "../_fault.ts"
-import type { ClaimRow } from "../ledger/sqlite/ledger.ts"
+import type { ClaimRow } from "../ledger/model.ts"
 import { clockNow } from "../queue/io-thread.ts"
 import { ownerLiveness } from "../queue/owner.ts"
 import { judgeEntry, scanDir } from "../queue/root.ts"

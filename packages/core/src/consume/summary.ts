@@ -1,4 +1,4 @@
-import type { Claim, Outcome, Verdict } from "../ledger/sqlite/ledger.ts"
+import type { Claim, Outcome, Verdict } from "../ledger/model.ts"
 import type { Log } from "../log.ts"
 import type { Reason } from "../message/reasons.ts"
 

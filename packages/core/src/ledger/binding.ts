@@ -7,7 +7,6 @@ import fs from "node:fs"
 import { join } from "node:path"
 import { SpoolError } from "../errors.ts"
 import { writeFileAtomic } from "../queue/files.ts"
-import { rootIdFile } from "./sqlite/files.ts"
 
 /** The ledger a root is bound to. */
 export type Binding =
@@ -25,6 +24,9 @@ export interface RootBinding {
   readonly binding: Binding
   readonly isRecorded: boolean
 }
+
+/** The file that holds a queue root's id in a PostgreSQL ledger (see `rootId` in open.ts). */
+export const rootIdFile = ".spool-root-id"
 
 /** Where a root's binding is recorded. */
 export const bindingFile = (root: string): string => join(root, ".spool", "ledger")

@@ -6,12 +6,12 @@ import type { SQL } from "bun"
 import { consume } from "../consume/engine.ts"
 import type { Queue } from "../queue/root.ts"
 import type { PostgresEffect, PostgresLedger } from "./postgres/ledger.ts"
-import type { Effect, Ledger } from "./sqlite/ledger.ts"
+import type { Effect, SqliteLedger } from "./sqlite/ledger.ts"
 
 declare const queue: Queue
-declare const sqlite: Ledger
+declare const sqlite: SqliteLedger
 declare const postgres: PostgresLedger
-declare const either: Ledger | PostgresLedger
+declare const either: SqliteLedger | PostgresLedger
 const onSqlite: Effect = (_o, db: Database) => {
   db.run("SELECT 1")
 }

@@ -1,5 +1,5 @@
-import type { Database } from "bun:sqlite"
-import type { SQL } from "bun"
+// The statistics of `stats`, the same on both ledgers: what they are, and how the rows of
+// sql/stats.sql become them. Each adapter runs the queries in one snapshot of its own.
 import statsSql from "../../sql/stats.sql" with { type: "text" }
 
 /** What the consumer did over one period. */
@@ -34,7 +34,8 @@ export interface LedgerStats {
   readonly lastProcessedAt: string | null
 }
 
-interface DeliveriesRow {
+/** The row of stats.sql's `deliveries` query. */
+export interface DeliveriesRow {
   processed: number
   processed_recent: number
   duplicates: number
@@ -47,7 +48,8 @@ interface DeliveriesRow {
   last_processed_at: string | null
 }
 
-interface FailureRow {
+/** A row of stats.sql's `failures` query. */
+export interface FailureRow {
   reason: string
   total: number
   recent: number
@@ -55,7 +57,7 @@ interface FailureRow {
 }
 
 /** The named queries of a .sql file whose statements each follow a `-- name: NAME` line. */
-export function namedQueries(text: string): Record<string, string> {
+function namedQueries(text: string): Record<string, string> {
   const out: Record<string, string> = {}
   for (const chunk of text.split(/^-- name: */m).slice(1)) {
     const newline = chunk.indexOf("\n")
@@ -67,48 +69,15 @@ export function namedQueries(text: string): Record<string, string> {
 
 const queries = namedQueries(statsSql)
 
-function query(name: string): string {
+/** A query of sql/stats.sql, which both adapters run: `deliveries` or `failures`, its `:since` unbound. */
+export function statsQuery(name: "deliveries" | "failures"): string {
   const sql = queries[name]
   if (sql === undefined) throw new Error(`stats.sql has no query named ${name}`)
   return sql
 }
 
-/** Reads the ledger's statistics; the recent window starts at `since`. */
-export function readStats(db: Database, since: Date): LedgerStats {
-  const params = { since: since.toISOString() }
-  // One read transaction: both queries see the same snapshot even while a consumer commits.
-  return db
-    .transaction(() =>
-      statsFrom(
-        params.since,
-        db.query(query("deliveries")).get(params) as DeliveriesRow,
-        db.query(query("failures")).all(params) as FailureRow[],
-      ),
-    )
-    .deferred()
-}
-
-/**
- * The same statistics from a PostgreSQL ledger: the same stats.sql, with its `:since` bound as
- * `$1`, in one repeatable-read snapshot. PostgreSQL counts are bigints: read as numbers.
- */
-export async function readSharedStats(sql: SQL, since: Date): Promise<LedgerStats> {
-  const at = since.toISOString()
-  return sql.begin("ISOLATION LEVEL REPEATABLE READ READ ONLY", async (tx) => {
-    const [d] = (await tx.unsafe(query("deliveries").replaceAll(":since", "$1"), [at])) as Record<string, unknown>[]
-    const f = (await tx.unsafe(query("failures").replaceAll(":since", "$1"), [at])) as Record<string, unknown>[]
-    const numbers = (row: Record<string, unknown>) =>
-      Object.fromEntries(
-        Object.entries(row).map(([k, v]) => [
-          k,
-          typeof v === "bigint" || (typeof v === "string" && /^\d+$/.test(v) && k !== "reason") ? Number(v) : v,
-        ]),
-      )
-    return statsFrom(at, numbers(d ?? {}) as unknown as DeliveriesRow, f.map(numbers) as unknown as FailureRow[])
-  }) as Promise<LedgerStats>
-}
-
-function statsFrom(since: string, d: DeliveriesRow, f: FailureRow[]): LedgerStats {
+/** The statistics from the rows of both queries, whichever ledger ran them. */
+export function statsFrom(since: string, d: DeliveriesRow, f: readonly FailureRow[]): LedgerStats {
   return {
     since,
     allTime: period(d.processed, d.duplicates, d.conflicts, d.replays, f, "total"),

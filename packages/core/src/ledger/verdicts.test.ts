@@ -10,7 +10,7 @@ import type { Owner } from "../queue/owner.ts"
 import type { AcceptedOutcome, Claim, Outcome, Verdict } from "./model.ts"
 import type { LedgerPort } from "./port.ts"
 import { PostgresLedger } from "./postgres/ledger.ts"
-import { Ledger } from "./sqlite/ledger.ts"
+import { SqliteLedger } from "./sqlite/ledger.ts"
 
 const pgSkip = await pgUnavailable()
 if (pgSkip) console.warn(pgSkip)
@@ -28,7 +28,7 @@ interface Subject {
 
 async function sqlite(): Promise<Subject> {
   const dir = fs.mkdtempSync(join(tmpdir(), "spool-verdicts-"))
-  const l = Ledger.open(join(dir, "ledger.db"))
+  const l = SqliteLedger.open(join(dir, "ledger.db"))
   l.db.exec("CREATE TABLE applied (msg_id TEXT NOT NULL)")
   return {
     ledger: l,

@@ -3,7 +3,7 @@ import fs from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { consume } from "../consume/engine.ts"
-import { Ledger } from "../ledger/sqlite/ledger.ts"
+import { SqliteLedger } from "../ledger/sqlite/ledger.ts"
 import { hashAt, InStatus, IoError, IoThread } from "./io-thread.ts"
 import { createQueue, type Queue } from "./root.ts"
 
@@ -166,7 +166,7 @@ describe("consume with the pipeline", () => {
 
   /** The outcome of a run: where each file went and what the ledger recorded for it. */
   function outcome(q: Queue) {
-    const db = Ledger.open(q.ledger, { readonly: true })
+    const db = SqliteLedger.open(q.ledger, { readonly: true })
     try {
       return {
         processing: list(q.processing),
@@ -184,7 +184,7 @@ describe("consume with the pipeline", () => {
   }
 
   async function run(q: Queue, pipeline: boolean) {
-    const ledger = Ledger.open(q.ledger)
+    const ledger = SqliteLedger.open(q.ledger)
     try {
       // Small batches (many in flight) and a read-ahead budget that two ordinary files fill,
       // so most files are read on the main thread and some by the I/O thread.
@@ -226,7 +226,7 @@ describe("the pipelined protocol's fsyncs", () => {
       (["inbox", "processing", "done", "error"] as const).map((d) => [fs.statSync(q[d]).ino, d] as const),
     )
     const log: string[] = []
-    const ledger = Ledger.open(q.ledger, { durable })
+    const ledger = SqliteLedger.open(q.ledger, { durable })
     const { commit, claim, unregisterConsumer } = ledger
     ledger.commit = (...a: Parameters<typeof commit>) => {
       log.push("commit")

@@ -3,7 +3,8 @@ import fs from "node:fs"
 import os from "node:os"
 import { join } from "node:path"
 import { collectGarbageEvery } from "../collect.ts"
-import { Ledger, type Outcome } from "../ledger/sqlite/ledger.ts"
+import type { Outcome } from "../ledger/model.ts"
+import { SqliteLedger } from "../ledger/sqlite/ledger.ts"
 import { createQueue } from "../queue/root.ts"
 import { csvField, csvRow, formatOrderResult, writeReports } from "./reports.ts"
 
@@ -56,7 +57,7 @@ describe("writeReports", () => {
     const dir = fs.mkdtempSync(join(os.tmpdir(), "spool-reports-"))
     await using _ = { [Symbol.asyncDispose]: async () => fs.rmSync(dir, { recursive: true, force: true }) }
     const q = createQueue(join(dir, "q"))
-    const ledger = Ledger.open(q.ledger, { durable: false })
+    const ledger = SqliteLedger.open(q.ledger, { durable: false })
     try {
       const names = ["1.json", "2.json", "3.json", "4.json", 'b,"x".json', "c.json"]
       const claims = ledger.claim("o", names, NOW)
@@ -116,7 +117,7 @@ describe("writeReports", () => {
     const dir = fs.mkdtempSync(join(os.tmpdir(), "spool-reports-"))
     await using _ = { [Symbol.asyncDispose]: async () => fs.rmSync(dir, { recursive: true, force: true }) }
     const q = createQueue(join(dir, "q"))
-    const ledger = Ledger.open(q.ledger, { durable: false })
+    const ledger = SqliteLedger.open(q.ledger, { durable: false })
     try {
       await writeReports(q, ledger)
       expect(fs.readFileSync(join(q.root, "dup.txt"), "utf8")).toBe("")
@@ -130,7 +131,7 @@ describe("writeReports", () => {
     const dir = fs.mkdtempSync(join(os.tmpdir(), "spool-reports-"))
     await using _ = { [Symbol.asyncDispose]: async () => fs.rmSync(dir, { recursive: true, force: true }) }
     const q = createQueue(join(dir, "q"))
-    const ledger = Ledger.open(q.ledger, { durable: false })
+    const ledger = SqliteLedger.open(q.ledger, { durable: false })
     for (const n of ["a.json", "b.json", "c.json"]) fs.writeFileSync(join(q.error, n), "")
     const gc = Bun.gc
     let full = 0

@@ -1,8 +1,8 @@
 import { join } from "node:path"
 import { fault } from "../_fault.ts"
 import { reportRow, workDone } from "../collect.ts"
+import type { OrderProblem } from "../ledger/model.ts"
 import type { LedgerPort } from "../ledger/port.ts"
-import type { OrderProblem } from "../ledger/sqlite/ledger.ts"
 import { writeFileAtomic } from "../queue/files.ts"
 import { type Queue, scanDir } from "../queue/root.ts"
 

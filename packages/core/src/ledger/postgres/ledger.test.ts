@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from "bun:test"
 import { pgUnavailable, tempDatabase } from "@spool/test-support"
 import { currentOwner } from "../../queue/owner.ts"
-import type { Outcome } from "../sqlite/ledger.ts"
+import type { Outcome } from "../model.ts"
 import { PostgresLedger } from "./ledger.ts"
 
 const skip = await pgUnavailable()

@@ -1,5 +1,5 @@
 // The SQLite ledger's batch commit: the questions of the verdict rules (ledger-verdicts.ts)
-// asked statement by statement inside the IMMEDIATE transaction Ledger.commit opens, and the
+// asked statement by statement inside the IMMEDIATE transaction SqliteLedger.commit opens, and the
 // rows the Judgement decides written.
 import type { Database } from "bun:sqlite"
 import { fault } from "../../_fault.ts"

@@ -1,4 +1,4 @@
-// The SQLite ledger's files on disk, as Ledger.open judges them before and after SQLite opens
+// The SQLite ledger's files on disk, as SqliteLedger.open judges them before and after SQLite opens
 // them: links it refuses, the history that forbids a new ledger, who may write which file, and
 // whether the pages are sound.
 import type { Database } from "bun:sqlite"
@@ -6,9 +6,7 @@ import fs from "node:fs"
 import { basename, dirname, join, resolve } from "node:path"
 import { errnoOf, SpoolError } from "../../errors.ts"
 import { scanDir } from "../../queue/root.ts"
-
-/** The file that binds a queue root to a PostgreSQL ledger: the root's id in it. */
-export const rootIdFile = ".spool-root-id"
+import { rootIdFile } from "../binding.ts"
 
 /** SQLite's two companions of a ledger in WAL mode, and what each holds. */
 const companions = [

@@ -4,7 +4,8 @@ import fs from "node:fs"
 import os from "node:os"
 import { join } from "node:path"
 import { SpoolError } from "../../errors.ts"
-import { Ledger, type Outcome, schemaVersion } from "./ledger.ts"
+import type { Outcome } from "../model.ts"
+import { SqliteLedger as Ledger, schemaVersion } from "./ledger.ts"
 
 const NOW = "2026-11-29T10:00:00.000Z"
 
@@ -138,7 +139,7 @@ describe("Ledger.open", () => {
     fs.writeFileSync(
       script,
       `import fs from "node:fs"
-import { Ledger } from ${JSON.stringify(join(import.meta.dir, "ledger.ts"))}
+import { SqliteLedger as Ledger } from ${JSON.stringify(join(import.meta.dir, "ledger.ts"))}
 fs.writeFileSync(process.argv[3] + "." + process.pid, "")
 const deadline = Date.now() + 20_000
 while (!fs.existsSync(process.argv[3]) && Date.now() < deadline) Bun.sleepSync(1)

@@ -25,14 +25,16 @@ import {
   type Verdict,
 } from "../model.ts"
 import type { LedgerPort } from "../port.ts"
-import { type LedgerStats, readStats } from "../stats.ts"
+import type { LedgerStats } from "../stats.ts"
 import { parseResult } from "../verdicts.ts"
-import { type LedgerCheck, verifySqlite } from "../verify.ts"
+import type { LedgerCheck } from "../verify.ts"
 import { commitBatch } from "./commit.ts"
 import { asLedgerError } from "./errors.ts"
 import { type LedgerOptions, openDatabase } from "./open.ts"
 import * as operator from "./operator.ts"
 import { prepare } from "./schema.ts"
+import { readStats } from "./stats.ts"
+import { verifySqlite } from "./verify.ts"
 
 // The domain types, where callers of the SQLite ledger have always found them.
 export * from "../model.ts"
@@ -49,7 +51,7 @@ export { schemaVersion } from "./schema.ts"
 export type Effect = (outcome: AcceptedOutcome, db: Database) => unknown
 
 /** The SQLite ledger: one file next to the queue, WAL mode, short IMMEDIATE transactions. */
-export class Ledger implements LedgerPort<Effect> {
+export class SqliteLedger implements LedgerPort<Effect> {
   readonly backend = "sqlite" as const
   /** A failed transaction rolled back in this process: nothing of it is left to find out. */
   readonly isFailedCommitInDoubt = false
@@ -65,8 +67,8 @@ export class Ledger implements LedgerPort<Effect> {
   }
 
   /** Opens the ledger at `path` (`ROOT/ledger.db`), by openDatabase's rules. */
-  static open(path: string, options: LedgerOptions = {}): Ledger {
-    return new Ledger(openDatabase(path, options), path)
+  static open(path: string, options: LedgerOptions = {}): SqliteLedger {
+    return new SqliteLedger(openDatabase(path, options), path)
   }
 
   /** Runs `fn` in a BEGIN IMMEDIATE transaction: the write lock is taken up front, so COMMIT cannot hit a busy lock. */

@@ -1,10 +1,10 @@
 // What the operator commands ask of the SQLite ledger: failures by file, one message's
-// history, and retention. Ledger's methods call these with its prepared statements.
+// history, and retention. SqliteLedger's methods call these with its prepared statements.
 import type { Database, Statement } from "bun:sqlite"
 import { type HistoryKeys, keyLists, type LedgerHistory, toHistory } from "../history.ts"
 import type { CompactSummary, FailureRecord } from "../model.ts"
 import { forSqlite, prune, runSteps } from "../statements.ts"
-import type { Ledger } from "./ledger.ts"
+import type { SqliteLedger } from "./ledger.ts"
 import type { prepare } from "./schema.ts"
 
 type Statements = ReturnType<typeof prepare>
@@ -52,7 +52,7 @@ export function history(db: Database, s: Statements, keys: HistoryKeys): LedgerH
  * real run removes.
  */
 export function compact(
-  l: Ledger,
+  l: SqliteLedger,
   historyCutoff: string,
   keyCutoff: string | undefined,
   now: string,

@@ -1,5 +1,5 @@
 // The SQLite ledger's schema (its migrations, run in one IMMEDIATE transaction) and the
-// prepared statements Ledger runs: SQL a human can read beside the .sql files it loads.
+// prepared statements SqliteLedger runs: SQL a human can read beside the .sql files it loads.
 import type { Database, Statement } from "bun:sqlite"
 import init0001 from "../../../sql/sqlite/0001-init.sql" with { type: "text" }
 import horizon0002 from "../../../sql/sqlite/0002-horizon.sql" with { type: "text" }
