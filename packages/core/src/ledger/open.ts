@@ -8,6 +8,7 @@ import type { Queue } from "../queue/root.ts"
 import { type Binding, checkBinding, type RootBinding, readBinding, rootIdFile, writeBinding } from "./binding.ts"
 import type { LedgerPort } from "./port.ts"
 import { PostgresLedger, redact } from "./postgres/ledger.ts"
+import { identify, isSetUp } from "./postgres/open.ts"
 import { SqliteLedger } from "./sqlite/ledger.ts"
 
 /** How to reach the ledger of a queue. */
@@ -80,7 +81,7 @@ export async function openExistingLedger(
     return undefined
   }
   await checkRootLedger(queue, url)
-  return (await PostgresLedger.isSetUp(url)) ? openLedger(queue, { ...options, url }) : undefined
+  return (await isSetUp(url)) ? openLedger(queue, { ...options, url }) : undefined
 }
 
 /**
@@ -110,7 +111,7 @@ export async function checkRootLedger(queue: Queue, url: string | undefined): Pr
   const b = bound?.binding
   // The database is asked only when its identity decides: a SQLite root refuses any URL unasked.
   const needsId = url !== undefined && b?.backend === "postgres" && b.ledgerId !== undefined
-  checkBinding(queue.root, bound, url, needsId ? await PostgresLedger.identify(url) : undefined)
+  checkBinding(queue.root, bound, url, needsId ? await identify(url) : undefined)
   return bound
 }
 

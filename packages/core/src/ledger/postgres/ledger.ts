@@ -1,12 +1,10 @@
-import { SQL, type TransactionSQL } from "bun"
+import type { SQL, TransactionSQL } from "bun"
 import { SpoolError } from "../../errors.ts"
 import type { Owner } from "../../queue/owner.ts"
 import type { DeferPolicy } from "../../transient.ts"
 import type { HistoryKeys, LedgerHistory } from "../history.ts"
 import {
   type AcceptedOutcome,
-  type AdoptedRow,
-  adopted,
   type Claim,
   type ClaimRow,
   type CompactSummary,
@@ -15,10 +13,8 @@ import {
   type FailureRecord,
   type OrderProblem,
   type Outcome,
-  type RawClaimRow,
   type RawOwner,
   type ReplayRecord,
-  toClaimRow,
   toOwner,
   type Verdict,
 } from "../model.ts"
@@ -27,10 +23,12 @@ import { statements } from "../statements.ts"
 import type { LedgerStats } from "../stats.ts"
 import { parseResult } from "../verdicts.ts"
 import type { LedgerCheck } from "../verify.ts"
+import * as claims from "./claims.ts"
 import { commitBatch } from "./commit.ts"
 import * as deferrals from "./deferrals.ts"
-import { asLedgerError, pgCode, redact, sessionSettings, translateFailures } from "./errors.ts"
+import { asLedgerError, pgCode, redact, translateFailures } from "./errors.ts"
 import * as lease from "./lease.ts"
+import { connect, defaultBusyTimeoutMs } from "./open.ts"
 import * as operator from "./operator.ts"
 import { ledgerIdOf, migrate, versionOf } from "./schema.ts"
 import { readSharedStats } from "./stats.ts"
@@ -46,9 +44,6 @@ export type PostgresEffect = (outcome: AcceptedOutcome, tx: SQL) => unknown
 
 // Deadlocks and serialization failures are retried: the transaction rolled back whole.
 const RETRYABLE = new Set(["40P01", "40001"])
-
-/** The busy timeout of a ledger opened without one: consume's --busy-timeout default. */
-const defaultBusyTimeoutMs = 10_000
 
 /**
  * The PostgreSQL ledger: the same tables and guarantees as the SQLite one, shared by consumers
@@ -84,13 +79,7 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
     options: { migrate?: boolean; busyTimeoutMs?: number } = {},
   ): Promise<PostgresLedger> {
     const busyTimeoutMs = options.busyTimeoutMs ?? defaultBusyTimeoutMs
-    const sql = new SQL({
-      url,
-      max: 2,
-      idleTimeout: 30,
-      connectionTimeout: 10,
-      connection: sessionSettings(busyTimeoutMs),
-    })
+    const sql = connect(url, busyTimeoutMs)
     const ledger = new PostgresLedger(sql, url, rootId, busyTimeoutMs)
     try {
       if (options.migrate !== false) await migrate(sql)
@@ -103,35 +92,7 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
     return ledger
   }
 
-  /** Whether spool has set up a ledger in the database at `url` (read without creating or changing anything). */
-  static async isSetUp(url: string): Promise<boolean> {
-    const sql = new SQL({ url, max: 1, connectionTimeout: 10, connection: sessionSettings(defaultBusyTimeoutMs) })
-    try {
-      return (await versionOf(sql)) > 0
-    } catch (error) {
-      throw asLedgerError(error, url)
-    } finally {
-      await sql.close().catch(() => {})
-    }
-  }
-
-  /**
-   * The identity of the spool ledger at `url`, without creating or changing anything: its id,
-   * undefined for a database spool has never migrated to version 3 (a new database, or one
-   * written by an older spool).
-   */
-  static async identify(url: string): Promise<string | undefined> {
-    const sql = new SQL({ url, max: 1, connectionTimeout: 10, connection: sessionSettings(defaultBusyTimeoutMs) })
-    try {
-      return await ledgerIdOf(sql)
-    } catch (error) {
-      throw asLedgerError(error, url)
-    } finally {
-      await sql.close().catch(() => {})
-    }
-  }
-
-  /** This ledger's identity (see identify). */
+  /** This ledger's identity (see identify in open.ts). */
   ledgerId(): Promise<string | undefined> {
     return ledgerIdOf(this.sql)
   }
@@ -155,6 +116,11 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
         throw error
       }
     }
+  }
+
+  /** A claim id unique to this process's claims: the owner's id and a counter. */
+  #nextClaimId(ownerId: string): string {
+    return `${ownerId}.${(this.#claimCounter++).toString(36)}`
   }
 
   async registerConsumer(owner: Owner, now: string): Promise<void> {
@@ -191,47 +157,9 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
   }
 
   /** Claims those of `names` nobody holds in this root, and forgets `forget` (committed claims whose files have left). */
-  async claim(ownerId: string, names: readonly string[], now: string, forget: readonly Claim[] = []): Promise<Claim[]> {
-    const rows = names.map((name, ord) => ({
-      ord,
-      name,
-      claim_id: `${ownerId}.${(this.#claimCounter++).toString(36)}`,
-    }))
-    const gone = forget.map((c) => c.name)
-    return this.transaction(async (tx) => {
-      // Found through the primary key, one probe per name. A join with the list lets the planner
-      // bitmap-scan the (owner_id, state) index instead, whose dead entries from every earlier
-      // forget (a bitmap scan never marks them dead) make each batch slower than the last:
-      // 150 ms a batch after 50k messages. A name's claim row is unique while it exists, so the
-      // name, this owner and the committed state identify the very claim that was moved.
-      if (forget.length > 0)
-        await tx`
-          DELETE FROM claims c
-          WHERE c.root_id = ${this.rootId} AND c.name = ANY (ARRAY(SELECT jsonb_array_elements_text(${gone}::jsonb)))
-            AND c.owner_id = ${ownerId} AND c.state = 'committed'`
-      await tx.unsafe(lease.heartbeat, [ownerId])
-      // Inserted in name order (one lock order for every consumer of the root), numbered in the
-      // caller's order: seq_no is the claim order recovery redoes a crashed batch in, and it must
-      // be the order the batch is processed in, or a retry could let another delivery of a
-      // msg_id win. nextval in the sorted subquery runs after its sort, so it counts in `ord`.
-      const claimed = await tx`
-        INSERT INTO claims (root_id, name, seq_no, claim_id, owner_id, attempts, state, claimed_at)
-        OVERRIDING SYSTEM VALUE
-        SELECT ${this.rootId}, n.name, n.seq_no, n.claim_id, ${ownerId}, 1, 'claimed', ${now}
-        FROM (
-          SELECT t.name, t.claim_id, nextval(pg_get_serial_sequence('claims', 'seq_no')) AS seq_no
-          FROM jsonb_to_recordset(${rows}::jsonb) AS t(ord integer, name text, claim_id text)
-          ORDER BY t.ord
-        ) n
-        ORDER BY n.name
-        ON CONFLICT (root_id, name) DO NOTHING
-        RETURNING name, claim_id`
-      const byName = new Map((claimed as { name: string; claim_id: string }[]).map((r) => [r.name, r.claim_id]))
-      // Keep the caller's (directory) order.
-      return rows
-        .filter((r) => byName.get(r.name) === r.claim_id)
-        .map((r) => ({ name: r.name, claimId: r.claim_id, attempts: 1 }))
-    })
+  claim(ownerId: string, names: readonly string[], now: string, forget: readonly Claim[] = []): Promise<Claim[]> {
+    const rows = names.map((name, ord) => ({ ord, name, claim_id: this.#nextClaimId(ownerId) }))
+    return claims.claim(this, ownerId, rows, now, forget)
   }
 
   async release(ownerId: string, claims: readonly Claim[]): Promise<number> {
@@ -256,7 +184,7 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
 
   /** Claims due deferred files (see the SQLite ledger's claimDue), one row at a time in the order given. */
   claimDue(ownerId: string, due: readonly Deferral[], now: string, forget: readonly Claim[] = []): Promise<Claim[]> {
-    const rows = due.map((d) => ({ d, claimId: `${ownerId}.${(this.#claimCounter++).toString(36)}` }))
+    const rows = due.map((d) => ({ d, claimId: this.#nextClaimId(ownerId) }))
     return deferrals.claimDue(this, ownerId, rows, now, forget)
   }
 
@@ -289,38 +217,13 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
   }
 
   /** Every claim of this root with its owner's identity, in claim order. */
-  async listClaims(): Promise<ClaimRow[]> {
-    const rows = await this.sql`
-      SELECT c.name, c.claim_id, c.owner_id, c.attempts, c.state, c.dest, c.dest_name, c.payload_hash,
-             o.host, o.pid, o.boot_id, o.start_ticks, o.heartbeat_at, ${this.sql.unsafe(lease.heartbeatAgeMs)} AS heartbeat_age_ms
-      FROM claims c LEFT JOIN consumers o ON o.owner_id = c.owner_id
-      WHERE c.root_id = ${this.rootId} ORDER BY c.seq_no`
-    return (rows as RawClaimRow[]).map(toClaimRow)
+  listClaims(): Promise<ClaimRow[]> {
+    return claims.listClaims(this)
   }
 
-  /**
-   * Takes over dead owners' claims; only rows still naming the listed owner are taken. Each is
-   * returned as it is once taken, not as it was listed: a consumer killed in the middle of its
-   * commit leaves that transaction to the server, which may commit it after the listing (the
-   * takeover waits on its row locks). Taken as listed, such a claim would look uncommitted,
-   * and its file would be processed again and recorded as a duplicate of itself.
-   */
-  async adoptClaims(rows: readonly ClaimRow[], ownerId: string): Promise<ClaimRow[]> {
-    if (rows.length === 0) return []
-    const wanted = rows.map((r) => ({ name: r.name, claim_id: r.claimId, owner_id: r.ownerId }))
-    const taken = (await this.transaction(
-      (tx) => tx`
-        UPDATE claims c SET owner_id = ${ownerId}
-        FROM jsonb_to_recordset(${wanted}::jsonb) AS t(name text, claim_id text, owner_id text)
-        WHERE c.root_id = ${this.rootId} AND c.name = t.name AND c.claim_id = t.claim_id
-          AND c.owner_id IS NOT DISTINCT FROM t.owner_id
-        RETURNING c.claim_id, c.attempts, c.state, c.dest, c.dest_name, c.payload_hash`,
-    )) as (AdoptedRow & Pick<RawClaimRow, "claim_id">)[]
-    const current = new Map(taken.map((r) => [r.claim_id, r]))
-    return rows.flatMap((r): ClaimRow[] => {
-      const t = current.get(r.claimId)
-      return t === undefined ? [] : [{ ...r, ownerId, ...adopted(t) }]
-    })
+  /** Takes over dead owners' claims (see claims.ts): each returned as the takeover found it. */
+  adoptClaims(rows: readonly ClaimRow[], ownerId: string): Promise<ClaimRow[]> {
+    return claims.adoptClaims(this, rows, ownerId)
   }
 
   /** Counts one more attempt on a claim before it is processed alone (the poison counter). */

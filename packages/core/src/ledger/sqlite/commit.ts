@@ -8,9 +8,7 @@ import { type DeferPolicy, isTransient } from "../../transient.ts"
 import type { AcceptedOutcome, Outcome, RawDeferral, Verdict } from "../model.ts"
 import { Judgement, resultText } from "../verdicts.ts"
 import type { Effect } from "./ledger.ts"
-import type { prepare } from "./schema.ts"
-
-type Statements = ReturnType<typeof prepare>
+import type { Statements } from "./schema.ts"
 
 /**
  * Commits a batch of outcomes: each claim marked first (the fence), then processed rows in batch

@@ -16,11 +16,9 @@ import {
   type OrderProblem,
   type Outcome,
   type RawClaimRow,
-  type RawDeferral,
   type RawOwner,
   type ReplayRecord,
   toClaimRow,
-  toDeferral,
   toOwner,
   type Verdict,
 } from "../model.ts"
@@ -29,6 +27,7 @@ import type { LedgerStats } from "../stats.ts"
 import { parseResult } from "../verdicts.ts"
 import type { LedgerCheck } from "../verify.ts"
 import { commitBatch } from "./commit.ts"
+import * as deferrals from "./deferrals.ts"
 import { asLedgerError } from "./errors.ts"
 import { type LedgerOptions, openDatabase } from "./open.ts"
 import * as operator from "./operator.ts"
@@ -183,7 +182,7 @@ export class SqliteLedger implements LedgerPort<Effect> {
 
   /** The deferrals due at `now`, earliest first, at most `limit`. */
   dueDeferrals(now: string, limit: number): Deferral[] {
-    return (this.#s.dueDeferrals.all(now, limit) as RawDeferral[]).map(toDeferral)
+    return deferrals.dueDeferrals(this.#s, now, limit)
   }
 
   /** When the earliest deferred file falls due; undefined when none waits. */
@@ -193,18 +192,12 @@ export class SqliteLedger implements LedgerPort<Effect> {
 
   /** The deferrals row a claim holds, if any. */
   deferralOf(claimId: string): Deferral | undefined {
-    const r = this.#s.deferralOf.get(claimId) as RawDeferral | null
-    return r === null ? undefined : toDeferral(r)
+    return deferrals.deferralOf(this.#s, claimId)
   }
 
-  /** The deferrals rows of these names in deferred/, by name, each by its primary key. */
+  /** The deferrals rows of these names in deferred/, by name. */
   deferralsAt(files: readonly string[]): Map<string, Deferral> {
-    const found = new Map<string, Deferral>()
-    for (const file of files) {
-      const r = this.#s.deferralByFile.get(file) as RawDeferral | null
-      if (r !== null) found.set(file, toDeferral(r))
-    }
-    return found
+    return deferrals.deferralsAt(this.#s, files)
   }
 
   /** Records the final name of a file in deferred/ when the chosen one was taken at move time. */
@@ -354,25 +347,9 @@ export class SqliteLedger implements LedgerPort<Effect> {
     return operator.history(this.db, this.#s, keys)
   }
 
-  /**
-   * Runs `fn` under the write lock (BEGIN IMMEDIATE), held across its awaits: no commit lands
-   * between its reads and its renames. Other writes of this process meanwhile join the
-   * transaction (as savepoints), so `fn` must not wait on them.
-   */
-  async withReportLock<T>(fn: () => Promise<T>): Promise<T> {
-    try {
-      this.db.exec("BEGIN IMMEDIATE")
-    } catch (error) {
-      throw asLedgerError(error, this.path)
-    }
-    try {
-      const result = await fn()
-      this.db.exec("COMMIT")
-      return result
-    } catch (error) {
-      if (this.db.inTransaction) this.db.exec("ROLLBACK")
-      throw asLedgerError(error, this.path)
-    }
+  /** Runs `fn` under the write lock, held across its awaits (see operator.ts). */
+  withReportLock<T>(fn: () => Promise<T>): Promise<T> {
+    return operator.withReportLock(this, fn)
   }
 
   /** The statistics of `stats` (sql/stats.sql), in one read transaction. */
@@ -387,13 +364,7 @@ export class SqliteLedger implements LedgerPort<Effect> {
 
   /** Marks the failure record of a file replayed from error/ and logs the replay. */
   markReplayed(file: string, now: string): boolean {
-    return this.transaction(() => {
-      const row = this.#s.latestFailure.get(file) as { id: number } | null
-      this.#s.insertReplay.run(file, row?.id ?? null, now)
-      if (row === null) return false
-      this.#s.markReplayed.run(now, row.id)
-      return true
-    })
+    return this.transaction(() => operator.markReplayed(this.#s, file, now))
   }
 
   /** The result the effect of `msgId`'s processing returned; undefined when none was stored or the msg_id is unknown. */
@@ -401,18 +372,9 @@ export class SqliteLedger implements LedgerPort<Effect> {
     return parseResult((this.#s.resultOf.get(msgId) as { result: string | null } | null)?.result)
   }
 
-  /**
-   * A replay's ledger half around its move (see LedgerPort). The write lock, taken up front,
-   * serializes it with every other replay, so two bulk replays cannot both pass the limit.
-   */
+  /** A replay's ledger half around its move, under the write lock (see operator.ts). */
   recordReplay(file: string, now: string, move: () => void, maxReplays = Number.POSITIVE_INFINITY): ReplayRecord {
-    return this.transaction((): ReplayRecord => {
-      const count = this.replayCount(file)
-      if (count >= maxReplays) return { kind: "too-often", count }
-      const isRecordMarked = this.markReplayed(file, now)
-      move()
-      return { kind: "replayed", isRecordMarked }
-    })
+    return operator.recordReplay(this, this.#s, file, now, move, maxReplays)
   }
 
   /** Runs order-check.sql as checked in. */

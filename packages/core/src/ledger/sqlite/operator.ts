@@ -1,13 +1,13 @@
 // What the operator commands ask of the SQLite ledger: failures by file, one message's
-// history, and retention. SqliteLedger's methods call these with its prepared statements.
+// history, replay's ledger half, the report lock, and retention. SqliteLedger's methods call
+// these with its prepared statements.
 import type { Database, Statement } from "bun:sqlite"
 import { type HistoryKeys, keyLists, type LedgerHistory, toHistory } from "../history.ts"
-import type { CompactSummary, FailureRecord } from "../model.ts"
+import type { CompactSummary, FailureRecord, ReplayRecord } from "../model.ts"
 import { forSqlite, prune, runSteps } from "../statements.ts"
+import { asLedgerError } from "./errors.ts"
 import type { SqliteLedger } from "./ledger.ts"
-import type { prepare } from "./schema.ts"
-
-type Statements = ReturnType<typeof prepare>
+import type { Statements } from "./schema.ts"
 
 /** The reason of the latest unreplayed failure of every file recorded in error/. */
 export function failureReasons(s: Statements): Map<string, string> {
@@ -42,6 +42,57 @@ export function history(db: Database, s: Statements, keys: HistoryKeys): LedgerH
       claims: all(s.historyClaims, files),
     }),
   )()
+}
+
+/** Marks the latest failure record of `file` replayed and logs the replay, inside the caller's transaction. */
+export function markReplayed(s: Statements, file: string, now: string): boolean {
+  const row = s.latestFailure.get(file) as { id: number } | null
+  s.insertReplay.run(file, row?.id ?? null, now)
+  if (row === null) return false
+  s.markReplayed.run(now, row.id)
+  return true
+}
+
+/**
+ * A replay's ledger half around its move (see LedgerPort). The write lock, taken up front,
+ * serializes it with every other replay, so two bulk replays cannot both pass the limit.
+ */
+export function recordReplay(
+  l: SqliteLedger,
+  s: Statements,
+  file: string,
+  now: string,
+  move: () => void,
+  maxReplays: number,
+): ReplayRecord {
+  return l.transaction((): ReplayRecord => {
+    const count = l.replayCount(file)
+    if (count >= maxReplays) return { kind: "too-often", count }
+    const isRecordMarked = markReplayed(s, file, now)
+    move()
+    return { kind: "replayed", isRecordMarked }
+  })
+}
+
+/**
+ * Runs `fn` under the write lock (BEGIN IMMEDIATE), held across its awaits: no commit lands
+ * between its reads and its renames. Other writes of this process meanwhile join the
+ * transaction (as savepoints), so `fn` must not wait on them.
+ */
+export async function withReportLock<T>(l: SqliteLedger, fn: () => Promise<T>): Promise<T> {
+  try {
+    l.db.exec("BEGIN IMMEDIATE")
+  } catch (error) {
+    throw asLedgerError(error, l.path)
+  }
+  try {
+    const result = await fn()
+    l.db.exec("COMMIT")
+    return result
+  } catch (error) {
+    if (l.db.inTransaction) l.db.exec("ROLLBACK")
+    throw asLedgerError(error, l.path)
+  }
 }
 
 /**

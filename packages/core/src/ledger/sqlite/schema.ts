@@ -15,6 +15,9 @@ const migrations: readonly string[] = [init0001, horizon0002, indexes0003, resul
 /** The newest schema version this spool writes. */
 export const schemaVersion = migrations.length
 
+/** The prepared statements of a ledger, by name. */
+export type Statements = ReturnType<typeof prepare>
+
 /** The statements of a ledger connection, prepared once. */
 export function prepare(db: Database) {
   const q = (sql: string): Statement => db.prepare(sql)
