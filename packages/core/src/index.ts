@@ -6,7 +6,7 @@ export { SpoolError } from "./errors.ts"
 export { Message } from "./message/type.ts"
 export { decodeMessage, messageSchema, validateMessage } from "./message/validate.ts"
 export type { Queue } from "./queue/root.ts"
-export { createQueue, openQueue } from "./queue/root.ts"
+export { createQueue } from "./queue/root.ts"
 export type { DeferPolicy } from "./transient.ts"
 export { defaultDeferPolicy, TransientError } from "./transient.ts"
 export type {

@@ -31,7 +31,7 @@ export interface Item extends Claim {
   isAttempted?: boolean
 }
 
-export type QueueDirName = "inbox" | "processing" | "done" | "error" | "deferred"
+type QueueDirName = "inbox" | "processing" | "done" | "error" | "deferred"
 
 /**
  * What the steps of one consume run share: its settings, the queue directories held open, the

@@ -12,7 +12,7 @@ export interface HistoryKeys {
 }
 
 /** A processed row: the first delivery of a msg_id, and the result its effect stored. */
-export interface ProcessedRecord {
+interface ProcessedRecord {
   readonly msgId: string
   readonly file: string
   readonly processedAt: string
@@ -24,7 +24,7 @@ export interface ProcessedRecord {
 }
 
 /** A later delivery of a msg_id already processed; a conflict when its content differs. */
-export interface DuplicateRecord {
+interface DuplicateRecord {
   readonly msgId: string
   readonly file: string
   readonly seenAt: string
@@ -35,7 +35,7 @@ export interface DuplicateRecord {
 }
 
 /** A file sent to error/, under the name it got there. */
-export interface FailureEntry {
+interface FailureEntry {
   readonly id: number
   readonly file: string
   readonly original: string
@@ -48,7 +48,7 @@ export interface FailureEntry {
 }
 
 /** A replay of a file from error/ back to inbox/. */
-export interface ReplayEntry {
+interface ReplayEntry {
   readonly file: string
   /** The failure it marked replayed; null when the file had no failure record. */
   readonly failureId: number | null
@@ -81,7 +81,7 @@ export function keyLists(keys: HistoryKeys): { msgIds: string; files: string; ha
 }
 
 /** A selected processed row. */
-export interface RawProcessed {
+interface RawProcessed {
   msg_id: string
   file: string
   processed_at: string
@@ -92,7 +92,7 @@ export interface RawProcessed {
 }
 
 /** A selected duplicates row. */
-export interface RawDuplicate {
+interface RawDuplicate {
   msg_id: string
   file: string
   seen_at: string
@@ -103,7 +103,7 @@ export interface RawDuplicate {
 }
 
 /** A selected failures row. */
-export interface RawFailure {
+interface RawFailure {
   id: number | string
   file: string
   original: string
@@ -116,7 +116,7 @@ export interface RawFailure {
 }
 
 /** A selected replays row. */
-export interface RawReplay {
+interface RawReplay {
   file: string
   failure_id: number | string | null
   replayed_at: string

@@ -32,10 +32,10 @@ export function forSqlite(statement: string): string {
 }
 
 /** A statement to run and its parameters; what it yields back is how many rows the statement changed. */
-export type Step = readonly [statement: string, params: readonly (string | number)[]]
+type Step = readonly [statement: string, params: readonly (string | number)[]]
 
 /** A sequence of shared statements, each step's row count sent back into it, returning `T`. */
-export type Steps<T> = Generator<Step, T, number>
+type Steps<T> = Generator<Step, T, number>
 
 /** Runs `steps` on a synchronous connection (SQLite): `run` returns the rows a statement changed. */
 export function runSteps<T>(steps: Steps<T>, run: (statement: string, params: Step[1]) => number): T {

@@ -27,7 +27,7 @@ import { type AcceptedOutcome, beyondHorizon, type Outcome, type Verdict } from 
 import { toStorableText } from "./storable-text.ts"
 
 /** A failures row to write. `detail` is free text (a parser's message, an effect's error), made storable. */
-export interface FailureRow {
+interface FailureRow {
   readonly file: string
   readonly original: string
   readonly reason: string
@@ -37,13 +37,13 @@ export interface FailureRow {
 }
 
 /** A duplicates row to write. */
-export interface DuplicateRow {
+interface DuplicateRow {
   readonly outcome: AcceptedOutcome
   readonly isConflict: boolean
 }
 
 /** A deferrals row to write (insert, or update the one this claim picked up). */
-export interface DeferralRow {
+interface DeferralRow {
   readonly outcome: AcceptedOutcome
   readonly attempts: number
   readonly firstDeferredAt: string
@@ -69,7 +69,7 @@ export function destinationOf(o: Exclude<Outcome, { kind: "vanished" }>): {
 }
 
 /** Whether a redelivery conflicts with the processed delivery of its msg_id: their contents differ. */
-export function isConflict(processedContentHash: string, contentHash: string): boolean {
+function isConflict(processedContentHash: string, contentHash: string): boolean {
   return processedContentHash !== contentHash
 }
 

@@ -3,8 +3,8 @@
 // check is and how its problems are counted is here; each adapter's verify.ts runs its checks.
 
 /** The checks `verify` runs, in order. */
-export const ledgerCheckNames = ["integrity", "duplicate-msg-id", "duplicate-claim", "claim-without-consumer"] as const
-export type LedgerCheckName = (typeof ledgerCheckNames)[number]
+const ledgerCheckNames = ["integrity", "duplicate-msg-id", "duplicate-claim", "claim-without-consumer"] as const
+type LedgerCheckName = (typeof ledgerCheckNames)[number]
 
 /** One of spool's checks of a ledger, and what it found. */
 export interface LedgerCheck {
@@ -20,7 +20,7 @@ export interface LedgerCheck {
 }
 
 /** How many problems of one check are kept for the report (all are counted). */
-export const maxProblems = 100
+const maxProblems = 100
 
 const spoolChecks: Record<Exclude<LedgerCheckName, "integrity">, string> = {
   "duplicate-msg-id": "no msg_id has two processed rows (a table scan, not the PRIMARY KEY's index)",

@@ -7,7 +7,7 @@
 //             crash, too long deferred): re-injectable once the data or the system is fixed.
 
 /** Every reason a file can be in error/ for. */
-export const reasons = {
+const reasons = {
   parse: "format",
   "missing-field": "format",
   "invalid-field": "format",

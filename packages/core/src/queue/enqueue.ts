@@ -6,7 +6,7 @@ import { quoteName } from "./names.ts"
 import { isMessageName, type Queue, queueDirs, scanDir } from "./root.ts"
 
 /** What putting files into a queue did. */
-export interface EnqueueSummary {
+interface EnqueueSummary {
   copied: number
   /** Names already somewhere in the queue: never overwritten, never delivered twice by setup. */
   skipped: string[]

@@ -45,7 +45,7 @@ let isRenameat2Usable = native !== undefined
 const cString = (path: string | Buffer): Buffer => Buffer.concat([Buffer.from(path), Buffer.of(0)])
 
 /** The result of a move that must not replace anything. */
-export type MoveResult = "moved" | "exists" | "missing"
+type MoveResult = "moved" | "exists" | "missing"
 
 /**
  * Moves `from` to `to` atomically, never replacing an existing `to`. Works for any kind of
@@ -156,7 +156,7 @@ const errnoNames: Readonly<Record<number, string>> = {
 }
 
 /** What a failed move's errno means for the operator, and what to do about it. */
-export function explainMoveError(code: string, from: string, to: string): string {
+function explainMoveError(code: string, from: string, to: string): string {
   const dirs = dirname(from) === dirname(to) ? dirname(to) : `${dirname(from)} and ${dirname(to)}`
   switch (code) {
     case "EACCES":

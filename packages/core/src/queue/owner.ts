@@ -16,7 +16,7 @@ export interface Owner {
 }
 
 /** Whether an owner is alive, dead, or cannot be judged from this host. */
-export type Liveness = "alive" | "dead" | "unknown"
+type Liveness = "alive" | "dead" | "unknown"
 
 const readText = (path: string): string | undefined => {
   try {

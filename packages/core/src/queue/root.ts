@@ -187,7 +187,7 @@ export function isMessageName(name: string): boolean {
  * leave it as `undecodable` (a name that is not valid UTF-8, which readdir gives with U+FFFD
  * and which opens nothing under that spelling), or leave it as `too-young` for a later run.
  */
-export type EntryFate = "take" | "not-a-message" | "undecodable" | "too-young"
+type EntryFate = "take" | "not-a-message" | "undecodable" | "too-young"
 
 /** The consumer's one rule for an entry `name` found in `dir` at `now` (see EntryFate). */
 export function judgeEntry(dir: string, name: string, minAgeMs: number, now: number): EntryFate {
@@ -354,7 +354,7 @@ export function countFiles(path: string): number {
 }
 
 /** Some filesystems report no type in readdir (DT_UNKNOWN); such entries need an lstat. */
-export function isUnknownType(e: fs.Dirent): boolean {
+function isUnknownType(e: fs.Dirent): boolean {
   return (
     !e.isFile() &&
     !e.isDirectory() &&

@@ -5,7 +5,7 @@ import { SpoolError } from "../errors.ts"
 import { writeFileAtomic } from "../queue/files.ts"
 
 /** A sample's labels, in the order written. */
-export type Labels = Readonly<Record<string, string>>
+type Labels = Readonly<Record<string, string>>
 
 /** Metric families, written in the order they were added. */
 export class Exposition {

@@ -6,13 +6,13 @@ import { isMessageName, type Queue, scanDir } from "../queue/root.ts"
 import { csvRow } from "./reports.ts"
 
 /** A JSON type as schema.csv names it. */
-export type JsonType = "string" | "integer" | "number" | "boolean" | "object" | "array" | "null"
+type JsonType = "string" | "integer" | "number" | "boolean" | "object" | "array" | "null"
 
 /** The role a field plays for spool. */
-export type FieldRole = "idempotency-key" | "ordering-key" | "sequence" | "amount" | "attribute"
+type FieldRole = "idempotency-key" | "ordering-key" | "sequence" | "amount" | "attribute"
 
 /** One row of schema.csv. */
-export interface FieldInfo {
+interface FieldInfo {
   readonly field: string
   readonly type: string
   readonly role: FieldRole

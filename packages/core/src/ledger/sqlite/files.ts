@@ -39,7 +39,7 @@ export function refuseLinks(path: string): void {
 }
 
 /** What shows that a queue root was consumed before: a file in done/ or error/, or its PostgreSQL binding. */
-export type History =
+type History =
   | { readonly kind: "files"; readonly dir: "done" | "error"; readonly name: string }
   | { readonly kind: "postgres" }
 
