@@ -1,6 +1,7 @@
 // @spool/core: the library an application builds its consumer with. spool's own commands
 // import @spool/core/engine, and `schema` imports @spool/core/schema.
 
+export { collectGarbageEvery } from "./collect.ts"
 export type { ConsumeSummary } from "./consume/summary.ts"
 export { SpoolError } from "./errors.ts"
 export { Message } from "./message/type.ts"

@@ -11,7 +11,7 @@ import type { Item } from "./context.ts"
 
 /**
  * Imports what judging with `type` needs: for an application's own type, the arktype half of
- * message validation (message.ts, with @ark/schema), which consume otherwise does when it
+ * message validation (message/validate.ts, with @ark/schema), which consume otherwise does when it
  * first judges a message; a long-running consumer (watch mode) calls it at start, not on the
  * first file that arrives. spool's own rules (no type) need nothing imported.
  */
@@ -40,7 +40,7 @@ export class Decider {
 
   /**
    * Prepares the decoder before the first message is judged. An application's arktype type is
-   * applied through message.ts, imported only then: the default rules need no schema library.
+   * applied through message/validate.ts, imported only then: the default rules need no schema library.
    */
   async load(): Promise<void> {
     if (this.#decode !== undefined) return

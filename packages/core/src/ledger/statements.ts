@@ -5,7 +5,7 @@
 import type { CompactSummary } from "./model.ts"
 
 export const statements = {
-  /** SQLite's heartbeat, by this host's clock; PostgreSQL stamps its own by the server's (ledger-postgres-lease.ts). */
+  /** SQLite's heartbeat, by this host's clock; PostgreSQL stamps its own by the server's (postgres/lease.ts). */
   heartbeat: "UPDATE consumers SET heartbeat_at = $1 WHERE owner_id = $2",
   /** A consumer's committed claims, whose files have left processing/, as it ends. */
   deleteCommittedClaims: "DELETE FROM claims WHERE owner_id = $1 AND state = 'committed'",

@@ -1,7 +1,7 @@
 // Decoding a message file: strict UTF-8, JSON with an object at the top, ids a ledger can store,
 // numbers as written; and the canonical text of its content, whose hash decides conflicts.
-// Nothing here imports a schema library: the default rules are message-rules.ts, an
-// application's arktype type is applied by message.ts.
+// Nothing here imports a schema library: the default rules are rules.ts, an
+// application's arktype type is applied by validate.ts.
 
 import { isStorableText } from "../ledger/storable-text.ts"
 import type { Reason } from "./reasons.ts"
@@ -48,7 +48,7 @@ export type Checked<T> = { readonly ok: true; readonly message: T } | Rejected
 
 /**
  * Decodes one message file's bytes and validates the object with `check`: checkMessage
- * (message-rules.ts), or an arktype type through message.ts's decodeMessage. A UTF-8 byte
+ * (rules.ts), or an arktype type through validate.ts's decodeMessage. A UTF-8 byte
  * order mark is accepted and dropped (Windows producers write one); anything else that is not
  * strict UTF-8 JSON text whose top level is an object is `parse`. Whatever `check` accepts,
  * the ids must be storable as ledger keys and `seq` must be whole as written.

@@ -1,6 +1,6 @@
-// spool's message rules (messageSchema in message.ts) compiled by hand: the check consume runs
+// spool's message rules (messageSchema in validate.ts) compiled by hand: the check consume runs
 // on every message unless the application passes its own type. Same verdicts and same texts as
-// the schema node, which message-rules.test.ts holds it to; change both together.
+// the schema node, which rules.test.ts holds it to; change both together.
 import type { Checked, Message } from "./decode.ts"
 
 // Well-formed Unicode without control characters: the schema's pattern, character for character.

@@ -14,11 +14,11 @@ export {
 // The rules of a spool message, written once as an @ark/schema node: the schema layer
 // arktype is built on (same project, same version as the arktype dependency), which compiles
 // this into the same validator and the same error texts as arktype's own syntax would.
-// `Message` (message-type.ts) is the arktype Type of the same node, for applications that
+// `Message` (type.ts) is the arktype Type of the same node, for applications that
 // extend it: `Message.and({ ... })`. consume's default path does not import this module:
 // @ark/schema costs a process about 0.1 s and 23 MB at import, and its nodes stay in the heap
-// every garbage collection walks. It checks with message-rules.ts, these rules compiled by
-// hand, which message-rules.test.ts holds to this node: the same verdict and the same text
+// every garbage collection walks. It checks with rules.ts, these rules compiled by
+// hand, which rules.test.ts holds to this node: the same verdict and the same text
 // for every combination of a pool of hostile values.
 //
 // Constraints are ranges and a pattern, never predicates: they compile into one check of

@@ -1,4 +1,4 @@
-// The PostgreSQL ledger's batch commit: the questions of the verdict rules (ledger-verdicts.ts)
+// The PostgreSQL ledger's batch commit: the questions of the verdict rules (../verdicts.ts)
 // asked set-wise, a few statements for a whole batch, inside the transaction
 // PostgresLedger.commit opens (and retries whole on deadlock or serialization failure), and the
 // rows the Judgement decides written.

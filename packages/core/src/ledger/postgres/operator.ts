@@ -168,7 +168,7 @@ export async function markFailure(tx: SQL, rootId: string, file: string, now: st
   return true
 }
 
-/** compact's statements (ledger-statements.ts), in the caller's transaction or savepoint. */
+/** compact's statements (../statements.ts), in the caller's transaction or savepoint. */
 async function pruneIn(
   tx: SQL,
   historyCutoff: string,

@@ -1,4 +1,4 @@
-// The SQLite ledger's batch commit: the questions of the verdict rules (ledger-verdicts.ts)
+// The SQLite ledger's batch commit: the questions of the verdict rules (../verdicts.ts)
 // asked statement by statement inside the IMMEDIATE transaction SqliteLedger.commit opens, and the
 // rows the Judgement decides written.
 import type { Database } from "bun:sqlite"
