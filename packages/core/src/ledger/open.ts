@@ -1,4 +1,4 @@
-// Opening a queue's ledger: the one module that names both adapters. Every command and the
+// Opening a queue's ledger: the one module that opens either adapter. Every command and the
 // library open the root's own ledger here, by its binding, and get the port.
 import fs from "node:fs"
 import { join } from "node:path"

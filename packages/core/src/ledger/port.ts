@@ -1,6 +1,6 @@
 // The ledger port: what the engine, the reports and the operator commands ask of a ledger.
 // It names no adapter and no driver: each adapter (sqlite/, postgres/) implements it, and
-// open.ts is the one module that names both.
+// open.ts is the one module that opens them.
 import type { Owner } from "../queue/owner.ts"
 import type { DeferPolicy } from "../transient.ts"
 import type { HistoryKeys, LedgerHistory } from "./history.ts"
