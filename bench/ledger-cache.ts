@@ -1,4 +1,4 @@
-// What the ledger's page cache buys (PRAGMA cache_size in ledger.ts, 8 MiB): inserts of
+// What the ledger's page cache buys (PRAGMA cache_size in packages/core/src/ledger/sqlite/open.ts, 8 MiB): inserts of
 // random msg_ids (UUIDs, as many producers use) into a table shaped like `processed` (the
 // same columns and indexes: the msg_id primary key, the claim_id unique index, processed_at)
 // in 1000-row transactions, once per cache size, alternating. synchronous=OFF, so the figures

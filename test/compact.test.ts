@@ -4,7 +4,7 @@
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import { redact } from "@spool/core"
+import { redact } from "@spool/core/engine"
 import { type BackendQueue, ledgerBackends, list, run, spool, tempDatabase, tempQueue } from "@spool/test-support"
 import { SQL } from "bun"
 

@@ -1,5 +1,5 @@
 // What a consume run loads. Neither @ark/schema nor arktype with spool's own rules: consume
-// judges with those rules compiled by hand (message-rules.ts), so the schema library (whose
+// judges with those rules compiled by hand (message/rules.ts), so the schema library (whose
 // import builds its intrinsic nodes, and arktype's its whole keyword scope: about 0.4 s and
 // over 40 MB) is loaded only by an application that passes its own type. A preloaded plugin
 // stops the process the moment a denied module loads, so these tests see what is imported,
@@ -65,11 +65,11 @@ describe("consume's start-up", () => {
   })
 
   it("sees the plugin stop a process that does import what it denies", async () => {
-    // The check above can fail: importing message.ts (an application's type goes through it)
+    // The check above can fail: importing message/validate.ts (an application's type goes through it)
     // loads @ark/schema, and the plugin stops the process there.
     const r = await runDenying("@ark/schema", [
       "-e",
-      `await import(${JSON.stringify(join(repoRoot, "packages/core/src/message.ts"))})`,
+      `await import(${JSON.stringify(join(repoRoot, "packages/core/src/message/validate.ts"))})`,
     ])
     expect(r.stderr).toContain("@ark/schema was imported")
     expect(r.exitCode).toBe(99)

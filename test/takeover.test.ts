@@ -11,19 +11,17 @@ import { Database } from "bun:sqlite"
 import { afterAll, describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import { list, pgUnavailable, repoRoot, requireTool, type ToolTest, tempDatabase, tempQueue } from "@spool/test-support"
-import { SQL } from "bun"
+import { Message } from "@spool/core"
 import {
   type AcceptedOutcome,
   consume,
-  type Ledger,
   type LedgerPort,
-  Message,
   openLedger,
+  openPostgresLedger,
   openQueue,
-  PostgresLedger,
-  rootId,
-} from "../packages/core/src/index.ts"
+} from "@spool/core/engine"
+import { list, pgUnavailable, repoRoot, requireTool, type ToolTest, tempDatabase, tempQueue } from "@spool/test-support"
+import { SQL } from "bun"
 
 const pgSkip = await pgUnavailable()
 if (pgSkip) console.warn(pgSkip)
@@ -124,8 +122,7 @@ for (const backend of backends) {
             ])
           }),
         })
-        if (ledger instanceof PostgresLedger) await ledger.close()
-        else (ledger as Ledger).close()
+        await ledger.close()
 
         // B took over what A held and finished everything; A applied and moved nothing B owned.
         expect(bOutput).toContain('"event":"recovered"')
@@ -254,7 +251,7 @@ pgSuite("the heartbeat while a batch is in hand (postgres)", () => {
     await using db = await tempDatabase()
     for (let i = 0; i < 3; i++) q.put(`m-${i}.json`, { msg_id: `id-${i}`, order_no: "O-1", seq: i + 1, amount: 1 })
     const queue = openQueue(q.root)
-    const ledger = (await openLedger(queue, { url: db.url })) as PostgresLedger
+    const ledger = await openPostgresLedger(queue, { url: db.url })
     const watcher = new SQL({ url: db.url, max: 1 })
     const heartbeat = async () => {
       const [row] = await watcher`SELECT heartbeat_at FROM consumers`
@@ -305,7 +302,7 @@ async function ledgerRows(root: string, url: string | undefined) {
   }
   const sql = new SQL({ url, max: 1 })
   try {
-    const id = rootId(openQueue(root))
+    const id = fs.readFileSync(join(root, ".spool-root-id"), "utf8").trim()
     const processed = (await sql`SELECT msg_id FROM processed WHERE root_id = ${id} ORDER BY msg_id`) as {
       msg_id: string
     }[]

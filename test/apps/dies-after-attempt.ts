@@ -3,14 +3,14 @@
 // from the count to its commit, and nothing in between may wait on anything (a module to
 // import, a file to read): on the SQLite ledger the kill then finds the file committed. Used by
 // crash.test.ts. Run: bun test/apps/dies-after-attempt.ts ROOT
-import { consume, Ledger, type LedgerPort, openQueue } from "@spool/core/engine"
+import { consume, type LedgerPort, openQueue, openSqliteLedger } from "@spool/core/engine"
 
 const queue = openQueue(process.argv[2] as string)
-const ledger = Ledger.open(queue.ledger)
+const ledger = openSqliteLedger(queue)
 const killedAfterCount = new Proxy(ledger, {
   get(target, key) {
     if (key === "startAttempt")
-      return (...args: Parameters<Ledger["startAttempt"]>) => {
+      return (...args: Parameters<typeof ledger.startAttempt>) => {
         const counted = target.startAttempt(...args)
         setImmediate(() => process.kill(process.pid, "SIGKILL"))
         return counted

@@ -2,8 +2,8 @@
 // packaging.test.ts: the test installs @spool/core into a fresh directory, copies this file
 // there as app.ts, type-checks it with that directory's tsconfig and runs it.
 // Run: bun app.ts ROOT; prints the consume summary and the handler's rows as JSON.
-import { type ConsumerConfig, createConsumer, Message, minorUnits } from "@spool/core"
-import { type ConsumeSummary, quoteName } from "@spool/core/engine"
+import { type ConsumerConfig, type ConsumeSummary, createConsumer, Message, minorUnits } from "@spool/core"
+import { quoteName } from "@spool/core/engine"
 
 const Payment = Message.and({ currency: "'EUR' | 'USD'" })
 type Payment = typeof Payment.infer

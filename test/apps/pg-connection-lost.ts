@@ -3,12 +3,11 @@
 // across runs): a transient database fault, which ends the run cleanly with exit 3, not a crash.
 // Used by postgres.test.ts. Run: bun test/apps/pg-connection-lost.ts ROOT URL FILE TIMES COUNTER
 import fs from "node:fs"
-import { consume, openLedger, openQueue, type PostgresEffect } from "@spool/core/engine"
+import { consume, openPostgresLedger, openQueue, type PostgresEffect } from "@spool/core/engine"
 
 const [root, url, file, times, counter] = process.argv.slice(2) as [string, string, string, string, string]
 const queue = openQueue(root)
-const ledger = await openLedger(queue, { url })
-if (ledger.backend !== "postgres") throw new Error(`${root} is not bound to a PostgreSQL ledger`)
+const ledger = await openPostgresLedger(queue, { url })
 const cutOnce: PostgresEffect = async (outcome, tx) => {
   if (outcome.name !== file) return
   const cuts = fs.existsSync(counter) ? Number(fs.readFileSync(counter, "utf8")) : 0

@@ -17,9 +17,9 @@ export const spec = {
 export async function main(argv: readonly string[]): Promise<number> {
   return runCommand(spec, argv, async ({ values }) => {
     const queue = openQueue(resolveRoot(values.root))
-    // Imported here, not at the top: @spool/core whole loads arktype (see engine.ts), which
+    // Imported here, not at the top: schema inference loads @ark/schema (see engine.ts), which
     // `spool --help`, importing this module for its summary, does not need.
-    const { formatSchema, inferSchema } = await import("@spool/core")
+    const { formatSchema, inferSchema } = await import("@spool/core/schema")
     const { fields, sampled } = inferSchema(queue)
     const text = formatSchema(fields)
     writeFileAtomic(join(queue.root, reportFiles.schema), text)

@@ -7,16 +7,12 @@ import {
   createQueue,
   ExitCode,
   openLedger,
-  PostgresLedger,
   type Queue,
-  readBinding,
-  redact,
+  rebindRoot,
   resolveLedgerUrl,
   resolveRoot,
-  rootId,
   SpoolError,
   seedFrom,
-  writeBinding,
 } from "@spool/core/engine"
 
 /** The sample queue shipped with spool. */
@@ -75,18 +71,8 @@ export async function main(argv: readonly string[]): Promise<number> {
  * after copying the old ledger's rows if the keys must survive.
  */
 async function rebind(queue: Queue, url: string | undefined): Promise<void> {
-  const before = readBinding(queue.root)?.binding
-  let binding: Binding = { backend: "sqlite" }
-  if (url !== undefined) {
-    const ledger = await PostgresLedger.open(url, rootId(queue))
-    try {
-      binding = { backend: "postgres", ledgerId: await ledger.ledgerId(), where: redact(url) }
-    } finally {
-      await ledger.close()
-    }
-  }
-  writeBinding(queue.root, binding)
+  const { before, after } = await rebindRoot(queue, url)
   const name = (b: Binding | undefined) =>
     b === undefined ? "no ledger" : b.backend === "sqlite" ? join(queue.root, "ledger.db") : (b.where ?? "PostgreSQL")
-  process.stderr.write(`setup: ${queue.root} is now bound to ${name(binding)} (it was bound to ${name(before)})\n`)
+  process.stderr.write(`setup: ${queue.root} is now bound to ${name(after)} (it was bound to ${name(before)})\n`)
 }

@@ -26,7 +26,7 @@ const steps = [
 ] as const
 
 /** The protocol steps a test can crash at. */
-export type FaultStep = (typeof steps)[number]
+type FaultStep = (typeof steps)[number]
 
 const [faultStep, faultAt = "1"] = (process.env.SPOOL_FAULT ?? "").split("@")
 // A misspelt hook would never fire and a crash test would silently test nothing: refuse it.

@@ -1,11 +1,10 @@
-// Everything of @spool/core but the message validator and what is built on it (schema
-// inference, the typed consumer, the arktype Message): the import the CLIs start with.
-// consume imports the validator (@ark/schema, about 0.1 s) when it judges its first message,
-// and meanwhile the I/O thread moves and reads the first batches; it never imports arktype
-// (about 0.4 s and over 40 MB). "@spool/core" re-exports all of this.
+// @spool/core/engine: what spool's own commands (packages/consumer, packages/ops) and the test
+// applications that drive the engine directly import. It leaves out the message validator and
+// what is built on it (schema inference, the typed consumer, the arktype Message): consume
+// imports the validator (@ark/schema, about 0.1 s) when it judges its first message with an
+// application's type, and meanwhile the I/O thread moves and reads the first batches; it never
+// imports arktype (about 0.4 s and over 40 MB). An application imports "@spool/core".
 
-export type { Binding, RootBinding } from "./binding.ts"
-export { bindingFile, readBinding, writeBinding } from "./binding.ts"
 export { wallClock } from "./clock.ts"
 export { collectGarbageEvery } from "./collect.ts"
 export { loadValidator } from "./consume/decide.ts"
@@ -14,65 +13,35 @@ export type { ConsumeOptions } from "./consume/options.ts"
 export { defaults } from "./consume/options.ts"
 export type { ConsumeSummary } from "./consume/summary.ts"
 export { emptySummary } from "./consume/summary.ts"
-export type { EnqueueSummary } from "./enqueue.ts"
-export { enqueueBytes, seedFrom } from "./enqueue.ts"
-export type { SpoolErrorCode } from "./errors.ts"
 export { ExitCode, errnoOf, exitCodeFor, SpoolError } from "./errors.ts"
-export { renameNoReplace, writeFileAtomic } from "./files.ts"
-export type {
-  AcceptedOutcome,
-  Claim,
-  ClaimRow,
-  CompactSummary,
-  ConflictRow,
-  Effect,
-  FailureRecord,
-  LedgerOptions,
-  OrderProblem,
-  Outcome,
-  ReplayRecord,
-  Verdict,
-} from "./ledger.ts"
-export { Ledger, schemaVersion } from "./ledger.ts"
-export type {
-  ClaimEntry,
-  DuplicateRecord,
-  FailureEntry,
-  HistoryKeys,
-  LedgerHistory,
-  ProcessedRecord,
-  ReplayEntry,
-} from "./ledger-history.ts"
-export type { AnyEffect, LedgerPort, OpenLedgerOptions } from "./ledger-port.ts"
-export { checkRootLedger, openExistingLedger, openLedger, resolveLedgerUrl, rootId } from "./ledger-port.ts"
-export type { PostgresEffect } from "./ledger-postgres.ts"
-export { PostgresLedger, redact } from "./ledger-postgres.ts"
-export type { LedgerCheck, LedgerCheckName } from "./ledger-verify.ts"
-export { ledgerCheckNames, maxProblems } from "./ledger-verify.ts"
-export type { Log, LogFormat, LogLevel, LogOptions } from "./log.ts"
-export { createLog, isColorWanted, silentLog } from "./log.ts"
-export type { Message } from "./message.ts"
-export type { Labels } from "./metrics.ts"
-export { Exposition, escapeLabel, formatNumber, writeTextfile } from "./metrics.ts"
-export { alternateName, quoteName } from "./names.ts"
-export type { Liveness, Owner } from "./owner.ts"
-export { currentOwner, ownerLiveness } from "./owner.ts"
-export type { EntryFate, Queue, QueueDir } from "./queue.ts"
+export type { Binding } from "./ledger/binding.ts"
+export type { ClaimEntry, HistoryKeys, LedgerHistory } from "./ledger/history.ts"
+export type { AcceptedOutcome, ClaimRow, FailureRecord } from "./ledger/model.ts"
+export type { OpenLedgerOptions } from "./ledger/open.ts"
 export {
-  countFiles,
-  createQueue,
-  isMessageName,
-  judgeEntry,
-  openQueue,
-  queueDirs,
-  queuePaths,
-  resolveRoot,
-  scanDir,
-} from "./queue.ts"
-export type { ErrorClass, Reason } from "./reasons.ts"
-export { classOf, reasons } from "./reasons.ts"
-export { csvField, csvRow, formatOrderResult, reportFiles, writeReports } from "./reports.ts"
-export type { LedgerStats, StatsPeriod } from "./stats.ts"
-export { emptyStats } from "./stats.ts"
-export type { DeferPolicy } from "./transient.ts"
-export { backoffMs, defaultDeferPolicy, isTransient, TransientError } from "./transient.ts"
+  checkRootLedger,
+  openExistingLedger,
+  openLedger,
+  openPostgresLedger,
+  openSqliteLedger,
+  rebindRoot,
+  resolveLedgerUrl,
+} from "./ledger/open.ts"
+export type { AnyEffect, LedgerPort } from "./ledger/port.ts"
+export type { PostgresEffect } from "./ledger/postgres/ledger.ts"
+export { redact } from "./ledger/postgres/ledger.ts"
+export type { LedgerStats, StatsPeriod } from "./ledger/stats.ts"
+export { emptyStats } from "./ledger/stats.ts"
+export type { LedgerCheck } from "./ledger/verify.ts"
+export type { Log, LogFormat, LogLevel } from "./log.ts"
+export { createLog, isColorWanted } from "./log.ts"
+export type { Message } from "./message/decode.ts"
+export type { ErrorClass } from "./message/reasons.ts"
+export { classOf } from "./message/reasons.ts"
+export { enqueueBytes, seedFrom } from "./queue/enqueue.ts"
+export { renameNoReplace, writeFileAtomic } from "./queue/files.ts"
+export { alternateName, quoteName } from "./queue/names.ts"
+export type { Queue, QueueDir } from "./queue/root.ts"
+export { createQueue, isMessageName, judgeEntry, openQueue, queueDirs, resolveRoot, scanDir } from "./queue/root.ts"
+export { Exposition, escapeLabel, formatNumber, writeTextfile } from "./report/metrics.ts"
+export { formatOrderResult, reportFiles, writeReports } from "./report/reports.ts"

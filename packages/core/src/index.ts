@@ -1,18 +1,15 @@
-export * from "./engine.ts"
-export type { Accepted, Decoded, MessageType, Rejected, RejectReason } from "./message.ts"
-export {
-  canonicalContent,
-  canonicalJson,
-  decimalValue,
-  decodeMessage,
-  messageSchema,
-  rawNumberField,
-  requiredFields,
-  validateMessage,
-} from "./message.ts"
-export { Message } from "./message-type.ts"
-export type { FieldInfo, FieldRole, JsonType } from "./schema.ts"
-export { formatSchema, inferSchema } from "./schema.ts"
+// @spool/core: the library an application builds its consumer with. spool's own commands
+// import @spool/core/engine, and `schema` imports @spool/core/schema.
+
+export { collectGarbageEvery } from "./collect.ts"
+export type { ConsumeSummary } from "./consume/summary.ts"
+export { SpoolError } from "./errors.ts"
+export { Message } from "./message/type.ts"
+export { decodeMessage, messageSchema, validateMessage } from "./message/validate.ts"
+export type { Queue } from "./queue/root.ts"
+export { createQueue } from "./queue/root.ts"
+export type { DeferPolicy } from "./transient.ts"
+export { defaultDeferPolicy, TransientError } from "./transient.ts"
 export type {
   ConsumerConfig,
   ConsumerOptions,

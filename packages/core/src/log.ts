@@ -1,4 +1,4 @@
-import { quoteName } from "./names.ts"
+import { quoteName } from "./queue/names.ts"
 
 /**
  * How much a command says on stderr: quiet = warnings and the run's summary, info = its
@@ -22,7 +22,7 @@ export interface Log {
 }
 
 /** Where and how a log writes. */
-export interface LogOptions {
+interface LogOptions {
   /** Receives each finished line, newline included; defaults to stderr. */
   readonly write?: (line: string) => void
   /** Colour the level in text lines; defaults to stderr being a TTY and NO_COLOR unset. */

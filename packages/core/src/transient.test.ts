@@ -1,6 +1,6 @@
 import { describe, expect, it } from "bun:test"
-import type { AcceptedOutcome } from "./ledger-types.ts"
-import { Judgement } from "./ledger-verdicts.ts"
+import type { AcceptedOutcome } from "./ledger/model.ts"
+import { Judgement } from "./ledger/verdicts.ts"
 import { backoffMs, defaultDeferPolicy, isTransient, TransientError } from "./transient.ts"
 
 const policy = { firstMs: 100, maxMs: 350, maxAgeMs: 1000 }

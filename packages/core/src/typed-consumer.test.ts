@@ -4,7 +4,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { pgUnavailable, tempDatabase } from "@spool/test-support"
 import { SQL } from "bun"
-import { createQueue, type Queue } from "./queue.ts"
+import { createQueue, type Queue } from "./queue/root.ts"
 import { createConsumer, createPostgresConsumer, type Delivery } from "./typed-consumer.ts"
 
 const pgSkip = await pgUnavailable()

@@ -1,18 +1,20 @@
 import type { Database } from "bun:sqlite"
 import Big from "big.js"
 import type { SQL } from "bun"
-import { bindingFile, readBinding } from "./binding.ts"
 import { consume } from "./consume/engine.ts"
 import type { ConsumeSummary } from "./consume/summary.ts"
 import { SpoolError } from "./errors.ts"
-import type { AcceptedOutcome, Effect, Ledger, Outcome, Verdict } from "./ledger.ts"
-import { type AnyEffect, type LedgerPort, openLedger, openSqliteLedger, resolveLedgerUrl } from "./ledger-port.ts"
-import { type PostgresEffect, type PostgresLedger, redact } from "./ledger-postgres.ts"
-import { parseResult, resultText } from "./ledger-verdicts.ts"
+import { bindingFile, readBinding } from "./ledger/binding.ts"
+import type { AcceptedOutcome, Outcome, Verdict } from "./ledger/model.ts"
+import { openPostgresLedger, openSqliteLedger, resolveLedgerUrl } from "./ledger/open.ts"
+import type { AnyEffect, LedgerPort } from "./ledger/port.ts"
+import { type PostgresEffect, type PostgresLedger, redact } from "./ledger/postgres/ledger.ts"
+import type { Effect, SqliteLedger } from "./ledger/sqlite/ledger.ts"
+import { parseResult, resultText } from "./ledger/verdicts.ts"
 import type { Log } from "./log.ts"
-import type { Message, MessageType } from "./message.ts"
-import { openQueue, type Queue, resolveRoot } from "./queue.ts"
-import { writeReports } from "./reports.ts"
+import type { Message, MessageType } from "./message/validate.ts"
+import { openQueue, type Queue, resolveRoot } from "./queue/root.ts"
+import { writeReports } from "./report/reports.ts"
 import type { DeferPolicy } from "./transient.ts"
 
 /**
@@ -142,7 +144,7 @@ export interface PostgresConsumerConfig<T extends Message> extends ConsumerOptio
 /** A consumer bound to one queue and its SQLite ledger. Dispose it (or call close) when done. */
 export interface SpoolConsumer extends Disposable {
   readonly queue: Queue
-  readonly ledger: Ledger
+  readonly ledger: SqliteLedger
   /** Drains inbox/ once and rewrites the reports; stops at a batch boundary when `signal` aborts. */
   drain(signal?: AbortSignal): Promise<ConsumeSummary>
   /** Closes the ledger: now, or once the drains in flight have ended. */
@@ -212,7 +214,7 @@ export async function createPostgresConsumer<T extends Message>(
       "usage",
       `createPostgresConsumer needs its PostgreSQL ledger's URL: pass ledger: "postgres://..." or set SPOOL_LEDGER_URL. Nothing was opened or created`,
     )
-  const ledger = await openLedger(queue, {
+  const ledger = await openPostgresLedger(queue, {
     url,
     ...(config.busyTimeoutMs !== undefined && { busyTimeoutMs: config.busyTimeoutMs }),
   })

@@ -3,9 +3,9 @@
 // type-check. Each @ts-expect-error fails the typecheck if the line below it ever compiles.
 import type { Database } from "bun:sqlite"
 import type { SQL } from "bun"
-import type { Ledger } from "./ledger.ts"
-import type { PostgresLedger } from "./ledger-postgres.ts"
-import { Message } from "./message-type.ts"
+import type { PostgresLedger } from "./ledger/postgres/ledger.ts"
+import type { SqliteLedger } from "./ledger/sqlite/ledger.ts"
+import { Message } from "./message/type.ts"
 import { createConsumer, createPostgresConsumer, type Delivery, type Exact, minorUnits } from "./typed-consumer.ts"
 
 const Payment = Message.and({ currency: "'EUR' | 'USD'" })
@@ -27,7 +27,7 @@ const setupPostgres = async (sql: SQL) => {
 
 export async function typeTests(): Promise<void> {
   using sqlite = createConsumer({ type: Payment, setup: setupSqlite, handle: onSqlite })
-  const local: Ledger = sqlite.ledger
+  const local: SqliteLedger = sqlite.ledger
   await using postgres = await createPostgresConsumer({ type: Payment, setup: setupPostgres, handle: onPostgres })
   const shared: PostgresLedger = postgres.ledger
   void [local, shared]

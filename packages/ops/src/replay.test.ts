@@ -2,7 +2,8 @@ import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import os from "node:os"
 import { join } from "node:path"
-import { createQueue, Ledger, openExistingLedger, type Queue, SpoolError } from "@spool/core"
+import { createQueue, type Queue, SpoolError } from "@spool/core"
+import { openExistingLedger, openSqliteLedger } from "@spool/core/engine"
 import {
   checkReplayable,
   checkReplayName,
@@ -18,10 +19,12 @@ import { repeatWarning, skippedLine } from "./replay-unchanged.ts"
 
 const NOW = new Date("2026-11-29T10:00:00.000Z")
 
+type SqliteLedger = ReturnType<typeof openSqliteLedger>
+
 interface TempQueue extends AsyncDisposable {
   readonly dir: string
   readonly queue: Queue
-  readonly ledger: Ledger
+  readonly ledger: SqliteLedger
 }
 
 /**
@@ -32,7 +35,7 @@ interface TempQueue extends AsyncDisposable {
 async function failedQueue(): Promise<TempQueue> {
   const dir = fs.mkdtempSync(join(os.tmpdir(), "spool-replay-"))
   const queue = createQueue(join(dir, "q"))
-  const ledger = Ledger.open(queue.ledger, { durable: false })
+  const ledger = openSqliteLedger(queue, { durable: false })
   const [claim] = ledger.claim("o", ["bad.json"], "2026-11-29T09:00:00.000Z")
   ledger.commit(
     "o",
@@ -61,7 +64,7 @@ async function failedQueue(): Promise<TempQueue> {
   }
 }
 
-function ledgerState(ledger: Ledger) {
+function ledgerState(ledger: SqliteLedger) {
   return {
     failures: ledger.db.query("SELECT id, file, reason, replayed_at FROM failures ORDER BY id").all(),
     replays: ledger.db.query("SELECT file, failure_id, replayed_at FROM replays ORDER BY id").all(),

@@ -1,6 +1,6 @@
 import { fault } from "../_fault.ts"
-import { clockNow } from "../io-thread.ts"
-import type { Outcome, Verdict } from "../ledger.ts"
+import type { Outcome, Verdict } from "../ledger/model.ts"
+import { clockNow } from "../queue/io-thread.ts"
 import { type Context, type Item, now } from "./context.ts"
 
 /** Decides each item and commits the batch's outcomes in one transaction; returns when it committed (clockNow). */

@@ -1,11 +1,11 @@
 import fs from "node:fs"
 import { wallClock } from "../clock.ts"
-import { type FileRead, fsyncDir, type OpenDir, openDir } from "../files.ts"
-import type { Claim, Outcome, Verdict } from "../ledger.ts"
-import type { AnyEffect, LedgerPort } from "../ledger-port.ts"
+import type { Claim, Outcome, Verdict } from "../ledger/model.ts"
+import type { AnyEffect, LedgerPort } from "../ledger/port.ts"
 import { type Log, silentLog } from "../log.ts"
-import { currentOwner, type Owner } from "../owner.ts"
-import type { Queue } from "../queue.ts"
+import { type FileRead, fsyncDir, type OpenDir, openDir } from "../queue/files.ts"
+import { currentOwner, type Owner } from "../queue/owner.ts"
+import type { Queue } from "../queue/root.ts"
 import { type DeferPolicy, defaultDeferPolicy } from "../transient.ts"
 import { Decider } from "./decide.ts"
 import { type ConsumeOptions, defaults } from "./options.ts"
@@ -31,7 +31,7 @@ export interface Item extends Claim {
   isAttempted?: boolean
 }
 
-export type QueueDirName = "inbox" | "processing" | "done" | "error" | "deferred"
+type QueueDirName = "inbox" | "processing" | "done" | "error" | "deferred"
 
 /**
  * What the steps of one consume run share: its settings, the queue directories held open, the

@@ -1,22 +1,22 @@
 import fs from "node:fs"
 import { join } from "node:path"
 import { crashIfPoison } from "../_fault.ts"
-import { type FileRead, type OpenDir, readMessageFile } from "../files.ts"
-import type { Outcome } from "../ledger.ts"
-import type { MessageType } from "../message.ts"
-import { canonicalContent, type Decoded, decodeWith, type Message, type RejectReason } from "../message-decode.ts"
-import { checkMessage } from "../message-rules.ts"
-import { alternateName } from "../names.ts"
+import type { Outcome } from "../ledger/model.ts"
+import { canonicalContent, type Decoded, decodeWith, type Message, type RejectReason } from "../message/decode.ts"
+import { checkMessage } from "../message/rules.ts"
+import type { MessageType } from "../message/validate.ts"
+import { type FileRead, type OpenDir, readMessageFile } from "../queue/files.ts"
+import { alternateName } from "../queue/names.ts"
 import type { Item } from "./context.ts"
 
 /**
  * Imports what judging with `type` needs: for an application's own type, the arktype half of
- * message validation (message.ts, with @ark/schema), which consume otherwise does when it
+ * message validation (message/validate.ts, with @ark/schema), which consume otherwise does when it
  * first judges a message; a long-running consumer (watch mode) calls it at start, not on the
  * first file that arrives. spool's own rules (no type) need nothing imported.
  */
 export async function loadValidator(type?: unknown): Promise<void> {
-  if (type !== undefined) await import("../message.ts")
+  if (type !== undefined) await import("../message/validate.ts")
 }
 
 /** Reads each claimed file and judges it: accepted, or rejected with a reason. */
@@ -40,14 +40,14 @@ export class Decider {
 
   /**
    * Prepares the decoder before the first message is judged. An application's arktype type is
-   * applied through message.ts, imported only then: the default rules need no schema library.
+   * applied through message/validate.ts, imported only then: the default rules need no schema library.
    */
   async load(): Promise<void> {
     if (this.#decode !== undefined) return
     const type = this.#type
     if (type === undefined) this.#decode = (bytes) => decodeWith(bytes, checkMessage)
     else {
-      const { decodeMessage } = await import("../message.ts")
+      const { decodeMessage } = await import("../message/validate.ts")
       this.#decode = (bytes) => decodeMessage(bytes, type)
     }
   }

@@ -1,8 +1,8 @@
-import type { AnyEffect, LedgerPort } from "../ledger-port.ts"
-import type { Outcome, Verdict } from "../ledger-types.ts"
+import type { Outcome, Verdict } from "../ledger/model.ts"
+import type { AnyEffect, LedgerPort } from "../ledger/port.ts"
 import type { Log } from "../log.ts"
-import type { Message, MessageType } from "../message.ts"
-import type { Queue } from "../queue.ts"
+import type { Message, MessageType } from "../message/validate.ts"
+import type { Queue } from "../queue/root.ts"
 import type { DeferPolicy } from "../transient.ts"
 import type { ConsumeSummary } from "./summary.ts"
 

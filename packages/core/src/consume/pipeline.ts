@@ -1,4 +1,4 @@
-import { type ClaimInReply, IoError, IoThread } from "../io-thread.ts"
+import { type ClaimInReply, IoError, IoThread } from "../queue/io-thread.ts"
 import { type Claimed, claimedIn, claimThroughIo, markInProcessing } from "./claim.ts"
 import { commit } from "./commit.ts"
 import type { Context } from "./context.ts"

@@ -1,6 +1,6 @@
-import type { Claim, Outcome, Verdict } from "../ledger.ts"
+import type { Claim, Outcome, Verdict } from "../ledger/model.ts"
 import type { Log } from "../log.ts"
-import type { Reason } from "../reasons.ts"
+import type { Reason } from "../message/reasons.ts"
 
 /** What a run did. */
 export interface ConsumeSummary {

@@ -1,0 +1,122 @@
+// A queue root knows its ledger. The first command that gives a root a ledger records which one
+// in ROOT/.spool/ledger, and every later command opens that ledger or refuses: a root bound to
+// PostgreSQL run without its URL (a cron line, a unit missing one variable) must not start an
+// empty SQLite ledger beside it, where every redelivery would be new; a URL naming another
+// database must not deduplicate the root against keys that are not its own.
+import fs from "node:fs"
+import { join } from "node:path"
+import { SpoolError } from "../errors.ts"
+import { writeFileAtomic } from "../queue/files.ts"
+
+/** The ledger a root is bound to. */
+export type Binding =
+  | { readonly backend: "sqlite" }
+  | {
+      readonly backend: "postgres"
+      /** The ledger's id (its spool_ledger row); undefined for a root bound before ledgers had one. */
+      readonly ledgerId: string | undefined
+      /** Where it was, for messages: the URL without its password. */
+      readonly where: string | undefined
+    }
+
+/** A root's binding, and whether it is recorded in ROOT/.spool/ledger or inferred from older files. */
+export interface RootBinding {
+  readonly binding: Binding
+  readonly isRecorded: boolean
+}
+
+/** The file that holds a queue root's id in a PostgreSQL ledger (see `rootId` in open.ts). */
+export const rootIdFile = ".spool-root-id"
+
+/** Where a root's binding is recorded. */
+export const bindingFile = (root: string): string => join(root, ".spool", "ledger")
+
+/**
+ * The ledger `root` is bound to: as recorded, else as a root from before the record shows it
+ * (a `ledger.db`: SQLite; a `.spool-root-id` and no `ledger.db`: PostgreSQL), else undefined
+ * for a root that has no ledger yet.
+ */
+export function readBinding(root: string): RootBinding | undefined {
+  const path = bindingFile(root)
+  let text: string | undefined
+  try {
+    text = fs.readFileSync(path, "utf8")
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error
+  }
+  if (text !== undefined) return { binding: parseBinding(text, path), isRecorded: true }
+  if (fs.existsSync(join(root, "ledger.db"))) return { binding: { backend: "sqlite" }, isRecorded: false }
+  if (fs.existsSync(join(root, rootIdFile)))
+    return { binding: { backend: "postgres", ledgerId: undefined, where: undefined }, isRecorded: false }
+  return undefined
+}
+
+function parseBinding(text: string, path: string): Binding {
+  let v: unknown
+  try {
+    v = JSON.parse(text)
+  } catch {}
+  const o = (typeof v === "object" && v !== null ? v : {}) as Record<string, unknown>
+  if (o.backend === "sqlite") return { backend: "sqlite" }
+  if (o.backend === "postgres")
+    return {
+      backend: "postgres",
+      ledgerId: typeof o.ledger_id === "string" ? o.ledger_id : undefined,
+      where: typeof o.where === "string" ? o.where : undefined,
+    }
+  throw new SpoolError(
+    "unsafe-ledger",
+    `${path} does not say which ledger this root is bound to (expected {"backend": "sqlite"} or {"backend": "postgres", ...}); restore it from a backup, or rebind the root on purpose (bun run setup --rebind, see docs/postgres.md)`,
+  )
+}
+
+/** Records `binding` as the root's ledger (atomically: readers see the old record or the new). */
+export function writeBinding(root: string, binding: Binding): void {
+  fs.mkdirSync(join(root, ".spool"), { recursive: true, mode: 0o755 })
+  const record =
+    binding.backend === "sqlite"
+      ? { backend: "sqlite" }
+      : { backend: "postgres", ledger_id: binding.ledgerId, where: binding.where }
+  writeFileAtomic(bindingFile(root), `${JSON.stringify(record)}\n`)
+}
+
+/** How a binding is named in messages. */
+function describeBinding(root: string, b: Binding): string {
+  return b.backend === "sqlite"
+    ? `its SQLite ledger ${join(root, "ledger.db")}`
+    : `the PostgreSQL ledger ${b.where ?? "named by its SPOOL_LEDGER_URL"}${b.ledgerId === undefined ? "" : ` (ledger id ${b.ledgerId})`}`
+}
+
+const howToMove =
+  "run `bun run setup --root ROOT --rebind [--ledger URL]` with no consumer running (docs/postgres.md: Moving a root to another ledger)"
+
+/**
+ * Refuses to open a ledger other than the one `root` is bound to: `url` (a postgres:// URL, or
+ * undefined for the SQLite ledger in the root) and, for a root whose binding records a ledger
+ * id, the id found at `url` (undefined: a database with no spool ledger of version 3 yet).
+ */
+export function checkBinding(
+  root: string,
+  bound: RootBinding | undefined,
+  url: string | undefined,
+  foundId: string | undefined,
+): void {
+  if (bound === undefined) return
+  const b = bound.binding
+  const recorded = bound.isRecorded ? bindingFile(root) : "its files"
+  if (b.backend === "sqlite" && url !== undefined)
+    throw new SpoolError(
+      "unsafe-ledger",
+      `this root (${root}) is bound to ${describeBinding(root, b)} (${recorded}), not to a PostgreSQL ledger; unset SPOOL_LEDGER_URL and drop --ledger to use it. Nothing was opened or created. To move the root to another ledger on purpose, ${howToMove}`,
+    )
+  if (b.backend === "postgres" && url === undefined)
+    throw new SpoolError(
+      "unsafe-ledger",
+      `this root (${root}) is bound to ${describeBinding(root, b)} (${recorded}): set SPOOL_LEDGER_URL or pass --ledger with its postgres:// URL. Nothing was opened or created: a new SQLite ledger here would hold none of the root's deduplication keys. To move the root to another ledger on purpose, ${howToMove}`,
+    )
+  if (b.backend === "postgres" && b.ledgerId !== undefined && foundId !== b.ledgerId)
+    throw new SpoolError(
+      "unsafe-ledger",
+      `this root (${root}) is bound to ${describeBinding(root, b)} (${recorded}), but the URL given names ${foundId === undefined ? "a database with no spool ledger" : `another ledger (ledger id ${foundId})`}; pass the URL of the root's own ledger. Nothing was changed. To move the root to another ledger on purpose, ${howToMove}`,
+    )
+}

@@ -1,0 +1,82 @@
+import fs from "node:fs"
+import { join } from "node:path"
+import { SpoolError } from "../errors.ts"
+import { fsyncDir, openDir, renameNoReplace } from "./files.ts"
+import { quoteName } from "./names.ts"
+import { isMessageName, type Queue, queueDirs, scanDir } from "./root.ts"
+
+/** What putting files into a queue did. */
+interface EnqueueSummary {
+  copied: number
+  /** Names already somewhere in the queue: never overwritten, never delivered twice by setup. */
+  skipped: string[]
+}
+
+/**
+ * Puts one message into inbox/ atomically, the Maildir way: written and fsynced under tmp/,
+ * then renamed into inbox/ without replacing anything. A consumer never sees half a file.
+ * Returns false (and leaves nothing behind) when inbox/ already has that name.
+ */
+export function enqueueBytes(queue: Queue, name: string, data: Uint8Array | string, durable = true): boolean {
+  if (!isMessageName(name) || name.includes("/"))
+    throw new SpoolError(
+      "usage",
+      `${quoteName(name)} is not a message file name: it must end in .json, not start with a dot, and contain no /`,
+    )
+  // Not derived from `name`: a 255-byte name plus a prefix would be too long for the filesystem.
+  const tmp = join(queue.tmp, `${process.pid}.${crypto.randomUUID()}.tmp`)
+  const fd = fs.openSync(tmp, "wx", 0o644)
+  try {
+    // write(2) may write less than asked (a disk filling up): a short file must never reach inbox/.
+    const bytes = typeof data === "string" ? Buffer.from(data) : data
+    for (let off = 0; off < bytes.length; ) off += fs.writeSync(fd, bytes, off, bytes.length - off)
+    if (durable) fs.fsyncSync(fd)
+  } catch (error) {
+    fs.closeSync(fd)
+    fs.rmSync(tmp, { force: true })
+    throw error
+  }
+  fs.closeSync(fd)
+  const moved = renameNoReplace(tmp, join(queue.inbox, name))
+  if (moved !== "moved") {
+    fs.rmSync(tmp, { force: true })
+    return false
+  }
+  if (durable) {
+    const dfd = openDir(queue.inbox)
+    try {
+      fsyncDir(dfd)
+    } finally {
+      fs.closeSync(dfd)
+    }
+  }
+  return true
+}
+
+/**
+ * Copies every regular `*.json` file directly in `from` into inbox/ (no subdirectories, no
+ * links, no `.json.tmp`). A name already present anywhere in the queue is skipped, so seeding
+ * twice neither duplicates nor overwrites a message.
+ */
+export function seedFrom(queue: Queue, from: string): EnqueueSummary {
+  let st: fs.Stats
+  try {
+    st = fs.statSync(from)
+  } catch {
+    throw new SpoolError("usage", `--from ${from} does not exist; give a directory of .json message files`)
+  }
+  if (!st.isDirectory()) throw new SpoolError("usage", `--from ${from} is not a directory`)
+  const summary: EnqueueSummary = { copied: 0, skipped: [] }
+  for (const e of scanDir(from)) {
+    if (!isMessageName(e.name)) continue
+    const src = join(from, e.name)
+    if (!fs.lstatSync(src).isFile()) continue
+    if (queueDirs.some((d) => fs.existsSync(join(queue[d], e.name)))) {
+      summary.skipped.push(e.name)
+      continue
+    }
+    if (enqueueBytes(queue, e.name, fs.readFileSync(src))) summary.copied++
+    else summary.skipped.push(e.name)
+  }
+  return summary
+}

@@ -1,0 +1,382 @@
+import { CString, dlopen, FFIType, type Pointer, read, toArrayBuffer } from "bun:ffi"
+import fs from "node:fs"
+import { dirname, join, resolve } from "node:path"
+import { errnoOf, SpoolError } from "../errors.ts"
+import { type OpenDir, renameNoReplaceAt } from "./files.ts"
+import { alternateName, quoteName } from "./names.ts"
+
+/**
+ * The directories every queue root holds, on one filesystem. deferred/ holds the files whose
+ * effect failed transiently, each until the next attempt time its deferrals row records.
+ */
+export const queueDirs = ["inbox", "processing", "done", "error", "deferred"] as const
+export type QueueDir = (typeof queueDirs)[number]
+
+/** Absolute paths of a queue root and everything spool keeps in it. */
+export interface Queue {
+  readonly root: string
+  readonly inbox: string
+  readonly processing: string
+  readonly done: string
+  readonly error: string
+  /** Files whose effect failed transiently (TransientError), waiting for their next attempt. */
+  readonly deferred: string
+  /** Where enqueue and setup write files before renaming them into inbox/ (Maildir's tmp/). */
+  readonly tmp: string
+  readonly ledger: string
+}
+
+/**
+ * The queue root: `--root`, else `SPOOL_ROOT`, else the queue root the working directory is in
+ * (itself or its nearest ancestor that holds inbox/, processing/, done/ and error/, the way git
+ * finds its repository), else `./spool`.
+ */
+export function resolveRoot(
+  flag: string | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+  cwd: string = process.cwd(),
+): string {
+  if (flag !== undefined) return resolve(cwd, flag)
+  if (env.SPOOL_ROOT) return resolve(cwd, env.SPOOL_ROOT)
+  return enclosingRoot(cwd) ?? resolve(cwd, "spool")
+}
+
+/** `dir` or its nearest ancestor that looks like a queue root (openQueue then checks it fully). */
+function enclosingRoot(dir: string): string | undefined {
+  for (let d = resolve(dir); ; d = dirname(d)) {
+    if (["inbox", "processing", "done", "error"].every((q) => isDirectory(join(d, q)))) return d
+    if (dirname(d) === d) return undefined
+  }
+}
+
+function isDirectory(path: string): boolean {
+  return fs.statSync(path, { throwIfNoEntry: false })?.isDirectory() === true
+}
+
+/** The paths of a queue root, without touching the filesystem. */
+export function queuePaths(root: string): Queue {
+  const r = resolve(root)
+  return {
+    root: r,
+    inbox: join(r, "inbox"),
+    processing: join(r, "processing"),
+    done: join(r, "done"),
+    error: join(r, "error"),
+    deferred: join(r, "deferred"),
+    tmp: join(r, "tmp"),
+    ledger: join(r, "ledger.db"),
+  }
+}
+
+/**
+ * Checks that `root` is a queue: the five directories exist, none of them (nor tmp/) is a
+ * symbolic link, and they share one filesystem (a rename across filesystems is a copy, not
+ * atomic). Throws a SpoolError that says what to do.
+ */
+export function openQueue(root: string): Queue {
+  const q = queuePaths(root)
+  refuseLinkedDirs(q)
+  addDeferred(q)
+  const devices = new Map<string, number>()
+  for (const d of queueDirs) {
+    let st: fs.Stats
+    try {
+      st = fs.statSync(q[d])
+    } catch (error) {
+      // ENOTDIR: the root (or a parent) is a regular file, which is just as much not a queue.
+      if (errnoOf(error) === "ENOENT" || errnoOf(error) === "ENOTDIR")
+        throw new SpoolError(
+          "not-a-queue",
+          `${q.root} is not a spool queue: ${d}/ is missing; create it with: bun run setup --root ${q.root}`,
+        )
+      throw new SpoolError("io", `cannot read ${q[d]}: ${String(error)}`, { cause: error })
+    }
+    if (!st.isDirectory()) throw new SpoolError("not-a-queue", `${q[d]} is not a directory`)
+    devices.set(d, st.dev)
+  }
+  if (new Set(devices.values()).size > 1) {
+    const list = [...devices].map(([d, dev]) => `${d}/ on device ${dev}`).join(", ")
+    throw new SpoolError(
+      "cross-device",
+      `the queue directories of ${q.root} are on different filesystems (${list}); a rename between them would not be atomic, so put all five on one filesystem`,
+    )
+  }
+  return q
+}
+
+/**
+ * Creates deferred/ in a root made before it existed, beside the others (no-op when it is there).
+ * Only when inbox/ is there, so a path that is no queue at all is still refused as one; a
+ * reader without write access leaves it missing and the check below says so.
+ */
+function addDeferred(q: Queue): void {
+  if (!fs.existsSync(q.inbox)) return
+  try {
+    fs.mkdirSync(q.deferred, { mode: 0o755 })
+  } catch {}
+}
+
+/**
+ * Refuses a root whose queue directories or tmp/ include a symbolic link. spool moves files
+ * only between the directories of its root; through a link, `error/` or `done/` would receive
+ * files outside it and `inbox/` would drain a directory elsewhere, and the one-filesystem
+ * check would hold for the link's target, not for the root. The root itself may be a link:
+ * that path is the operator's explicit choice, and everything under it stays together.
+ */
+function refuseLinkedDirs(q: Queue): void {
+  for (const d of [...queueDirs, "tmp"] as const) {
+    let st: fs.Stats | undefined
+    try {
+      st = fs.lstatSync(q[d], { throwIfNoEntry: false })
+    } catch (error) {
+      // The root (or a parent) is a regular file: the caller's checks say so in their words.
+      if (errnoOf(error) === "ENOTDIR") return
+      throw new SpoolError("io", `cannot read ${q[d]}: ${String(error)}`, { cause: error })
+    }
+    if (!st?.isSymbolicLink()) continue
+    let target: string | undefined
+    try {
+      target = fs.readlinkSync(q[d])
+    } catch {}
+    const dir = quoteName(q[d])
+    const to = target === undefined ? "its target" : quoteName(target)
+    throw new SpoolError(
+      "not-a-queue",
+      `${quoteName(q.root)} is not a queue: ${dir} is a symbolic link to ${to}, and spool never follows a ` +
+        "link inside a queue root (its renames would move files out of the root); nothing was changed. " +
+        `Replace the link with a real directory on the root's filesystem: rm ${dir} && mkdir ${dir}, then ` +
+        `move in what ${to} holds. To keep the whole queue elsewhere, make the root itself the link.`,
+    )
+  }
+}
+
+/** Creates a queue root (idempotent) and checks it; refuses, creating nothing, a root with a linked directory. */
+export function createQueue(root: string): Queue {
+  const q = queuePaths(root)
+  refuseLinkedDirs(q)
+  for (const d of [...queueDirs, "tmp"] as const) {
+    try {
+      fs.mkdirSync(q[d], { recursive: true, mode: 0o755 })
+    } catch (error) {
+      const code = errnoOf(error)
+      // EEXIST from a recursive mkdir: the name is taken by something that is not a directory.
+      if (code === "ENOTDIR" || code === "EEXIST")
+        throw new SpoolError(
+          "not-a-queue",
+          `cannot create ${q[d]}: ${code === "EEXIST" ? "a file of that name is in the way" : "a parent of it is a file, not a directory"}; choose another --root or move the file`,
+        )
+      throw new SpoolError("io", `cannot create ${q[d]}: ${String(error)}`, { cause: error })
+    }
+  }
+  const checked = openQueue(root)
+  const tmpDev = fs.statSync(q.tmp).dev
+  if (tmpDev !== fs.statSync(q.inbox).dev)
+    throw new SpoolError("cross-device", `${q.tmp} must be on the same filesystem as ${q.inbox}`)
+  return checked
+}
+
+/** True for names the consumer takes: `*.json`, not hidden (`.name` is a producer's temp file). */
+export function isMessageName(name: string): boolean {
+  return name.endsWith(".json") && !name.startsWith(".")
+}
+
+/**
+ * What the consumer does with an entry of inbox/, or of processing/ when no claim explains it:
+ * `take` it (a regular file is read; anything else named *.json, a directory, FIFO or link, is
+ * sent to error/ unopened, by its kind), leave it as `not-a-message` (hidden, not *.json),
+ * leave it as `undecodable` (a name that is not valid UTF-8, which readdir gives with U+FFFD
+ * and which opens nothing under that spelling), or leave it as `too-young` for a later run.
+ */
+type EntryFate = "take" | "not-a-message" | "undecodable" | "too-young"
+
+/** The consumer's one rule for an entry `name` found in `dir` at `now` (see EntryFate). */
+export function judgeEntry(dir: string, name: string, minAgeMs: number, now: number): EntryFate {
+  if (!isMessageName(name)) return "not-a-message"
+  if (name.includes("\uFFFD") && !opensUnder(join(dir, name))) return "undecodable"
+  if (minAgeMs > 0 && !isOldEnough(join(dir, name), minAgeMs, now)) return "too-young"
+  return "take"
+}
+
+/** Whether `path` names an entry; its U+FFFD spelling may pass 255 bytes (ENAMETOOLONG). */
+function opensUnder(path: string): boolean {
+  try {
+    return fs.lstatSync(path, { throwIfNoEntry: false }) !== undefined
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Whether a file was last written at least minAgeMs before `now`, by its mtime. A future
+ * mtime (a producer whose clock runs ahead, or a copy that kept one: rsync -t, cp -p, unzip)
+ * would hold the file back until this clock caught up, possibly for years; such a file is
+ * judged by its ctime instead, which no producer can set (utimes does not) and which every
+ * write and every rename move to this kernel's now.
+ */
+function isOldEnough(path: string, minAgeMs: number, now: number): boolean {
+  try {
+    const s = fs.lstatSync(path)
+    return (s.mtimeMs <= now ? s.mtimeMs : s.ctimeMs) <= now - minAgeMs
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Streams a directory's entries without ever holding the whole listing: memory stays flat
+ * at any queue size.
+ */
+export function* scanDir(path: string, bufferSize = 256): Generator<fs.Dirent> {
+  if (libc === undefined) return yield* scanDirNode(path, bufferSize)
+  const cPath = Buffer.from(`${path}\0`) // held in a variable: alive for the whole call
+  const dir = libc.opendir(cPath)
+  // opendir failed (ENOENT, EACCES, ...): let node:fs throw its usual error with a code.
+  if (dir === null) return yield* scanDirNode(path, bufferSize)
+  const errno = new Int32Array(toArrayBuffer(libc.__errno_location() as Pointer, 0, 4))
+  try {
+    for (;;) {
+      errno[0] = 0
+      const entry = libc.readdir(dir)
+      if (entry === null) {
+        if (errno[0] !== 0) throw new SpoolError("io", `cannot read the directory ${path}: errno ${errno[0]}`)
+        return
+      }
+      const name = new CString(entry, DIRENT_NAME).toString()
+      if (name === "." || name === "..") continue
+      let kind = read.u8(entry, DIRENT_TYPE)
+      if (kind === DT_UNKNOWN) kind = typeOf(join(path, name))
+      yield new DirEntry(name, path, kind) as unknown as fs.Dirent
+    }
+  } finally {
+    libc.closedir(dir)
+  }
+}
+
+// Bun's fs.opendirSync reads the whole directory at the first read (measured on Bun 1.4.5:
+// every getdents64 call happens before the first entry is returned), so the streaming
+// promise above needs libc's opendir/readdir, which read one 32 KiB buffer at a time.
+const libc = (() => {
+  if (process.platform !== "linux") return undefined
+  for (const name of ["libc.so.6", "libc.so"]) {
+    try {
+      return dlopen(name, {
+        opendir: { args: [FFIType.ptr], returns: FFIType.ptr },
+        readdir: { args: [FFIType.ptr], returns: FFIType.ptr },
+        closedir: { args: [FFIType.ptr], returns: FFIType.i32 },
+        __errno_location: { args: [], returns: FFIType.ptr },
+      }).symbols
+    } catch {}
+  }
+  return undefined
+})()
+
+// struct dirent on Linux (glibc and musl, 64-bit): d_ino 8, d_off 8, d_reclen 2, d_type 1, d_name.
+const DIRENT_TYPE = 18
+const DIRENT_NAME = 19
+const DT_UNKNOWN = 0
+const DT_FIFO = 1
+const DT_CHR = 2
+const DT_DIR = 4
+const DT_BLK = 6
+const DT_REG = 8
+const DT_LNK = 10
+const DT_SOCK = 12
+
+/** Some filesystems report no type in readdir; lstat fills it in (0 when the entry is gone). */
+function typeOf(path: string): number {
+  try {
+    const st = fs.lstatSync(path)
+    if (st.isFile()) return DT_REG
+    if (st.isDirectory()) return DT_DIR
+    if (st.isSymbolicLink()) return DT_LNK
+    if (st.isFIFO()) return DT_FIFO
+    if (st.isSocket()) return DT_SOCK
+    if (st.isCharacterDevice()) return DT_CHR
+    if (st.isBlockDevice()) return DT_BLK
+  } catch {}
+  return DT_UNKNOWN
+}
+
+/** The fs.Dirent surface spool uses, for entries read through libc. */
+class DirEntry {
+  constructor(
+    readonly name: string,
+    readonly parentPath: string,
+    readonly kind: number,
+  ) {}
+  get path(): string {
+    return this.parentPath
+  }
+  isFile(): boolean {
+    return this.kind === DT_REG
+  }
+  isDirectory(): boolean {
+    return this.kind === DT_DIR
+  }
+  isSymbolicLink(): boolean {
+    return this.kind === DT_LNK
+  }
+  isFIFO(): boolean {
+    return this.kind === DT_FIFO
+  }
+  isSocket(): boolean {
+    return this.kind === DT_SOCK
+  }
+  isCharacterDevice(): boolean {
+    return this.kind === DT_CHR
+  }
+  isBlockDevice(): boolean {
+    return this.kind === DT_BLK
+  }
+}
+
+function* scanDirNode(path: string, bufferSize: number): Generator<fs.Dirent> {
+  const dir = fs.opendirSync(path, { bufferSize })
+  try {
+    for (let e = dir.readSync(); e !== null; e = dir.readSync()) yield e
+  } finally {
+    dir.closeSync()
+  }
+}
+
+/** How many regular files sit directly in `path` (the count lag reports). */
+export function countFiles(path: string): number {
+  let n = 0
+  for (const e of scanDir(path, 1024)) {
+    if (e.isFile()) n++
+    else if (isUnknownType(e)) {
+      try {
+        if (fs.lstatSync(join(path, e.name)).isFile()) n++
+      } catch {}
+    }
+  }
+  return n
+}
+
+/** Some filesystems report no type in readdir (DT_UNKNOWN); such entries need an lstat. */
+function isUnknownType(e: fs.Dirent): boolean {
+  return (
+    !e.isFile() &&
+    !e.isDirectory() &&
+    !e.isSymbolicLink() &&
+    !e.isFIFO() &&
+    !e.isSocket() &&
+    !e.isBlockDevice() &&
+    !e.isCharacterDevice()
+  )
+}
+
+/**
+ * Moves a finished file `name` from `from` into `to` as `preferred`, or as name~1, name~2, ...
+ * while that is taken, never replacing anything; returns the name it got there, or undefined
+ * if the file is gone (the caller decides what that means). The consume engine's one way out
+ * of processing/, on either thread.
+ */
+export function moveFinished(from: OpenDir, name: string, to: OpenDir, preferred: string): string | undefined {
+  for (let k = 0; ; k++) {
+    const target = k === 0 ? preferred : alternateName(name, k)
+    const r = renameNoReplaceAt(from, name, to, target)
+    if (r === "exists") continue
+    return r === "missing" ? undefined : target
+  }
+}

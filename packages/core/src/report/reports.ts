@@ -1,0 +1,104 @@
+import { join } from "node:path"
+import { fault } from "../_fault.ts"
+import { reportRow, workDone } from "../collect.ts"
+import type { OrderProblem } from "../ledger/model.ts"
+import type { LedgerPort } from "../ledger/port.ts"
+import { writeFileAtomic } from "../queue/files.ts"
+import { type Queue, scanDir } from "../queue/root.ts"
+
+/** Report files written into the queue root. */
+export const reportFiles = {
+  duplicates: "dup.txt",
+  errors: "error.csv",
+  conflicts: "conflicts.csv",
+  schema: "schema.csv",
+  orderCheck: "order-check.sql",
+  orderResult: "order-result.txt",
+} as const
+
+/** Quotes one CSV field per RFC 4180: quoted when it holds a comma, quote, CR or LF. */
+export function csvField(value: string | number): string {
+  // Exact, never altered: a formula guard (a ' before = + - @) would make a name copied from
+  // error.csv one that replay cannot find. Spreadsheets should import the reports as text.
+  const s = String(value)
+  return /[",\r\n]/.test(s) ? `"${s.replaceAll('"', '""')}"` : s
+}
+
+/** One CSV record, CRLF-free: RFC 4180 allows LF line ends and every tool reads them. */
+export function csvRow(fields: readonly (string | number)[]): string {
+  return `${fields.map(csvField).join(",")}\n`
+}
+
+/**
+ * Rewrites dup.txt (every msg_id ever ignored as a duplicate, distinct, ascending), error.csv
+ * (one row per file now in error/, by name) and conflicts.csv (redeliveries of a processed
+ * msg_id whose content differs), each atomically, under the ledger's report lock. On a shared
+ * PostgreSQL ledger dup.txt and conflicts.csv cover the whole ledger (every root's deliveries),
+ * error.csv this root's error/.
+ */
+export async function writeReports(queue: Queue, ledger: LedgerPort): Promise<void> {
+  await ledger.withReportLock(async () => {
+    writeFileAtomic(join(queue.root, reportFiles.duplicates), await linesOf(ledger.duplicateIds(), (id) => `${id}\n`))
+    const reasons = await ledger.failureReasons()
+    writeFileAtomic(
+      join(queue.root, reportFiles.errors),
+      errorRows(queue, (name) => reasons.get(name)),
+    )
+    writeFileAtomic(
+      join(queue.root, reportFiles.conflicts),
+      await linesOf(
+        ledger.conflicts(),
+        (c) => csvRow([c.msg_id, c.file, c.processed_file, c.content_hash, c.processed_content_hash]),
+        "msg_id,file,processed_file,content_hash,processed_content_hash\n",
+      ),
+    )
+  })
+  fault("after-reports")
+}
+
+/**
+ * A report's lines, one per row. Rows a ledger reads synchronously are streamed into the file as
+ * it is written, so a report of any size takes no more memory than a row; rows it reads over the
+ * network are gathered first (writeFileAtomic writes synchronously).
+ */
+async function linesOf<T>(
+  rows: Iterable<T> | AsyncIterable<T>,
+  line: (row: T) => string,
+  header?: string,
+): Promise<Iterable<string>> {
+  if (Symbol.iterator in rows) return streamed(rows, line, header)
+  const lines: string[] = header === undefined ? [] : [header]
+  for await (const row of rows) {
+    workDone(reportRow)
+    lines.push(line(row))
+  }
+  return lines
+}
+
+function* streamed<T>(rows: Iterable<T>, line: (row: T) => string, header: string | undefined): Generator<string> {
+  if (header !== undefined) yield header
+  for (const row of rows) {
+    workDone(reportRow)
+    yield line(row)
+  }
+}
+
+function* errorRows(queue: Queue, reasonOf: (file: string) => string | undefined): Generator<string> {
+  yield "file,reason\n"
+  // error/ is expected to stay small (it is a to-do list for operators); sorting it gives a
+  // report that does not depend on directory order.
+  const names: string[] = []
+  // Every entry counts, including the links, FIFOs and directories consume put there.
+  for (const e of scanDir(queue.error)) names.push(e.name)
+  names.sort()
+  for (const name of names) {
+    workDone(reportRow)
+    yield csvRow([name, reasonOf(name) ?? "unknown"])
+  }
+}
+
+/** The text of order-result.txt: `OK`, or a header and one CSV row per problem. */
+export function formatOrderResult(problems: readonly OrderProblem[]): string {
+  if (problems.length === 0) return "OK\n"
+  return `order_no,seq,problem\n${problems.map((p) => csvRow([p.order_no, p.seq, p.problem])).join("")}`
+}
