@@ -120,6 +120,7 @@ export function operator(b: LedgerBackend): void {
     expect(whole).toMatchObject({ duplicateIds: 1, openFailures: { poison: 1 }, lastProcessedAt: NOW })
     const late = await t.ledger.stats(new Date("2026-11-29T10:30:00.000Z"))
     expect(late.recent).toMatchObject({ processed: 0, duplicates: 0, failures: 0, replays: 1, duplicateRate: null })
+    expect((await t.ledger.stats(new Date("2026-11-29T11:30:00.000Z"))).recent).toMatchObject({ replays: 0 })
   })
 
   it("finds duplicated and missing seqs of each order, including a gap before the first", async () => {
@@ -145,6 +146,27 @@ export function operator(b: LedgerBackend): void {
       { order_no: "Y", seq: 1, problem: "duplicate" },
       { order_no: "Z", seq: 1, problem: "missing" },
       { order_no: "Z", seq: 2, problem: "missing" },
+    ])
+  })
+
+  it("looks for an order's missing seqs above the highest one compact pruned, not from the first", async () => {
+    await using t = await b.open()
+    const [one, two] = await claimAll(t.ledger, "o", ["1.json", "2.json"])
+    await t.ledger.commit(
+      "o",
+      [accepted(one as Claim, "h1", { orderNo: "H" }), accepted(two as Claim, "h2", { orderNo: "H", seq: 2 })],
+      NOW,
+    )
+    await t.ledger.compact(FAR, LATER, LATER)
+    const [four, six] = await claimAll(t.ledger, "o", ["4.json", "6.json"])
+    const batch = [
+      accepted(four as Claim, "h4", { orderNo: "H", seq: 4 }),
+      accepted(six as Claim, "h6", { orderNo: "H", seq: 6 }),
+    ]
+    await t.ledger.commit("o", batch, LATER)
+    expect(await t.ledger.orderProblems()).toEqual([
+      { order_no: "H", seq: 3, problem: "missing" },
+      { order_no: "H", seq: 5, problem: "missing" },
     ])
   })
 
