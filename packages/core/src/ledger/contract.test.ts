@@ -1,7 +1,9 @@
-// The ledger contract: what every ledger must do, written once (./contract/) and run against
-// each backend, each opened fresh through openLedger on a temp root. A case only one backend can
-// have names the feature it needs (see Features), never the backend. PostgreSQL is skipped, with
-// the reason printed, where no server answers; under CI, which runs one, its cases fail instead.
+// The ledger contract: what every ledger must do, written once and run against each backend,
+// each opened fresh through openLedger on a temp root. A case only one backend can have names
+// the feature it needs (see Features), never the backend. PostgreSQL is skipped, with the reason
+// printed, where no server answers; under CI, which runs one, its cases fail instead.
+// The cases are in ./contract/, in modules named .test.ts so they stay test code (out of the
+// package, its build and the production-import scan) that only this file registers.
 import { afterAll, describe } from "bun:test"
 import { isCi, pgUnavailable, tempDatabase, tempQueue } from "@spool/test-support"
 import type { Ledger } from "../ledger.ts"
