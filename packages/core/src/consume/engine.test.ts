@@ -367,22 +367,6 @@ describe("the poison counter", () => {
   })
 })
 
-describe("SqliteLedger.adoptClaims", () => {
-  it("gives each dead owner's claim to exactly one of two recovering consumers", () => {
-    const t = tempQueue({ "a.json": msg("id-a"), "b.json": msg("id-b") })
-    leaveClaims(t, ownerOf(process.pid, { ownerId: "dead", startTicks: "1" }), { claimed: ["a.json", "b.json"] })
-    const other = SqliteLedger.open(t.q.ledger, { durable: false })
-    cleanups.unshift(() => other.close())
-    const listed = t.ledger.listClaims()
-    const byOther = other.listClaims()
-    expect(t.ledger.adoptClaims(listed, "x").map((r) => [r.name, r.ownerId])).toEqual([
-      ["a.json", "x"],
-      ["b.json", "x"],
-    ])
-    expect(other.adoptClaims(byOther, "y")).toEqual([])
-  })
-})
-
 describe("collectGarbageEvery", () => {
   /** Runs consume on seven files in batches of two; the collections it asks for, "eden" or "full", in order. */
   async function collections(every: number, fullEvery?: number): Promise<string[]> {
