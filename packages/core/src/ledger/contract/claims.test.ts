@@ -56,6 +56,20 @@ export function claims(b: LedgerBackend): void {
     ])
   })
 
+  it("never forgets a committed claim another owner holds, though it is given", async () => {
+    await using t = await b.open()
+    const [a] = await claimAll(t.ledger, "o", ["a.json"])
+    const [d] = await claimAll(t.ledger, "other", ["d.json"])
+    if (!a || !d) throw new Error("no claim")
+    await t.ledger.commit("o", [accepted(a, "m-a")], NOW)
+    await t.ledger.commit("other", [accepted(d, "m-d")], NOW)
+    expect((await t.ledger.claim("o", ["a.json"], NOW, [a, d])).map((x) => x.name)).toEqual(["a.json"])
+    expect((await t.ledger.listClaims()).map((r) => [r.name, r.ownerId, r.state])).toEqual([
+      ["d.json", "other", "committed"],
+      ["a.json", "o", "claimed"],
+    ])
+  })
+
   it("claims an orphan only while its name is free", async () => {
     await using t = await b.open()
     const orphan = await t.ledger.claimOrphan("lost.json", "o", NOW)

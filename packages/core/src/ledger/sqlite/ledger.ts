@@ -133,7 +133,7 @@ export class SqliteLedger implements LedgerPort<Effect> {
       this.transaction(() => {
         // A prepared statement per row: measured faster than one statement over a JSON array,
         // whose element extraction costs more than the per-call overhead it saves.
-        for (const c of forget) this.#s.forgetClaim.run(c.name, c.claimId)
+        for (const c of forget) this.#s.forgetClaim.run(c.name, c.claimId, ownerId)
         this.#s.heartbeat.run(now, ownerId)
         for (const name of names) {
           const claimId = `${ownerId}.${(this.#claimCounter++).toString(36)}`

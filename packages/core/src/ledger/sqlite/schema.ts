@@ -32,7 +32,7 @@ export function prepare(db: Database) {
     ),
     heartbeat: q(forSqlite(statements.heartbeat)),
     deleteCommittedClaims: q(forSqlite(statements.deleteCommittedClaims)),
-    forgetClaim: q("DELETE FROM claims WHERE name = ? AND claim_id = ? AND state = 'committed'"),
+    forgetClaim: q("DELETE FROM claims WHERE name = ? AND claim_id = ? AND owner_id = ? AND state = 'committed'"),
     insertClaim: q(
       `INSERT INTO claims (name, claim_id, owner_id, attempts, state, claimed_at)
        VALUES (?, ?, ?, 1, 'claimed', ?) ON CONFLICT (name) DO NOTHING`,
