@@ -1,0 +1,68 @@
+// The source port: where deliveries come from and how they are acknowledged. The directory
+// queue is one source; each broker is a folder of its own beside this file. The engine receives
+// a batch, decides and commits it in the ledger, and only then acknowledges it here: a crash
+// before the ack makes the source deliver again, and the ledger makes that harmless.
+//
+// How a Kafka source would map (not built: no broker runs where spool is tested): a delivery's
+// id is `topic/partition/offset`; `ack` commits, per partition, the highest offset below which
+// every delivery is acknowledged (contiguous offsets only, after the ledger commit); `release`
+// seeks the partition back to its lowest unacknowledged offset; on a rebalance the source drains
+// the batch in hand (commit, then ack) before it gives the partition up.
+
+/** Where a delivery came from: enough to show it to an operator and to publish it back. */
+export interface Origin {
+  /** The source's URL without its password, e.g. `amqp://guest@127.0.0.1:5672/?queue=orders`. */
+  readonly source: string
+  /** The address a replay publishes to: the AMQP queue, the JetStream subject. */
+  readonly address: string
+  /** Transport headers kept for a replay (AMQP properties.headers, NATS headers), text only. */
+  readonly headers?: Readonly<Record<string, string>>
+}
+
+/** One delivery of one message, as the source handed it over. */
+export interface Delivery {
+  /**
+   * The message's identity at its source, the same on every redelivery of this message and
+   * different for a message published again: the JetStream stream sequence, the AMQP
+   * `message-id` property (absent: see `stableId`). Written into the ledger where a file queue
+   * writes the file's name, so that a delivery redelivered after its commit is recognised.
+   */
+  readonly id: string
+  /** false where the source has no id that survives a redelivery (an AMQP message without `message-id`). */
+  readonly stableId: boolean
+  /** The body's bytes, exactly as published. */
+  readonly body: Uint8Array
+  /** How many times the source has delivered it, this delivery included, where it counts (JetStream `num_delivered`, a quorum queue's `x-delivery-count` + 1). */
+  readonly deliveryCount: number | undefined
+  /** The source says an earlier delivery of it was not acknowledged (AMQP `redelivered`, a count above 1). */
+  readonly redelivered: boolean
+  readonly origin: Origin
+}
+
+/** A source of deliveries: one adapter per transport, all used the same way by the engine. */
+export interface SourcePort {
+  /** The source's URL without its password, for logs and errors. */
+  readonly describe: string
+  /**
+   * Up to `max` deliveries. Waits at most `waitMs` for the first one, then takes what is there
+   * without waiting for more; [] when nothing came in time (a drain ends on that). Never holds
+   * more than `max` unacknowledged deliveries in memory (no prefetched backlog ageing out).
+   * Lost connections are re-established with backoff inside; `signal` ends the wait early.
+   */
+  receive(max: number, waitMs: number, signal?: AbortSignal): Promise<Delivery[]>
+  /**
+   * Acknowledges deliveries whose outcome the ledger has committed: the source forgets them.
+   * Resolves once the source has confirmed, where it can (JetStream's double ack); an ack the
+   * source cannot take any more (its channel closed) is not an error: the message comes again
+   * and the ledger recognises it.
+   */
+  ack(deliveries: readonly Delivery[]): Promise<void>
+  /** Hands deliveries back unacknowledged, to be delivered again (a stop before the commit). */
+  release(deliveries: readonly Delivery[]): Promise<void>
+  /** Keeps deliveries in hand from being redelivered to another consumer meanwhile (JetStream `working()`); a no-op where holding them is enough. */
+  keepAlive(deliveries: readonly Delivery[]): Promise<void>
+  /** Publishes `body` to `origin.address` and resolves once the broker confirmed it (replay). */
+  publish(origin: Origin, body: Uint8Array): Promise<void>
+  /** Ends for good: acks already sent are flushed, then the connection closes. */
+  close(): Promise<void>
+}
