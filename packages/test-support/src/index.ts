@@ -30,6 +30,8 @@ export { consumeWithRandomKills, killLog, poisonedByKills, summarizeKills } from
 export { pgUnavailable, tempDatabase } from "./postgres.ts"
 export type { RunResult } from "./process.ts"
 export { captured, childPids, isStopped, run, spool } from "./process.ts"
+export type { TempAmqpQueue, TestMessage } from "./rabbitmq.ts"
+export { closeConnectionNamed, numberedMessages, rabbitUrl, tempAmqpQueue } from "./rabbitmq.ts"
 export { fixturesDir, repoRoot } from "./repo.ts"
 export { listening, requireServer } from "./services.ts"
 export type { TcpProxy } from "./tcp-proxy.ts"

@@ -1,65 +1,62 @@
-// A TCP proxy a test runs in-process between a client and a broker, so that the test can cut
-// every connection from the server's side (the client sees the socket closed under it) and
-// let the client's reconnect come through again, without stopping the shared broker.
+// A TCP proxy a test runs between a client and a server, to cut the connection the way a
+// network does (the sockets reset, nothing said at the protocol level) and to keep the server
+// out of reach for a while.
 import net from "node:net"
 
-/** A running proxy: `port` on 127.0.0.1 forwards to the target; disposing it closes everything. */
+/** A running proxy; stop it when done (`await using proxy = await tcpProxy(5672)`). */
 export interface TcpProxy extends AsyncDisposable {
+  /** The local port clients connect to instead of the server's. */
   readonly port: number
-  /** Connections accepted so far (a reconnect adds one). */
-  readonly accepted: number
-  /** Destroys every open connection on both sides; new connections are still accepted. */
-  cut(): void
-  /** While paused, new connections are refused at once (closed on accept), as a broker that is down. */
+  /** How many client connections it has accepted and forwarded. */
+  readonly forwarded: number
+  /**
+   * Destroys every open connection, both ways, and for `refuseForMs` afterwards (default 0,
+   * `Infinity` for good) closes each new one as soon as it is accepted.
+   */
+  cut(refuseForMs?: number): void
+  /** While paused, each new connection is closed as soon as it is accepted, as by a server that is down. */
   pause(isPaused: boolean): void
 }
 
-/** Starts a proxy on a free port of 127.0.0.1 that forwards each connection to host:port. */
-export async function tcpProxy(host: string, port: number): Promise<TcpProxy> {
+export async function tcpProxy(targetPort: number, targetHost = "127.0.0.1"): Promise<TcpProxy> {
   const open = new Set<net.Socket>()
-  let accepted = 0
-  let isPaused = false
+  let refuseUntil = 0
+  let forwarded = 0
   const server = net.createServer((client) => {
-    if (isPaused) {
-      client.destroy()
-      return
-    }
-    accepted++
-    const upstream = net.connect({ host, port })
-    for (const socket of [client, upstream]) {
+    if (Date.now() < refuseUntil) return void client.destroy()
+    forwarded++
+    const upstream = net.connect({ host: targetHost, port: targetPort })
+    for (const [socket, other] of [
+      [client, upstream],
+      [upstream, client],
+    ] as const) {
       open.add(socket)
-      socket.on("close", () => open.delete(socket))
-      // A cut surfaces as ECONNRESET on the other side; the pair is torn down either way.
-      socket.on("error", () => {
-        client.destroy()
-        upstream.destroy()
+      socket.on("data", (chunk) => other.write(chunk))
+      socket.on("error", () => other.destroy())
+      socket.on("close", () => {
+        open.delete(socket)
+        other.destroy()
       })
     }
-    client.on("close", () => upstream.destroy())
-    upstream.on("close", () => client.destroy())
-    client.pipe(upstream)
-    upstream.pipe(client)
   })
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => resolve())
-  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
   const address = server.address()
-  if (address === null || typeof address === "string") throw new Error("the proxy has no TCP address")
-  const cut = () => {
-    for (const socket of open) socket.destroy()
-  }
+  if (address === null || typeof address === "string") throw new Error("the proxy has no TCP port")
   return {
     port: address.port,
-    get accepted() {
-      return accepted
+    get forwarded() {
+      return forwarded
     },
-    cut,
-    pause(paused: boolean) {
-      isPaused = paused
+    cut(refuseForMs = 0) {
+      refuseUntil = Math.max(refuseUntil, Date.now() + refuseForMs)
+      for (const socket of open) socket.resetAndDestroy()
+    },
+    pause(isPaused) {
+      refuseUntil = isPaused ? Number.POSITIVE_INFINITY : 0
     },
     async [Symbol.asyncDispose]() {
-      cut()
+      refuseUntil = Number.POSITIVE_INFINITY
+      for (const socket of open) socket.destroy()
       await new Promise<void>((resolve) => server.close(() => resolve()))
     },
   }

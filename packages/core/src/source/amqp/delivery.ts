@@ -1,0 +1,77 @@
+// How an AMQP message becomes a Delivery, and how an Origin becomes a publish again.
+import { createHash } from "node:crypto"
+import type { Message, Options } from "amqplib"
+import type { Delivery, Origin } from "../port.ts"
+
+/**
+ * The key under which an origin's headers carry the AMQP `message-id` property, so that a
+ * replay publishes the message with its identity: the port's Origin has headers, not
+ * properties. `publish` turns it back into the property and leaves it out of the headers.
+ */
+export const messageIdHeader = "amqp-message-id"
+
+// Headers the broker writes while a message waits or moves: they describe this delivery, not
+// the message, so a replay must not publish them again. A quorum queue would otherwise count a
+// replayed message's deliveries from where the old copy stopped (RabbitMQ sets
+// x-delivery-count only once it is above 0, and keeps a published one as it is).
+const brokerHeaders = /^x-(delivery-count|acquired-count|death|first-death-.*|last-death-.*|received-from)$/
+
+/** The Delivery for a message the broker handed over from `queue`. */
+export function toDelivery(message: Message, queue: string, source: string): Delivery {
+  const body = new Uint8Array(message.content.buffer, message.content.byteOffset, message.content.byteLength)
+  const messageId: unknown = message.properties.messageId
+  const hasId = typeof messageId === "string" && messageId !== ""
+  const headers = textHeaders(message.properties.headers)
+  if (hasId) headers[messageIdHeader] = messageId
+  return {
+    id: hasId ? messageId : `sha256:${createHash("sha256").update(body).digest("hex")}`,
+    stableId: hasId,
+    body,
+    deliveryCount: deliveryCount(message.properties.headers),
+    redelivered: message.fields.redelivered,
+    origin: { source, address: queue, ...(Object.keys(headers).length > 0 ? { headers } : {}) },
+  }
+}
+
+/** The publish options that give a replay of `origin` its identity and headers back. */
+export function publishOptions(origin: Origin): Options.Publish {
+  const headers: Record<string, string> = {}
+  let messageId: string | undefined
+  for (const [key, value] of Object.entries(origin.headers ?? {})) {
+    if (key === messageIdHeader) messageId = value
+    else if (!brokerHeaders.test(key)) headers[key] = value
+  }
+  return {
+    persistent: true,
+    // An unroutable message (no queue of that name) comes back as basic.return before its
+    // confirm, instead of being confirmed and dropped.
+    mandatory: true,
+    headers,
+    ...(messageId === undefined ? {} : { messageId }),
+  }
+}
+
+// A quorum queue counts deliveries in headers; a classic queue keeps no count. From RabbitMQ
+// 4.3 on, x-acquired-count counts every time the message was handed to a consumer while
+// x-delivery-count counts only failures (basic.reject, a consumer's channel lost); before 4.3
+// x-delivery-count counts every return, and x-acquired-count does not exist. The port's count
+// is "how many times delivered, this one included", so the first header present wins. Both are
+// absent on a quorum queue's first delivery (they are written once above 0): that delivery
+// reads as undefined, not 1, because a classic queue's deliveries look the same.
+function deliveryCount(headers: Message["properties"]["headers"]): number | undefined {
+  for (const key of ["x-acquired-count", "x-delivery-count"]) {
+    const value: unknown = headers?.[key]
+    const count = typeof value === "bigint" ? Number(value) : value
+    if (typeof count === "number" && Number.isSafeInteger(count) && count >= 0) return count + 1
+  }
+  return undefined
+}
+
+// Only string headers are kept: the port's origin is text, and a number or a table turned into
+// text would be published back as a string of another type.
+function textHeaders(headers: Message["properties"]["headers"]): Record<string, string> {
+  const text: Record<string, string> = {}
+  for (const [key, value] of Object.entries(headers ?? {}))
+    if (typeof value === "string" && !brokerHeaders.test(key) && key !== messageIdHeader) text[key] = value
+  return text
+}
