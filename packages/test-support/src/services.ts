@@ -3,7 +3,7 @@
 // (.ci/run), so there an absent one is a broken setup, not a reason to pass.
 import { it } from "bun:test"
 import net from "node:net"
-import { isCi, type ToolTest } from "./tools.ts"
+import { missingTest, type ToolTest } from "./tools.ts"
 
 /** Whether something accepts TCP connections at host:port within `timeoutMs`. */
 export function listening(host: string, port: number, timeoutMs = 2000): Promise<boolean> {
@@ -26,18 +26,5 @@ export function listening(host: string, port: number, timeoutMs = 2000): Promise
  */
 export async function requireServer(name: string, host: string, port: number, start: string): Promise<ToolTest> {
   if (await listening(host, port)) return it
-  const missing = `${name} is not running at ${host}:${port} (start it: ${start})`
-  if (isCi())
-    return (label, _fn, options) =>
-      it(
-        label,
-        () => {
-          throw new Error(`${missing}: CI is set, and CI starts every server the tests use`)
-        },
-        options,
-      )
-  return (label) => {
-    console.warn(`skipped "${label}": ${missing}`)
-    it.skip(label, () => {})
-  }
+  return missingTest(`${name} is not running at ${host}:${port} (start it: ${start})`, "starts every server")
 }

@@ -17,14 +17,20 @@ export function isCi(env: Readonly<Record<string, string | undefined>> = process
  * printed, or fails when CI is set, and `install` says how to get it (`apt-get install prometheus`).
  */
 export function requireTool(tool: string, install: string): ToolTest {
-  if (Bun.which(tool) !== null) return it
-  const missing = `${tool} is not installed (${install})`
+  return Bun.which(tool) === null ? missingTest(`${tool} is not installed (${install})`, "installs every program") : it
+}
+
+/**
+ * The test function for what `missing` says is absent: each test is skipped with that reason
+ * printed, or fails when CI is set, since CI `provides` it ("installs every program").
+ */
+export function missingTest(missing: string, provides: string): ToolTest {
   if (isCi())
     return (label, _fn, options) =>
       it(
         label,
         () => {
-          throw new Error(`${missing}: CI is set, and CI installs every program the tests run`)
+          throw new Error(`${missing}: CI is set, and CI ${provides} the tests run`)
         },
         options,
       )
