@@ -65,6 +65,31 @@ function namedPaths(text: string): string[] {
   return [...found].map((m) => (m[1] ?? "").replace(/[.,:]+$/, "")).flatMap(expandBraces)
 }
 
+/** Where a path in backticks may be read from: the repository root, or a package (`consume/claim.ts`, `bin/spool.ts`). */
+const bases = [
+  "",
+  "packages/core/",
+  ...fs.readdirSync(join(repoRoot, "packages")).flatMap((p) => [`packages/${p}/`, `packages/${p}/src/`]),
+]
+
+/** Every file name of the repository's sources and pages, for a bare name in backticks. */
+const fileNames = new Set(
+  [...new Bun.Glob("**/*.{ts,sql,md}").scanSync({ cwd: repoRoot })]
+    .filter((f) => !f.includes("node_modules/") && !f.includes("dist/"))
+    .map((f) => f.split("/").pop()),
+)
+
+/** The files `text` names in backticks (`path.ts`, `.sql`, `.md`) that no file answers to. */
+function missingFiles(text: string): string[] {
+  const missing: string[] = []
+  for (const m of text.matchAll(/`([\w./@-]+\.(?:ts|sql|md))`/g)) {
+    const path = m[1] ?? ""
+    const isThere = path.includes("/") ? bases.some((b) => fs.existsSync(join(repoRoot, b, path))) : fileNames.has(path)
+    if (!isThere) missing.push(path)
+  }
+  return missing
+}
+
 describe.each(pages)("%s", (page) => {
   const text = read(page)
 
@@ -85,6 +110,18 @@ describe.each(pages)("%s", (page) => {
     const missing = checked.filter((p) => !generated.some((g) => p.startsWith(g)) && !fs.existsSync(join(repoRoot, p)))
     expect(missing).toEqual([])
   })
+
+  it("names in backticks only files that exist", () => {
+    // The benchmark history names source files as they were at the measured commit.
+    expect(history.includes(page) ? [] : missingFiles(text)).toEqual([])
+  })
+})
+
+it("tells a file named in backticks that exists from one that does not", () => {
+  expect(missingFiles("`consume/claim.ts`, `ledger-port.ts`, `sql/stats.sql`, `consume/nothing.ts`")).toEqual([
+    "ledger-port.ts",
+    "consume/nothing.ts",
+  ])
 })
 
 describe("the README", () => {
