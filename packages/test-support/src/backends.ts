@@ -126,14 +126,15 @@ export function templateOf(queue: BackendQueue): QueueTemplate {
       [Symbol.asyncDispose]: () => queue[Symbol.asyncDispose](),
     }
   const retired: AsyncDisposable[] = []
-  // One batch drops while the tests go on; the next waits for it, so databases never pile up.
-  let dropping: Promise<unknown> = Promise.resolve()
-  const dropRetired = async () => {
-    const batch = retired.splice(0)
-    await dropping
-    dropping = Promise.all(batch.map((db) => db[Symbol.asyncDispose]()))
-    // A failed drop is reported where `dropping` is next awaited.
-    dropping.catch(() => {})
+  const drops: Promise<unknown>[] = []
+  /** Drops the retired databases in the background; returns the batch before, to wait for it. */
+  const dropRetired = () => {
+    const previous = drops.at(-1)
+    const batch = Promise.all(retired.splice(0).map((db) => db[Symbol.asyncDispose]()))
+    // A failed drop is reported by the template's disposal, which waits for every batch.
+    batch.catch(() => {})
+    drops.push(batch)
+    return previous
   }
   const prepare = () => {
     const db = tempDatabase({ copyOf: url })
@@ -144,20 +145,23 @@ export function templateOf(queue: BackendQueue): QueueTemplate {
   let next: ReturnType<typeof prepare> | undefined
   return {
     async copy() {
-      const db = await (next ?? prepare())
+      // Taken before awaiting, so that copies made at once each get their own.
+      const taken = next ?? prepare()
       next = prepare()
+      const db = await taken
       const { dir, copied } = await copyRoot()
       return backendQueue(backend, copied, db.url, async () => {
         await dir[Symbol.asyncDispose]()
         retired.push(db)
+        // Waiting for the batch before, databases never pile up.
         if (retired.length >= dropBatch) await dropRetired()
       })
     },
     async [Symbol.asyncDispose]() {
       const spare = await next?.catch(() => undefined)
       if (spare) retired.push(spare)
-      await dropRetired()
-      await dropping
+      dropRetired()
+      await Promise.all(drops)
       await queue[Symbol.asyncDispose]()
     },
   }
