@@ -24,7 +24,7 @@ import { SQL } from "bun"
 
 const skip = await pgUnavailable()
 if (skip) console.warn(skip)
-const pg = skip ? describe.skip : describe
+const pg = skip ? describe.skip : describe.concurrent
 /** The test that runs the checked-in SQL through psql as an operator would. */
 const itWithPsql = requireTool("psql", "apt-get install postgresql-client")
 
