@@ -8,7 +8,7 @@ import { SQL } from "bun"
 
 const pgSkip = await pgUnavailable()
 if (pgSkip) console.warn(pgSkip)
-const pg = pgSkip ? describe.skip : describe
+const pg = pgSkip ? describe.skip : describe.concurrent
 
 const binding = (root: string) => JSON.parse(fs.readFileSync(join(root, ".spool", "ledger"), "utf8"))
 

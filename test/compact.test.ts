@@ -47,7 +47,7 @@ function tree(dir: string): Record<string, string> {
 const backends = await ledgerBackends()
 
 for (const backend of backends)
-  (backend.skip ? describe.skip : describe)(`compact on ${backend.name}`, () => {
+  (backend.skip ? describe.skip : describe.concurrent)(`compact on ${backend.name}`, () => {
     it.each([
       [["--older-than", "90", "--horizon", "365"], "--older-than", "90", "90d"],
       [["--older-than", "90d", "--horizon", "365"], "--horizon", "365", "365d"],

@@ -126,8 +126,10 @@ async function runUntil(s: Setup, env: Record<string, string>, done: () => boole
   }
 }
 
+// Each case has its own queue, ledger and downstream switch, and waits mostly on the app's
+// runs and on deferrals falling due: they run side by side.
 for (const backend of ["sqlite", "postgres"] as const)
-  (backend === "postgres" && pgSkip ? describe.skip : describe)(`transient failures on ${backend}`, () => {
+  (backend === "postgres" && pgSkip ? describe.skip : describe.concurrent)(`transient failures on ${backend}`, () => {
     it("defers a transient failure to deferred/, leaves it until due, then processes it once", async () => {
       await using s = await open(backend, seed(3))
       s.down(true)

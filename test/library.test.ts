@@ -50,7 +50,7 @@ async function balances(s: BackendQueue): Promise<Map<string, number>> {
 const failures = (s: BackendQueue) => s.rows("SELECT file, reason FROM failures ORDER BY file")
 
 for (const backend of await ledgerBackends())
-  (backend.skip ? describe.skip : describe)(
+  (backend.skip ? describe.skip : describe.concurrent)(
     `the library API on ${backend.name} (a typed message and a handler in the commit transaction)`,
     () => {
       it("applies each payment exactly once, in the same transaction as its processed row", async () => {

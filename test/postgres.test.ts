@@ -1,7 +1,7 @@
 // The PostgreSQL ledger, end to end: the real commands with --ledger against a real server,
 // one throwaway database per test. Skipped, with the reason printed, when no server answers.
 import { Database } from "bun:sqlite"
-import { afterAll, describe, expect, it } from "bun:test"
+import { afterAll, beforeAll, describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
 import {
@@ -14,6 +14,7 @@ import {
   requireTool,
   rng,
   run,
+  type Snapshot,
   spool,
   startConsume,
   tempDatabase,
@@ -24,7 +25,7 @@ import { SQL } from "bun"
 
 const skip = await pgUnavailable()
 if (skip) console.warn(skip)
-const pg = skip ? describe.skip : describe
+const pg = skip ? describe.skip : describe.concurrent
 /** The test that runs the checked-in SQL through psql as an operator would. */
 const itWithPsql = requireTool("psql", "apt-get install postgresql-client")
 
@@ -34,39 +35,27 @@ const hashes = (dir: string) =>
   )
 const read = (path: string) => (fs.existsSync(path) ? fs.readFileSync(path, "utf8") : undefined)
 
-/**
- * Two copies of one generated queue, each with its own fresh database: `reference` for an
- * uninterrupted run, `killed` for the run under test. Everything is removed when disposed.
- */
-async function twinQueues(messages: number, seed: number) {
-  const dbA = await tempDatabase()
-  const dbB = await tempDatabase()
-  const dir = await tempDir()
-  const src = join(dir.path, "src")
-  fs.mkdirSync(src)
-  generateMessages(src, messages, seed)
-  const reference = join(dir.path, "reference")
-  const killed = join(dir.path, "killed")
-  makeQueueFrom(src, reference)
-  makeQueueFrom(src, killed)
-  return {
-    reference,
-    killed,
-    referenceUrl: dbA.url,
-    killedUrl: dbB.url,
-    async [Symbol.asyncDispose]() {
-      await dir[Symbol.asyncDispose]()
-      await dbA[Symbol.asyncDispose]()
-      await dbB[Symbol.asyncDispose]()
-    },
-  }
-}
-
 pg("the PostgreSQL ledger (--ledger / SPOOL_LEDGER_URL)", () => {
   const cleanups: (() => Promise<void>)[] = []
   afterAll(async () => {
     for (const c of cleanups) await c()
   })
+
+  /** The queue every kill case starts from, and the end state one uninterrupted run of it reaches. */
+  const killArgs = ["--batch-size", "30"]
+  let killSrc: string
+  let uninterrupted: Snapshot
+  beforeAll(async () => {
+    const dir = await tempDir()
+    cleanups.push(async () => dir[Symbol.asyncDispose]())
+    killSrc = join(dir.path, "src")
+    generateMessages(killSrc, 120, 3)
+    const reference = join(dir.path, "reference")
+    makeQueueFrom(killSrc, reference)
+    await using db = await tempDatabase()
+    expect((await startConsume(reference, ["--ledger", db.url, ...killArgs]).finished).exitCode).toBe(0)
+    uninterrupted = await endState(reference, db.url)
+  }, 60_000)
 
   it("consumes the sample with the same outcome as the SQLite ledger, and order-check, stats and replay work on it", async () => {
     await using db = await tempDatabase()
@@ -288,18 +277,17 @@ pg("the PostgreSQL ledger (--ledger / SPOOL_LEDGER_URL)", () => {
   it.each(["after-claim", "after-commit", "after-move", "after-reports"])(
     "recovers from a kill %s exactly as from no kill at all",
     async (step) => {
-      await using t = await twinQueues(120, 3)
-      const { reference, killed } = t
-      const [dbA, dbB] = [{ url: t.referenceUrl }, { url: t.killedUrl }]
-      const args = ["--batch-size", "30"]
-      expect((await startConsume(reference, ["--ledger", dbA.url, ...args]).finished).exitCode).toBe(0)
-      const k = await startConsume(killed, ["--ledger", dbB.url, ...args], {
+      await using db = await tempDatabase()
+      await using dir = await tempDir()
+      const killed = join(dir.path, "killed")
+      makeQueueFrom(killSrc, killed)
+      const k = await startConsume(killed, ["--ledger", db.url, ...killArgs], {
         SPOOL_FAULT: `${step}@${step === "after-reports" ? 1 : 2}`,
       }).finished
       expect(k.signalCode).toBe("SIGKILL")
-      const r = await startConsume(killed, ["--ledger", dbB.url, ...args]).finished
+      const r = await startConsume(killed, ["--ledger", db.url, ...killArgs]).finished
       expect(r.exitCode).toBe(0)
-      expect(await endState(killed, dbB.url)).toEqual(await endState(reference, dbA.url))
+      expect(await endState(killed, db.url)).toEqual(uninterrupted)
     },
   )
 })

@@ -10,10 +10,12 @@ import {
   ledgerBackends,
   list,
   parseCsv,
+  type QueueTemplate,
   repoRoot,
   run,
   spool,
   tempDir,
+  templateOf,
   tempQueue,
 } from "@spool/test-support"
 
@@ -126,13 +128,14 @@ async function logReplays(q: BackendQueue, file: string, n: number): Promise<voi
 for (const backend of await ledgerBackends())
   (backend.skip ? describe.skip : describe)(`replay on ${backend.name}`, () => {
     /** The drained sample, copied for each test. */
-    let template: BackendQueue
+    let template: QueueTemplate
     beforeAll(async () => {
-      template = await backend.queue({ seed: "fixtures" })
-      const r = await template.command("consume")
+      const q = await backend.queue({ seed: "fixtures" })
+      template = templateOf(q)
+      const r = await q.command("consume")
       expect(r.exitCode).toBe(0)
-      expect(list(join(template.root, "error"))).toEqual([BROKEN, NOORDER])
-      expect(list(join(template.root, "done"))).toContain(DONE)
+      expect(list(join(q.root, "error"))).toEqual([BROKEN, NOORDER])
+      expect(list(join(q.root, "done"))).toContain(DONE)
     }, 120_000)
     afterAll(() => template?.[Symbol.asyncDispose]())
 
@@ -587,19 +590,20 @@ for (const backend of await ledgerBackends())
     // exits 0, --include-unchanged (or --force) takes them; --class, --id; the replayed file's age.
     describe.each(entryPoints)("%s, the lab's contract", (_name, replay) => {
       /** The drained sample plus AGAIN (beyond-horizon) in error/, as consume and compact leave them. */
-      let business: BackendQueue
+      let business: QueueTemplate
       beforeAll(async () => {
-        business = await template.copy()
-        const bytes = fs.readFileSync(join(business.root, "done", DONE))
-        await business.exec("UPDATE processed SET processed_at = ? WHERE msg_id = ?", [
+        const q = await template.copy()
+        business = templateOf(q)
+        const bytes = fs.readFileSync(join(q.root, "done", DONE))
+        await q.exec("UPDATE processed SET processed_at = ? WHERE msg_id = ?", [
           new Date(Date.now() - 400 * day).toISOString(),
           DONE_ID,
         ])
-        expect((await business.command("compact", ["--older-than", "30d", "--horizon", "365d"])).exitCode).toBe(0)
-        business.put(AGAIN, bytes)
-        expect((await business.command("consume")).exitCode).toBe(0)
-        expect(list(join(business.root, "error"))).toEqual([BROKEN, NOORDER, AGAIN].sort())
-        const reasons = await business.rows("SELECT file, reason FROM failures WHERE replayed_at IS NULL ORDER BY file")
+        expect((await q.command("compact", ["--older-than", "30d", "--horizon", "365d"])).exitCode).toBe(0)
+        q.put(AGAIN, bytes)
+        expect((await q.command("consume")).exitCode).toBe(0)
+        expect(list(join(q.root, "error"))).toEqual([BROKEN, NOORDER, AGAIN].sort())
+        const reasons = await q.rows("SELECT file, reason FROM failures WHERE replayed_at IS NULL ORDER BY file")
         expect(reasons).toEqual([
           { file: AGAIN, reason: "beyond-horizon" },
           { file: BROKEN, reason: "parse" },

@@ -54,8 +54,6 @@ export interface BackendQueue extends AsyncDisposable {
   insert(table: string, row: Readonly<Record<string, SqlValue>>): Promise<void>
   /** The queue's end state (see `endState`). */
   snapshot(): Promise<Snapshot>
-  /** A copy of the queue and its ledger, disposed of on its own. */
-  copy(): Promise<BackendQueue>
 }
 
 /** A backend the matrix runs on, with why it is skipped here (undefined: it runs). */
@@ -92,6 +90,81 @@ export async function ledgerBackends(): Promise<readonly Backend[]> {
       },
     },
   ]
+}
+
+/** Fresh copies of a queue that no longer changes, one for each test that changes its own. */
+export interface QueueTemplate extends AsyncDisposable {
+  /** A copy of the queue and its ledger, disposed of on its own. */
+  copy(): Promise<BackendQueue>
+}
+
+/** How many disposed copies' databases are dropped together. */
+const dropBatch = 8
+
+/**
+ * Takes `queue` as the template of its copies; it must not change once the first copy is made.
+ * Disposing of the template disposes of `queue`. A copy keeps the root's id and its binding,
+ * whose ledger id the copied database holds too. On PostgreSQL a copy's database is a CREATE
+ * DATABASE ... TEMPLATE: the next one is made while a test uses the last, and disposed copies'
+ * databases are dropped several at once, since each DROP DATABASE waits for a checkpoint and
+ * concurrent drops share one.
+ */
+export function templateOf(queue: BackendQueue): QueueTemplate {
+  const { backend, root, url } = queue
+  const copyRoot = async () => {
+    const dir = await tempDir()
+    const copied = join(dir.path, "q")
+    fs.cpSync(root, copied, { recursive: true })
+    return { dir, copied }
+  }
+  if (url === undefined)
+    return {
+      async copy() {
+        const { dir, copied } = await copyRoot()
+        return backendQueue(backend, copied, undefined, dir[Symbol.asyncDispose])
+      },
+      [Symbol.asyncDispose]: () => queue[Symbol.asyncDispose](),
+    }
+  const retired: AsyncDisposable[] = []
+  const drops: Promise<unknown>[] = []
+  /** Drops the retired databases in the background; returns the batch before, to wait for it. */
+  const dropRetired = () => {
+    const previous = drops.at(-1)
+    const batch = Promise.all(retired.splice(0).map((db) => db[Symbol.asyncDispose]()))
+    // A failed drop is reported by the template's disposal, which waits for every batch.
+    batch.catch(() => {})
+    drops.push(batch)
+    return previous
+  }
+  const prepare = () => {
+    const db = tempDatabase({ copyOf: url })
+    // Awaited by the copy that takes it, or by the template's disposal.
+    db.catch(() => {})
+    return db
+  }
+  let next: ReturnType<typeof prepare> | undefined
+  return {
+    async copy() {
+      // Taken before awaiting, so that copies made at once each get their own.
+      const taken = next ?? prepare()
+      next = prepare()
+      const db = await taken
+      const { dir, copied } = await copyRoot()
+      return backendQueue(backend, copied, db.url, async () => {
+        await dir[Symbol.asyncDispose]()
+        retired.push(db)
+        // Waiting for the batch before, databases never pile up.
+        if (retired.length >= dropBatch) await dropRetired()
+      })
+    },
+    async [Symbol.asyncDispose]() {
+      const spare = await next?.catch(() => undefined)
+      if (spare) retired.push(spare)
+      dropRetired()
+      await Promise.all(drops)
+      await queue[Symbol.asyncDispose]()
+    },
+  }
 }
 
 const bins: Record<LedgerCommand, string> = {
@@ -132,18 +205,6 @@ function backendQueue(
       run(["bun", join(repoRoot, bins[name]), ...args, ...rest], { env: { SPOOL_LEDGER_URL: "", ...env } }),
     ...ledger,
     snapshot: () => endState(root, url),
-    async copy() {
-      const dir = await tempDir()
-      const copied = join(dir.path, "q")
-      fs.cpSync(root, copied, { recursive: true })
-      if (url === undefined) return backendQueue(backend, copied, undefined, dir[Symbol.asyncDispose])
-      // The copy keeps the root's id and its binding, whose ledger id the copied database holds too.
-      const db = await tempDatabase({ copyOf: url })
-      return backendQueue(backend, copied, db.url, async () => {
-        await dir[Symbol.asyncDispose]()
-        await db[Symbol.asyncDispose]()
-      })
-    },
     [Symbol.asyncDispose]: dispose,
   }
 }

@@ -1,6 +1,6 @@
 // Test support shared by test/, bench/ and scripts/torture.ts; production modules never import it.
-export type { Backend, BackendQueue, LedgerCommand, SqlValue } from "./backends.ts"
-export { ledgerBackends } from "./backends.ts"
+export type { Backend, BackendQueue, LedgerCommand, QueueTemplate, SqlValue } from "./backends.ts"
+export { ledgerBackends, templateOf } from "./backends.ts"
 export {
   diffIgnoringWinners,
   diffSnapshots,
