@@ -41,7 +41,9 @@ const brokers = [
         url: q.url,
         // Each message gets a message-id of its own: the id a redelivery is recognised by.
         publish: (bodies) =>
-          q.publish(...bodies.map((b) => ({ body: new TextDecoder("utf-8", { fatal: true }).decode(b), id: `p-${n++}` }))),
+          q.publish(
+            ...bodies.map((b) => ({ body: new TextDecoder("utf-8", { fatal: true }).decode(b), id: `p-${n++}` })),
+          ),
         unacked: () => q.ready(),
         [Symbol.asyncDispose]: () => q[Symbol.asyncDispose](),
       }
