@@ -2,7 +2,7 @@
 // stream of its own: generated messages end as the same files dropped into inbox/ do (the same
 // rows, reports and error/ files, names aside), random SIGKILLs during a drain change nothing of
 // that and leave nothing unacknowledged, and a message that crashes every consumer is poison.
-import { describe, expect } from "bun:test"
+import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
 import {
@@ -111,6 +111,24 @@ async function droppedAsFiles(dir: string) {
 const consumeSource = (root: string, url: string, more: readonly string[] = [], env?: Record<string, string>) =>
   spool("consume", ["--root", root, "--source", url, "--quiet", ...more], env)
 
+describe("consume --source, told something it cannot use", () => {
+  it("refuses a scheme it has no adapter for, and --concurrency, with exit 2 and what to write", async () => {
+    await using q = await tempQueue()
+    const kafka = await consumeSource(q.root, "kafka://user:secret@broker:9092/orders")
+    expect(kafka.exitCode).toBe(2)
+    expect(kafka.stderr).toContain("unknown scheme kafka:")
+    expect(kafka.stderr).toContain("amqp://")
+    expect(kafka.stderr).toContain("nats://")
+    expect(kafka.stderr).not.toContain("secret")
+    const workers = await consumeSource(q.root, "nats://127.0.0.1:4222/?stream=S&consumer=C", ["--concurrency", "2"])
+    expect(workers.exitCode).toBe(2)
+    expect(workers.stderr).toContain("--concurrency does not take --source")
+    const help = await spool("consume", ["--help"])
+    expect(help.stdout).toContain("--source URL")
+    expect(help.stdout).toContain("--idle-wait")
+  })
+})
+
 for (const broker of brokers)
   describe(`consume --source on ${broker.name}`, () => {
     broker.it(
@@ -189,6 +207,32 @@ for (const broker of brokers)
         expect(await b.unacked()).toBe(0)
       },
       300_000,
+    )
+
+    broker.it(
+      "a batch committed and moved but not acknowledged is recognised when it comes again: acked, nothing recorded",
+      async () => {
+        await using b = await broker.open()
+        const bodies = Array.from({ length: 5 }, (_, i) =>
+          new TextEncoder().encode(`{"msg_id":"r-${i}","order_no":"R","seq":${i + 1},"amount":2.50}`),
+        )
+        await b.publish(bodies)
+        await using q = await tempQueue()
+        // Killed after its files left processing/, before the ack.
+        const killed = await consumeSource(q.root, b.url, [], { SPOOL_FAULT: "after-move" })
+        expect(killed.exitCode).toBe(137)
+        const before = snapshot(q.root)
+        expect(Object.keys(before.done)).toHaveLength(5)
+        const again = await consumeSource(q.root, b.url, ["--idle-wait", "3s"])
+        expect(again.exitCode, again.stderr).toBe(0)
+        expect(again.stderr).toContain("redelivered=5")
+        const after = snapshot(q.root)
+        expect(after.processed).toEqual(before.processed)
+        expect(after.duplicates).toEqual([])
+        expect(after.done).toEqual(before.done)
+        expect(await b.unacked()).toBe(0)
+      },
+      60_000,
     )
 
     broker.it(
