@@ -210,6 +210,45 @@ for (const broker of brokers)
     )
 
     broker.it(
+      "--watch runs until SIGTERM, finishes the batch in hand, exits 0; the next run takes the rest",
+      async () => {
+        await using b = await broker.open()
+        const bodies = Array.from({ length: 400 }, (_, i) =>
+          new TextEncoder().encode(`{"msg_id":"w-${i}","order_no":"W","seq":${i + 1},"amount":1.25}`),
+        )
+        await b.publish(bodies)
+        await using q = await tempQueue()
+        const proc = Bun.spawn(
+          [
+            "bun",
+            "packages/consumer/bin/consume.ts",
+            "--root",
+            q.root,
+            "--source",
+            b.url,
+            "--watch",
+            "--batch-size",
+            "10",
+          ],
+          { cwd: join(import.meta.dir, ".."), stdout: "ignore", stderr: "pipe" },
+        )
+        await Bun.sleep(1500)
+        proc.kill("SIGTERM")
+        expect(await proc.exited).toBe(0)
+        const stopped = snapshot(q.root)
+        expect(stopped.processing).toEqual({})
+        expect(stopped.claims).toEqual([])
+        const rest = await consumeSource(q.root, b.url, ["--idle-wait", "3s"])
+        expect(rest.exitCode, rest.stderr).toBe(0)
+        const s = snapshot(q.root)
+        expect(s.processed).toHaveLength(400)
+        expect(s.duplicates).toEqual([])
+        expect(await b.unacked()).toBe(0)
+      },
+      60_000,
+    )
+
+    broker.it(
       "a batch committed and moved but not acknowledged is recognised when it comes again: acked, nothing recorded",
       async () => {
         await using b = await broker.open()
