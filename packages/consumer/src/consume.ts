@@ -28,9 +28,11 @@ import {
   openExistingLedger,
   openLedger,
   openQueue,
+  openSource,
   type Queue,
   resolveLedgerUrl,
   resolveRoot,
+  type SourcePort,
   SpoolError,
   scanDir,
   writeReports,
@@ -50,7 +52,10 @@ export const spec = {
     "rewriting ROOT/dup.txt and ROOT/error.csv. SIGINT/SIGTERM/SIGHUP finish the batches in hand and stop\n" +
     "cleanly: exit 0 in watch mode, 4 for a one-shot drain that stopped before inbox/ was empty.\n" +
     "With --watch it keeps running: it drains, then waits for new files (inotify events on inbox/, plus\n" +
-    "a rescan every --rescan as a safety net) and drains again, recovering dead consumers' claims each time.",
+    "a rescan every --rescan as a safety net) and drains again, recovering dead consumers' claims each time.\n" +
+    "With --source URL it consumes a broker instead of inbox/ (amqp://, amqps://, nats://; docs/brokers.md):\n" +
+    "each delivery lands as a file in processing/, goes the way files go, and is acknowledged once moved;\n" +
+    "it drains until the broker has nothing for --idle-wait, or with --watch runs until stopped.",
   options: {
     root,
     ledger: { ...ledger, help: "a postgres:// ledger shared by consumers on many hosts" },
@@ -84,6 +89,14 @@ export const spec = {
     "one-thread": flag(
       "do the renames and reads on the main thread too, instead of on a second thread that overlaps them with the ledger work (for a one-core machine)",
     ),
+    source: text(
+      "URL",
+      "consume a broker instead of inbox/: amqp://USER:PASS@HOST:5672/?queue=Q or nats://HOST:4222/?stream=S&consumer=C",
+    ),
+    "idle-wait": duration("with --source: a drain ends when the broker has nothing for this long", {
+      default: "1s",
+      min: 1,
+    }),
     watch: flag("keep running and consume new files as they arrive, until SIGINT/SIGTERM/SIGHUP", { short: "w" }),
     rescan: duration("with --watch: look at inbox/ at least this often even without events", {
       default: "5s",
@@ -139,6 +152,12 @@ export async function main(argv: readonly string[]): Promise<number> {
         `--concurrency takes at most ${maxConcurrency()} on this machine (4 per core, ${availableParallelism()} cores), not ${concurrency}: more processes only queue for the ledger's write lock. One consume already keeps two cores busy`,
       )
     const isWatching = v.watch
+    const sourceUrl = v.source
+    if (sourceUrl !== undefined && concurrency > 1)
+      throw new SpoolError(
+        "usage",
+        "--concurrency does not take --source: start several `consume --source` processes on the root instead; the broker shares its deliveries among them",
+      )
     const rescanMs = v.rescan
     const batchWindowMs = v["batch-window"]
     const busyTimeoutMs = v["busy-timeout"]
@@ -202,6 +221,13 @@ export async function main(argv: readonly string[]): Promise<number> {
       return code
     }
     const ledger = await openLedger(queue, opening)
+    let source: SourcePort | undefined
+    try {
+      if (sourceUrl !== undefined) source = await openSource(sourceUrl, { log })
+    } catch (error) {
+      await ledger.close()
+      throw error
+    }
     const started = performance.now()
     const batchMs: number[] = []
     let lastBatchAt = started
@@ -222,24 +248,26 @@ export async function main(argv: readonly string[]): Promise<number> {
         },
         ...tuning,
       }
-      const summary = isWatching
-        ? await watch({
-            ...options,
-            rescanMs,
-            batchWindowMs,
-            useEvents: process.env.SPOOL_WATCH_NO_EVENTS !== "1",
-            onDrain: (d) =>
-              log.info("drained", {
-                files: d.claimed,
-                processed: d.processed,
-                duplicates: d.duplicates,
-                rejected: d.rejected,
-                recovered: d.recovered,
-              }),
-          })
-        : await consume(options)
+      const summary = source
+        ? await consume({ ...options, source, idleWaitMs: v["idle-wait"], untilStopped: isWatching })
+        : isWatching
+          ? await watch({
+              ...options,
+              rescanMs,
+              batchWindowMs,
+              useEvents: process.env.SPOOL_WATCH_NO_EVENTS !== "1",
+              onDrain: (d) =>
+                log.info("drained", {
+                  files: d.claimed,
+                  processed: d.processed,
+                  duplicates: d.duplicates,
+                  rejected: d.rejected,
+                  recovered: d.recovered,
+                }),
+            })
+          : await consume(options)
       progress.finish()
-      if (!isWatching) await writeReports(queue, ledger)
+      if (!isWatching || source) await writeReports(queue, ledger)
       const seconds = ((performance.now() - started) / 1000).toFixed(2)
       const reasons = Object.entries(summary.rejectedBy)
         .map(([r, n]) => `${r} ${n}`)
@@ -255,15 +283,19 @@ export async function main(argv: readonly string[]): Promise<number> {
         ...(summary.lost > 0 && { lost: summary.lost }),
         ...(summary.deferred > 0 && { deferred: summary.deferred }),
         ...(summary.transient > 0 && { transient: summary.transient }),
+        ...(source && { redelivered: summary.redelivered }),
         seconds: Number(seconds),
         ...(isStopRequested() && { stopped: "by signal" }),
       })
       if (v["stats-json"])
         fs.writeFileSync(v["stats-json"], JSON.stringify({ ...summary, seconds: Number(seconds), batchMs }))
       // A drain cut short says so, so that `consume && next` does not go on as if it had drained.
-      return !isWatching && isStopRequested() && backlogOf(queue) > 0 ? ExitCode.interrupted : ExitCode.ok
+      // A drain of a source cut short cannot know what the broker still holds: it says so too.
+      const isCutShort = source ? isStopRequested() : backlogOf(queue) > 0
+      return !isWatching && isStopRequested() && isCutShort ? ExitCode.interrupted : ExitCode.ok
     } finally {
       progress.finish()
+      await source?.close()
       await ledger.close()
     }
   }).finally(() => stop.release())

@@ -27,6 +27,8 @@ export {
 } from "./hostile.ts"
 export type { KillObservation, KillRun } from "./kills.ts"
 export { consumeWithRandomKills, killLog, poisonedByKills, summarizeKills } from "./kills.ts"
+export type { TempJetStream } from "./nats.ts"
+export { tempJetStream } from "./nats.ts"
 export { pgUnavailable, tempDatabase } from "./postgres.ts"
 export type { RunResult } from "./process.ts"
 export { captured, childPids, isStopped, run, spool } from "./process.ts"

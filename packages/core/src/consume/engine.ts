@@ -11,11 +11,13 @@ import { moveHere } from "./move.ts"
 import type { ConsumeOptions } from "./options.ts"
 import { Pipeline } from "./pipeline.ts"
 import { recover } from "./recover.ts"
+import { consumeSource } from "./source-loop.ts"
 import type { ConsumeSummary } from "./summary.ts"
 
 /**
  * Drains inbox/ once: recovers abandoned claims, then claims, processes, commits and moves
- * batch after batch until a full pass over inbox/ claims nothing.
+ * batch after batch until a full pass over inbox/ claims nothing. With a `source`, the batches
+ * come from the broker instead, landed as claimed files (consume/source-loop.ts has its steps).
  *
  * The delivery protocol, and what is durable after each step:
  * 1. claim: a ledger transaction records (name, claim_id, owner) for a batch of names.
@@ -55,10 +57,12 @@ class Engine {
     try {
       await c.ledger.registerConsumer(c.owner, now())
       await recover(c)
-      while (!c.isStopping) {
-        const claimedAny = await this.#pass()
-        if (!claimedAny) break
-      }
+      if (c.options.source !== undefined) await consumeSource(c, c.options.source, () => this.#takeDue(now()))
+      else
+        while (!c.isStopping) {
+          const claimedAny = await this.#pass()
+          if (!claimedAny) break
+        }
       await c.ledger.unregisterConsumer(c.owner.ownerId)
     } catch (error) {
       throw withLeftovers(error, await handBack(c, this.#pipeline), c.queue.processing)

@@ -3,6 +3,7 @@ import type { AnyEffect, LedgerPort } from "../ledger/port.ts"
 import type { Log } from "../log.ts"
 import type { Message, MessageType } from "../message/validate.ts"
 import type { Queue } from "../queue/root.ts"
+import type { SourcePort } from "../source/port.ts"
 import type { DeferPolicy } from "../transient.ts"
 import type { ConsumeSummary } from "./summary.ts"
 
@@ -44,6 +45,16 @@ export interface ConsumeOptions<T extends Message = Message, E extends AnyEffect
   readonly readAheadBytes?: number
   /** How long another host's consumer may be silent before its claims count as abandoned. */
   readonly leaseMs?: number
+  /**
+   * Consume this broker source instead of inbox/ (consume/source-loop.ts): each delivery lands as
+   * a claimed file in processing/ and is acknowledged once its file has moved. The caller opens
+   * and closes it.
+   */
+  readonly source?: SourcePort
+  /** With a source: how long a receive waits for the first delivery before a drain ends. */
+  readonly idleWaitMs?: number
+  /** With a source: go on receiving until `signal` stops the run, instead of ending when idle. */
+  readonly untilStopped?: boolean
   /** Stop claiming when aborted; the batches in hand are finished. */
   readonly signal?: AbortSignal
   readonly log?: Log
@@ -63,6 +74,7 @@ export const defaults = {
   maxBytes: 1024 * 1024,
   minAgeMs: 0,
   leaseMs: 120_000,
+  idleWaitMs: 1000,
   /** Bounds the memory a batch read ahead can hold, whatever the size of its files. */
   readAheadBytes: 16 * 1024 * 1024,
 } as const

@@ -25,6 +25,8 @@ export interface ConsumeSummary {
   deferred: number
   /** Files sent to deferred/: their effect failed transiently (TransientError), to be tried again when due. */
   transient: number
+  /** Broker deliveries committed before whose ack was lost: acknowledged again, nothing recorded. */
+  redelivered: number
 }
 
 /** A summary of a run that did nothing yet (to add drains to, as watch mode does). */
@@ -41,6 +43,7 @@ export function emptySummary(): ConsumeSummary {
     batches: 0,
     deferred: 0,
     transient: 0,
+    redelivered: 0,
   }
 }
 

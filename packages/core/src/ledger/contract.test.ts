@@ -12,6 +12,7 @@ import { commits } from "./contract/commits.test.ts"
 import { deferrals } from "./contract/deferrals.test.ts"
 import { failures } from "./contract/failures.test.ts"
 import type { LedgerBackend, LedgerUnderTest } from "./contract/fixture.test.ts"
+import { landings } from "./contract/landings.test.ts"
 import { operator } from "./contract/operator.test.ts"
 import { recovery } from "./contract/recovery.test.ts"
 import { openPostgresLedger, openSqliteLedger } from "./open.ts"
@@ -163,7 +164,7 @@ const ledgerBackends: readonly LedgerBackend[] = [
   },
 ]
 
-const areas = { claims, commits, recovery, deferrals, failures, operator }
+const areas = { claims, commits, recovery, deferrals, failures, operator, landings }
 
 for (const b of ledgerBackends)
   (b.skip === undefined ? describe : describe.skip)(`the ledger contract on ${b.name}`, () => {

@@ -10,6 +10,32 @@ export interface Claim {
   readonly attempts: number
 }
 
+/** Where a landed delivery came from, as its origins row keeps it (text made storable). */
+export interface LandedOrigin {
+  readonly source: string
+  readonly address: string
+  readonly headers?: Readonly<Record<string, string>>
+  readonly messageId?: string
+}
+
+/**
+ * A broker delivery to be claimed as a file in processing/: its landed name, the attempts the
+ * source has counted (its delivery count), the sha256 of its body, and its origin.
+ */
+export interface Landing {
+  readonly name: string
+  readonly attempts: number
+  readonly payloadHash: string
+  readonly deliveryId: string
+  readonly origin: LandedOrigin
+}
+
+/** A landed (name, payload hash) pair as `committedLandings` answers it. */
+export function landingKey(name: string, payloadHash: string): string {
+  // A storable name holds no U+0000 (see storable-text.ts), so the pair cannot be spelt twice.
+  return `${name}\u0000${payloadHash}`
+}
+
 /** Where a committed claim's file goes out of processing/. */
 export type Destination = "done" | "error" | "deferred"
 

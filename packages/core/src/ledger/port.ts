@@ -12,6 +12,7 @@ import type {
   ConflictRow,
   Deferral,
   FailureRecord,
+  Landing,
   OrderProblem,
   Outcome,
   ReplayRecord,
@@ -53,6 +54,17 @@ export interface LedgerPort<E extends AnyEffect = never> {
   forgetConsumers(ownerIds: readonly string[]): Awaitable<void>
   /** Claims the free ones of `names`; the same transaction forgets `forget` (committed claims whose files have durably left processing/). */
   claim(ownerId: string, names: readonly string[], now: string, forget?: readonly Claim[]): Awaitable<Claim[]>
+  /**
+   * Claims landed broker deliveries as `claim` claims names: each free name's claim row with the
+   * landing's attempts, and its origins row, in one transaction (which forgets `forget`).
+   */
+  claimLanded(ownerId: string, landings: readonly Landing[], now: string, forget?: readonly Claim[]): Awaitable<Claim[]>
+  /**
+   * Which of these landed (name, payload hash) pairs a commit has already given an outcome (a
+   * processed, duplicates or failures row, or a deferral, under a claim that landed those bytes
+   * under that name), as `landingKey`s: a redelivery of a delivery whose ack was lost.
+   */
+  committedLandings(pairs: readonly { readonly name: string; readonly payloadHash: string }[]): Awaitable<Set<string>>
   /** Gives up claims `ownerId` still holds; returns how many it held. */
   release(ownerId: string, claims: readonly Claim[]): Awaitable<number>
   /**

@@ -17,6 +17,8 @@ export interface Origin {
   readonly address: string
   /** Transport headers kept for a replay (AMQP properties.headers, NATS headers), text only. */
   readonly headers?: Readonly<Record<string, string>>
+  /** The message's own id where the transport carries one beside the headers (AMQP `message-id`), published back with it. */
+  readonly messageId?: string
 }
 
 /** One delivery of one message, as the source handed it over. */
@@ -57,10 +59,19 @@ export interface SourcePort {
    * and the ledger recognises it.
    */
   ack(deliveries: readonly Delivery[]): Promise<void>
-  /** Hands deliveries back unacknowledged, to be delivered again (a stop before the commit). */
-  release(deliveries: readonly Delivery[]): Promise<void>
+  /**
+   * Hands deliveries back unacknowledged, to be delivered again (a stop before the commit); with
+   * `delayMs`, no sooner than that where the source can delay a redelivery (JetStream's delayed
+   * nak), at once where it cannot (AMQP).
+   */
+  release(deliveries: readonly Delivery[], delayMs?: number): Promise<void>
   /** Keeps deliveries in hand from being redelivered to another consumer meanwhile (JetStream `working()`); a no-op where holding them is enough. */
   keepAlive(deliveries: readonly Delivery[]): Promise<void>
+  /**
+   * How long a delivery in hand stays this consumer's without `keepAlive` (JetStream's
+   * `ack_wait`); undefined where holding it is enough. The engine calls keepAlive well within it.
+   */
+  readonly keepAliveWithinMs?: number
   /** Publishes `body` to `origin.address` and resolves once the broker confirmed it (replay). */
   publish(origin: Origin, body: Uint8Array): Promise<void>
   /** Ends for good: acks already sent are flushed, then the connection closes. */

@@ -1,13 +1,14 @@
 // The PostgreSQL ledger's claim rows: taking a batch of names, listing every claim of a root
 // for recovery, and taking dead owners' claims over. PostgresLedger's methods call these.
+import type { TransactionSQL } from "bun"
 import { type AdoptedRow, adopted, type Claim, type ClaimRow, type RawClaimRow, toClaimRow } from "../model.ts"
 import * as lease from "./lease.ts"
 import type { PostgresLedger } from "./ledger.ts"
 
 /**
  * Claims those of `rows` nobody holds in this root, each under its new claim id, and forgets
- * `forget` (committed claims whose files have left), in one transaction. Returns the claims
- * taken in the caller's order.
+ * `forget` (committed claims whose files have left), in one transaction, in which `andThen`
+ * writes what goes with the claims taken. Returns the claims taken in the caller's order.
  */
 export function claim(
   l: PostgresLedger,
@@ -15,6 +16,7 @@ export function claim(
   rows: readonly { readonly ord: number; readonly name: string; readonly claim_id: string }[],
   now: string,
   forget: readonly Claim[],
+  andThen?: (tx: TransactionSQL, taken: readonly Claim[]) => Promise<void>,
 ): Promise<Claim[]> {
   const gone = forget.map((c) => c.name)
   return l.transaction(async (tx) => {
@@ -47,9 +49,11 @@ export function claim(
       RETURNING name, claim_id`
     const byName = new Map((claimed as { name: string; claim_id: string }[]).map((r) => [r.name, r.claim_id]))
     // Keep the caller's (directory) order.
-    return rows
+    const taken = rows
       .filter((r) => byName.get(r.name) === r.claim_id)
       .map((r) => ({ name: r.name, claimId: r.claim_id, attempts: 1 }))
+    await andThen?.(tx, taken)
+    return taken
   })
 }
 

@@ -30,8 +30,14 @@ export async function claimDue(
       const picked = await tx`
         UPDATE deferrals SET claim_id = ${claimId}
         WHERE root_id = ${l.rootId} AND file = ${d.file} AND claim_id = ${d.claimId} AND next_attempt_at <= ${now}`
-      if (picked.count === 1) claimed.push({ name: d.file, claimId, attempts: 1 })
-      else await tx`DELETE FROM claims WHERE root_id = ${l.rootId} AND name = ${d.file} AND claim_id = ${claimId}`
+      if (picked.count === 1) {
+        claimed.push({ name: d.file, claimId, attempts: 1 })
+        // A landed delivery's origin goes with it to the claim that picks it up (see 0006-origins.sql).
+        await tx`
+          INSERT INTO origins (root_id, claim_id, name, payload_hash, delivery_id, source, address, headers, message_id, landed_at)
+          SELECT root_id, ${claimId}, name, payload_hash, delivery_id, source, address, headers, message_id, landed_at
+          FROM origins WHERE root_id = ${l.rootId} AND claim_id = ${d.claimId}`
+      } else await tx`DELETE FROM claims WHERE root_id = ${l.rootId} AND name = ${d.file} AND claim_id = ${claimId}`
     }
     return claimed
   })

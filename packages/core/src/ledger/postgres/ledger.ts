@@ -11,6 +11,7 @@ import {
   type ConflictRow,
   type Deferral,
   type FailureRecord,
+  type Landing,
   type OrderProblem,
   type Outcome,
   type RawOwner,
@@ -27,6 +28,7 @@ import * as claims from "./claims.ts"
 import { commitBatch } from "./commit.ts"
 import * as deferrals from "./deferrals.ts"
 import { asLedgerError, pgCode, redact, translateFailures } from "./errors.ts"
+import * as landings from "./landings.ts"
 import * as lease from "./lease.ts"
 import { connect, defaultBusyTimeoutMs } from "./open.ts"
 import * as operator from "./operator.ts"
@@ -160,6 +162,21 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
   claim(ownerId: string, names: readonly string[], now: string, forget: readonly Claim[] = []): Promise<Claim[]> {
     const rows = names.map((name, ord) => ({ ord, name, claim_id: this.#nextClaimId(ownerId) }))
     return claims.claim(this, ownerId, rows, now, forget)
+  }
+
+  /** Claims landed deliveries in this root: each free name's claim row with its attempts, and its origins row. */
+  claimLanded(
+    ownerId: string,
+    taken: readonly Landing[],
+    now: string,
+    forget: readonly Claim[] = [],
+  ): Promise<Claim[]> {
+    const rows = taken.map((l, ord) => ({ ord, name: l.name, claim_id: this.#nextClaimId(ownerId) }))
+    return landings.claimLanded(this, ownerId, rows, taken, now, forget)
+  }
+
+  committedLandings(pairs: readonly { readonly name: string; readonly payloadHash: string }[]): Promise<Set<string>> {
+    return landings.committedLandings(this, pairs)
   }
 
   async release(ownerId: string, claims: readonly Claim[]): Promise<number> {

@@ -5,14 +5,15 @@ import horizon0002 from "../../../sql/postgres/0002-horizon.sql" with { type: "t
 import ledgerId0003 from "../../../sql/postgres/0003-ledger-id.sql" with { type: "text" }
 import results0004 from "../../../sql/postgres/0004-results.sql" with { type: "text" }
 import deferrals0005 from "../../../sql/postgres/0005-deferrals.sql" with { type: "text" }
+import origins0006 from "../../../sql/postgres/0006-origins.sql" with { type: "text" }
 import { SpoolError } from "../../errors.ts"
 
 /**
  * Schema migrations, one per version: 1 and 2 in step with the SQLite ones (same numbers, same
  * tables); 3 gives the ledger its identity (SQLite's 3 drops indexes PostgreSQL never had); 4
- * and 5 in step again.
+ * to 6 in step again.
  */
-const migrations: readonly string[] = [init0001, horizon0002, ledgerId0003, results0004, deferrals0005]
+const migrations: readonly string[] = [init0001, horizon0002, ledgerId0003, results0004, deferrals0005, origins0006]
 
 // Serialises migrations between consumers that start at once (any constant works: it only
 // has to be the same for every spool process).

@@ -101,6 +101,7 @@ describe("Ledger.open", () => {
       "duplicates",
       "failures",
       "horizon",
+      "origins",
       "processed",
       "replays",
     ])
@@ -142,7 +143,7 @@ Ledger.open(process.argv[2], { durable: false }).close()
     const db = new Database(t.path, { readonly: true })
     try {
       expect(db.query("PRAGMA user_version").get()).toEqual({ user_version: schemaVersion })
-      expect(db.query("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table'").get()).toEqual({ n: 8 })
+      expect(db.query("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table'").get()).toEqual({ n: 9 })
     } finally {
       db.close()
     }

@@ -3,6 +3,7 @@ import orderCheckSql from "../../../sql/order-check.sql" with { type: "text" }
 import type { Owner } from "../../queue/owner.ts"
 import type { DeferPolicy } from "../../transient.ts"
 import type { HistoryKeys, LedgerHistory } from "../history.ts"
+import { originParams } from "../landings.ts"
 import {
   type AcceptedOutcome,
   type AdoptedRow,
@@ -13,6 +14,8 @@ import {
   type ConflictRow,
   type Deferral,
   type FailureRecord,
+  type Landing,
+  landingKey,
   type OrderProblem,
   type Outcome,
   type RawClaimRow,
@@ -146,6 +149,25 @@ export class SqliteLedger implements LedgerPort<Effect> {
     return claimed
   }
 
+  /** Claims landed deliveries: each free name's claim row with its attempts, and its origins row. */
+  claimLanded(ownerId: string, landings: readonly Landing[], now: string, forget: readonly Claim[] = []): Claim[] {
+    const byName = new Map(landings.map((l) => [l.name, l]))
+    const claims = this.#claimEach(ownerId, [...byName.keys()], now, forget, (name, claimId) => {
+      const l = byName.get(name) as Landing
+      this.#s.setAttempts.run(l.attempts, name, claimId)
+      this.#s.insertOrigin.run(...originParams(claimId, l, now))
+      return true
+    })
+    return claims.map((c) => ({ ...c, attempts: (byName.get(c.name) as Landing).attempts }))
+  }
+
+  committedLandings(pairs: readonly { readonly name: string; readonly payloadHash: string }[]): Set<string> {
+    const found = new Set<string>()
+    for (const p of pairs)
+      if (this.#s.committedLanding.get(p.name, p.payloadHash) !== null) found.add(landingKey(p.name, p.payloadHash))
+    return found
+  }
+
   /** Gives up claims `ownerId` still holds (its files vanished, or go back to inbox/); returns how many. */
   release(ownerId: string, claims: readonly Claim[]): number {
     if (claims.length === 0) return 0
@@ -176,7 +198,12 @@ export class SqliteLedger implements LedgerPort<Effect> {
       due.map((d) => d.file),
       now,
       forget,
-      (name, claimId) => this.#s.pickUpDeferral.run(claimId, name, listed.get(name) ?? "", now).changes === 1,
+      (name, claimId) => {
+        const from = listed.get(name) ?? ""
+        if (this.#s.pickUpDeferral.run(claimId, name, from, now).changes !== 1) return false
+        this.#s.copyOrigin.run(claimId, from)
+        return true
+      },
     )
   }
 

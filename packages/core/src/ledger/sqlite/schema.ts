@@ -6,14 +6,38 @@ import horizon0002 from "../../../sql/sqlite/0002-horizon.sql" with { type: "tex
 import indexes0003 from "../../../sql/sqlite/0003-fewer-indexes.sql" with { type: "text" }
 import results0004 from "../../../sql/sqlite/0004-results.sql" with { type: "text" }
 import deferrals0005 from "../../../sql/sqlite/0005-deferrals.sql" with { type: "text" }
+import origins0006 from "../../../sql/sqlite/0006-origins.sql" with { type: "text" }
 import { SpoolError } from "../../errors.ts"
 import { forSqlite, statements } from "../statements.ts"
 
 /** Schema migrations, applied in order; the index + 1 is the schema version. */
-const migrations: readonly string[] = [init0001, horizon0002, indexes0003, results0004, deferrals0005]
+const migrations: readonly string[] = [init0001, horizon0002, indexes0003, results0004, deferrals0005, origins0006]
 
 /** The newest schema version this spool writes. */
 export const schemaVersion = migrations.length
+
+/** The statements of a landed broker delivery (see ../landings.ts). */
+const landingStatements = {
+  /** The attempts the source counted, on a claim row just inserted with 1. */
+  setAttempts: "UPDATE claims SET attempts = $1 WHERE name = $2 AND claim_id = $3",
+  insertOrigin: `INSERT INTO origins (claim_id, name, payload_hash, delivery_id, source, address, headers, message_id, landed_at)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+  /** A deferred delivery's origin, carried to the claim that picks it up (new claim id first). */
+  copyOrigin: `INSERT INTO origins (claim_id, name, payload_hash, delivery_id, source, address, headers, message_id, landed_at)
+    SELECT $1, name, payload_hash, delivery_id, source, address, headers, message_id, landed_at
+    FROM origins WHERE claim_id = $2`,
+  /**
+   * Whether a claim that landed these bytes under this name has an outcome: its processed,
+   * duplicates or failures row (a poison failure, never read, has no payload hash: the origin
+   * has it), or a deferral it holds. Found through the claim ids, which every outcome table indexes.
+   */
+  committedLanding: `SELECT 1 AS found FROM origins o WHERE o.name = $1 AND o.payload_hash = $2 AND (
+      EXISTS (SELECT 1 FROM processed p WHERE p.claim_id = o.claim_id)
+      OR EXISTS (SELECT 1 FROM duplicates d WHERE d.claim_id = o.claim_id)
+      OR EXISTS (SELECT 1 FROM failures f WHERE f.claim_id = o.claim_id)
+      OR EXISTS (SELECT 1 FROM deferrals r WHERE r.claim_id = o.claim_id))
+    LIMIT 1`,
+} as const
 
 /** The prepared statements of a ledger, by name. */
 export type Statements = ReturnType<typeof prepare>
@@ -79,6 +103,10 @@ export function prepare(db: Database) {
        WHERE next_attempt_at <= ? ORDER BY next_attempt_at, file LIMIT ?`,
     ),
     nextDeferral: q("SELECT min(next_attempt_at) AS at FROM deferrals"),
+    setAttempts: q(forSqlite(landingStatements.setAttempts)),
+    insertOrigin: q(forSqlite(landingStatements.insertOrigin)),
+    copyOrigin: q(forSqlite(landingStatements.copyOrigin)),
+    committedLanding: q(forSqlite(landingStatements.committedLanding)),
     pickUpDeferral: q("UPDATE deferrals SET claim_id = ? WHERE file = ? AND claim_id = ? AND next_attempt_at <= ?"),
     dropDeferral: q("DELETE FROM deferrals WHERE file = ? AND claim_id = ?"),
     renameDeferral: q("UPDATE deferrals SET file = ? WHERE claim_id = ?"),

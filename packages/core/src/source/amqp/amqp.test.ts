@@ -12,7 +12,6 @@ import {
 import { SpoolError } from "../../errors.ts"
 import type { Log } from "../../log.ts"
 import type { Delivery, SourcePort } from "../port.ts"
-import { messageIdHeader } from "./delivery.ts"
 import { type AmqpSourceOptions, openAmqpSource } from "./source.ts"
 
 const it = await requireServer("RabbitMQ", "127.0.0.1", 5672, "rabbitmq-server -detached")
@@ -207,7 +206,8 @@ it("publishes with a confirm, keeping the message-id and the text headers", asyn
   expect(delivery.origin).toEqual({
     source: `amqp://guest@127.0.0.1:5672/?queue=${q.name}`,
     address: q.name,
-    headers: { trace: "t-1", [messageIdHeader]: "p-1" },
+    headers: { trace: "t-1" },
+    messageId: "p-1",
   })
   await source.ack([delivery])
   await source.publish(delivery.origin, delivery.body)

@@ -3,13 +3,6 @@ import { createHash } from "node:crypto"
 import type { Message, Options } from "amqplib"
 import type { Delivery, Origin } from "../port.ts"
 
-/**
- * The key under which an origin's headers carry the AMQP `message-id` property, so that a
- * replay publishes the message with its identity: the port's Origin has headers, not
- * properties. `publish` turns it back into the property and leaves it out of the headers.
- */
-export const messageIdHeader = "amqp-message-id"
-
 // Headers the broker writes while a message waits or moves: they describe this delivery, not
 // the message, so a replay must not publish them again. A quorum queue would otherwise count a
 // replayed message's deliveries from where the old copy stopped (RabbitMQ sets
@@ -19,28 +12,29 @@ const brokerHeaders = /^x-(delivery-count|acquired-count|death|first-death-.*|la
 /** The Delivery for a message the broker handed over from `queue`. */
 export function toDelivery(message: Message, queue: string, source: string): Delivery {
   const body = new Uint8Array(message.content.buffer, message.content.byteOffset, message.content.byteLength)
-  const messageId: unknown = message.properties.messageId
-  const hasId = typeof messageId === "string" && messageId !== ""
+  const property: unknown = message.properties.messageId
+  const messageId = typeof property === "string" && property !== "" ? property : undefined
   const headers = textHeaders(message.properties.headers)
-  if (hasId) headers[messageIdHeader] = messageId
   return {
-    id: hasId ? messageId : `sha256:${createHash("sha256").update(body).digest("hex")}`,
-    stableId: hasId,
+    id: messageId ?? `sha256:${createHash("sha256").update(body).digest("hex")}`,
+    stableId: messageId !== undefined,
     body,
     deliveryCount: deliveryCount(message.properties.headers),
     redelivered: message.fields.redelivered,
-    origin: { source, address: queue, ...(Object.keys(headers).length > 0 ? { headers } : {}) },
+    origin: {
+      source,
+      address: queue,
+      ...(Object.keys(headers).length > 0 ? { headers } : {}),
+      ...(messageId === undefined ? {} : { messageId }),
+    },
   }
 }
 
 /** The publish options that give a replay of `origin` its identity and headers back. */
 export function publishOptions(origin: Origin): Options.Publish {
   const headers: Record<string, string> = {}
-  let messageId: string | undefined
-  for (const [key, value] of Object.entries(origin.headers ?? {})) {
-    if (key === messageIdHeader) messageId = value
-    else if (!brokerHeaders.test(key)) headers[key] = value
-  }
+  for (const [key, value] of Object.entries(origin.headers ?? {})) if (!brokerHeaders.test(key)) headers[key] = value
+  const messageId = origin.messageId
   return {
     persistent: true,
     // An unroutable message (no queue of that name) comes back as basic.return before its
@@ -72,6 +66,6 @@ function deliveryCount(headers: Message["properties"]["headers"]): number | unde
 function textHeaders(headers: Message["properties"]["headers"]): Record<string, string> {
   const text: Record<string, string> = {}
   for (const [key, value] of Object.entries(headers ?? {}))
-    if (typeof value === "string" && !brokerHeaders.test(key) && key !== messageIdHeader) text[key] = value
+    if (typeof value === "string" && !brokerHeaders.test(key)) text[key] = value
   return text
 }

@@ -150,7 +150,8 @@ class AmqpSource implements SourcePort {
     this.#settle(deliveries, "ack")
   }
 
-  async release(deliveries: readonly Delivery[]): Promise<void> {
+  /** Requeues at once: AMQP 0-9-1 has no delayed requeue, so `delayMs` is not honoured here. */
+  async release(deliveries: readonly Delivery[], _delayMs?: number): Promise<void> {
     this.#settle(deliveries, "requeue")
   }
 

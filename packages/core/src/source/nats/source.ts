@@ -97,6 +97,7 @@ export async function openJetStreamSource(url: string, options: JetStreamSourceO
 class NatsJetStreamSource implements JetStreamSource {
   readonly describe: string
   readonly ackWaitMs: number
+  readonly keepAliveWithinMs: number
   private readonly timeoutMs: number
   private readonly outageMs: number
   private readonly messages = new WeakMap<Delivery, JsMsg>()
@@ -111,6 +112,7 @@ class NatsJetStreamSource implements JetStreamSource {
   ) {
     this.describe = url.describe
     this.ackWaitMs = tuning.ackWaitMs
+    this.keepAliveWithinMs = tuning.ackWaitMs
     this.timeoutMs = tuning.timeoutMs
     this.outageMs = tuning.outageMs
     this.acks = new Acknowledger(link, tuning.timeoutMs, tuning.outageMs)

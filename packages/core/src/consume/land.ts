@@ -1,0 +1,145 @@
+// Landing: a broker delivery becomes a claimed file in processing/, and from there goes the way
+// every file goes (decide, commit, move). See source-loop.ts for the order of the steps.
+import { createHash } from "node:crypto"
+import fs from "node:fs"
+import { join } from "node:path"
+import { fault } from "../_fault.ts"
+import type { Claim, Landing } from "../ledger/model.ts"
+import { renameNoReplace } from "../queue/files.ts"
+import { fitsNameMax } from "../queue/names.ts"
+import type { Delivery } from "../source/port.ts"
+import type { Context, Item } from "./context.ts"
+
+/** A delivery of a batch with its landed name and the sha256 of its body. */
+export interface Arrival {
+  readonly delivery: Delivery
+  readonly name: string
+  readonly hash: string
+}
+
+/**
+ * The name a delivery lands under: `<scheme>-<id>.json` (`nats-ORDERS-17.json`), the queue
+ * added for AMQP, whose ids are the publishers' (`amqp-orders-p-1.json`). Every byte outside
+ * `[A-Za-z0-9._~+=@,-]` is written %XX, `%` included, so two ids never share a name and the name
+ * is a storable, visible file name with no `/`. One past 255 bytes keeps its head and ends in a
+ * hash of the whole: still one name per id.
+ */
+export function landedName(d: Delivery): string {
+  const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(d.origin.source)?.[1]?.toLowerCase() ?? "source"
+  const scope = scheme === "amqp" || scheme === "amqps" ? `amqp-${d.origin.address}` : scheme
+  const stem = `${scope}-${d.id.replaceAll(":", "-")}`
+  const name = `${escapeName(stem)}.json`
+  if (fitsNameMax(name)) return name
+  const digest = createHash("sha256").update(stem).digest("hex").slice(0, 32)
+  let head = escapeName(stem).slice(0, 200)
+  // Never cut an escape in half.
+  head = head.replace(/%[0-9A-F]?$/, "")
+  return `${head}~${digest}.json`
+}
+
+function escapeName(text: string): string {
+  let out = ""
+  for (const c of text) {
+    if (/^[A-Za-z0-9._~+=@,-]$/.test(c)) out += c
+    else for (const b of Buffer.from(c)) out += `%${b.toString(16).toUpperCase().padStart(2, "0")}`
+  }
+  // A leading dot would hide it from every scan of the queue.
+  return out.startsWith(".") ? `%2E${out.slice(1)}` : out
+}
+
+/** Pairs each delivery with its name and hash. */
+export function arrivals(batch: readonly Delivery[]): Arrival[] {
+  return batch.map((delivery) => ({
+    delivery,
+    name: landedName(delivery),
+    hash: Bun.CryptoHasher.hash("sha256", delivery.body, "hex"),
+  }))
+}
+
+/**
+ * Whether a landed pair with an outcome means this very delivery was committed: for a stable id
+ * (the same on every redelivery, different for a message published again) always; for an id made
+ * from the body only when the source says an earlier delivery went unacknowledged. Otherwise the
+ * same bytes arriving again are a new delivery, and the ledger judges it (a duplicate).
+ */
+export function isRecognisable(d: Delivery): boolean {
+  return d.stableId || d.redelivered
+}
+
+/** What a landing's claim records: attempts from the source's count, so the poison rule applies. */
+export function toLanding(a: Arrival): Landing {
+  const o = a.delivery.origin
+  return {
+    name: a.name,
+    attempts: Math.max(1, a.delivery.deliveryCount ?? 1),
+    payloadHash: a.hash,
+    deliveryId: a.delivery.id,
+    origin: {
+      source: o.source,
+      address: o.address,
+      ...(o.headers !== undefined ? { headers: o.headers } : {}),
+      ...(o.messageId !== undefined ? { messageId: o.messageId } : {}),
+    },
+  }
+}
+
+/**
+ * Writes each claimed delivery's body to processing/ under its claimed name, as a producer writes
+ * into inbox/: fully written (and fsynced) under tmp/, then renamed no-replace, then processing/
+ * fsynced once. A claim whose name processing/ already holds (a file no claim explained, left by
+ * hand) is given up. Returns the items now in processing/, their bytes and hash already read;
+ * one whose attempts reached the poison limit is refused unread, as recovery refuses such a file.
+ */
+export async function landClaimed(
+  c: Context,
+  claims: readonly Claim[],
+  byName: ReadonlyMap<string, Arrival>,
+): Promise<Item[]> {
+  const held: Item[] = []
+  const gone: Claim[] = []
+  const poisonAt = Math.max(c.maxAttempts, 2)
+  for (const claim of claims) {
+    const a = byName.get(claim.name) as Arrival
+    if (writeLanded(c, claim, a.delivery.body) !== "moved") {
+      c.log.warn("stray-file", {
+        file: claim.name,
+        problem: "processing/ already holds a file of this name with no claim; the delivery is handed back",
+      })
+      gone.push(claim)
+      continue
+    }
+    const item: Item = { ...claim, isRegular: true, inProcessing: true }
+    if (claim.attempts >= poisonAt)
+      item.outcome = c.decider.reject(
+        item,
+        "poison",
+        `delivered ${claim.attempts} times without being acknowledged`,
+        null,
+      )
+    else {
+      item.read = { ok: true, bytes: a.delivery.body }
+      item.hash = a.hash
+    }
+    held.push(item)
+  }
+  for (const item of held) c.inHand.add(item)
+  await c.ledger.release(c.owner.ownerId, gone)
+  if (held.length > 0) c.sync("processing")
+  fault("after-claim")
+  return held
+}
+
+function writeLanded(c: Context, claim: Claim, body: Uint8Array): "moved" | "exists" | "missing" {
+  const tmp = join(c.queue.tmp, `${process.pid}.${claim.claimId}.land`)
+  const fd = fs.openSync(tmp, "w", 0o644)
+  try {
+    // write(2) may write less than asked (a disk filling up): a short file must never be judged.
+    for (let off = 0; off < body.length; ) off += fs.writeSync(fd, body, off, body.length - off)
+    if (c.durable) fs.fsyncSync(fd)
+  } finally {
+    fs.closeSync(fd)
+  }
+  const moved = renameNoReplace(tmp, join(c.queue.processing, claim.name))
+  if (moved !== "moved") fs.rmSync(tmp, { force: true })
+  return moved
+}

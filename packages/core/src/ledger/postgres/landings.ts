@@ -1,0 +1,60 @@
+// The PostgreSQL ledger's landed broker deliveries (see ../landings.ts): their claims with the
+// source's attempts and their origins rows in one transaction, and which landed pairs already
+// have an outcome, within this root.
+import { originParams } from "../landings.ts"
+import { type Claim, type Landing, landingKey } from "../model.ts"
+import * as claims from "./claims.ts"
+import type { PostgresLedger } from "./ledger.ts"
+
+export async function claimLanded(
+  l: PostgresLedger,
+  ownerId: string,
+  rows: readonly { readonly ord: number; readonly name: string; readonly claim_id: string }[],
+  landings: readonly Landing[],
+  now: string,
+  forget: readonly Claim[],
+): Promise<Claim[]> {
+  const byName = new Map(landings.map((x) => [x.name, x]))
+  const taken = await claims.claim(l, ownerId, rows, now, forget, async (tx, claimed) => {
+    if (claimed.length === 0) return
+    const origins = claimed.map((c) => {
+      const [claim_id, name, payload_hash, delivery_id, source, address, headers, message_id, landed_at] = originParams(
+        c.claimId,
+        byName.get(c.name) as Landing,
+        now,
+      )
+      const attempts = (byName.get(c.name) as Landing).attempts
+      return { claim_id, name, payload_hash, delivery_id, source, address, headers, message_id, landed_at, attempts }
+    })
+    await tx`
+      UPDATE claims c SET attempts = t.attempts
+      FROM jsonb_to_recordset(${origins}::jsonb) AS t(name text, claim_id text, attempts integer)
+      WHERE c.root_id = ${l.rootId} AND c.name = t.name AND c.claim_id = t.claim_id`
+    await tx`
+      INSERT INTO origins (root_id, claim_id, name, payload_hash, delivery_id, source, address, headers, message_id, landed_at)
+      SELECT ${l.rootId}, t.claim_id, t.name, t.payload_hash, t.delivery_id, t.source, t.address, t.headers, t.message_id, t.landed_at
+      FROM jsonb_to_recordset(${origins}::jsonb) AS t(claim_id text, name text, payload_hash text, delivery_id text,
+        source text, address text, headers text, message_id text, landed_at text)`
+  })
+  return taken.map((c) => ({ ...c, attempts: (byName.get(c.name) as Landing).attempts }))
+}
+
+export async function committedLandings(
+  l: PostgresLedger,
+  pairs: readonly { readonly name: string; readonly payloadHash: string }[],
+): Promise<Set<string>> {
+  if (pairs.length === 0) return new Set()
+  const wanted = pairs.map((p) => ({ name: p.name, payload_hash: p.payloadHash }))
+  const rows = (await l.sql`
+    SELECT DISTINCT o.name, o.payload_hash
+    FROM jsonb_to_recordset(${wanted}::jsonb) AS t(name text, payload_hash text)
+    JOIN origins o ON o.root_id = ${l.rootId} AND o.name = t.name AND o.payload_hash = t.payload_hash
+    WHERE EXISTS (SELECT 1 FROM processed p WHERE p.root_id = o.root_id AND p.claim_id = o.claim_id)
+       OR EXISTS (SELECT 1 FROM duplicates d WHERE d.root_id = o.root_id AND d.claim_id = o.claim_id)
+       OR EXISTS (SELECT 1 FROM failures f WHERE f.root_id = o.root_id AND f.claim_id = o.claim_id)
+       OR EXISTS (SELECT 1 FROM deferrals r WHERE r.root_id = o.root_id AND r.claim_id = o.claim_id)`) as {
+    name: string
+    payload_hash: string
+  }[]
+  return new Set(rows.map((r) => landingKey(r.name, r.payload_hash)))
+}

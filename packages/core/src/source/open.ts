@@ -1,0 +1,54 @@
+// The one module that names every source adapter: `--source URL` picks one by its scheme. Each
+// adapter is imported only when its scheme is asked for, so a file queue never loads a broker
+// client (amqplib, the NATS clients).
+import { SpoolError } from "../errors.ts"
+import type { Log } from "../log.ts"
+import type { SourcePort } from "./port.ts"
+
+/** What opening a source may be told, whichever its transport. */
+export interface OpenSourceOptions {
+  /** Where a broker adapter reports lost connections and reconnections. */
+  readonly log?: Log
+  /** The connection's name on the broker (its management UI, `rabbitmqctl`, NATS monitoring). */
+  readonly name?: string
+}
+
+/** The schemes `openSource` takes, for messages that list them. */
+export const sourceSchemes = ["amqp:", "amqps:", "nats:"] as const
+
+/**
+ * Opens the source of `url`: `amqp://` or `amqps://` a RabbitMQ queue (`?queue=Q`), `nats://` a
+ * JetStream durable pull consumer (`?stream=S&consumer=C`). Any other URL is a usage error.
+ */
+export async function openSource(url: string, options: OpenSourceOptions = {}): Promise<SourcePort> {
+  const scheme = schemeOf(url)
+  switch (scheme) {
+    case "amqp:":
+    case "amqps:": {
+      const { openAmqpSource } = await import("./amqp/source.ts")
+      return openAmqpSource(url, {
+        ...(options.log !== undefined ? { log: options.log } : {}),
+        ...(options.name !== undefined ? { connectionName: options.name } : {}),
+      })
+    }
+    case "nats:": {
+      const { openJetStreamSource } = await import("./nats/source.ts")
+      return openJetStreamSource(url, options.name !== undefined ? { name: options.name } : {})
+    }
+    default:
+      throw new SpoolError(
+        "usage",
+        `--source ${JSON.stringify(redact(url))}: ${scheme === undefined ? "not a URL" : `unknown scheme ${scheme}`}; write amqp://USER:PASS@HOST:5672/?queue=QUEUE (RabbitMQ) or nats://HOST:4222/?stream=STREAM&consumer=NAME (NATS JetStream)`,
+      )
+  }
+}
+
+function schemeOf(url: string): string | undefined {
+  const match = /^([a-z][a-z0-9+.-]*:)/i.exec(url)
+  return match?.[1]?.toLowerCase()
+}
+
+/** The URL as an error may print it: a password is never echoed. */
+function redact(url: string): string {
+  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/[^/@:]*):[^/@]*@/i, "$1:***@")
+}
