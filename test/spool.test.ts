@@ -139,6 +139,7 @@ describe("every duration option of every command", () => {
       "consume --defer-max",
       "consume --defer-max-age",
       "consume --busy-timeout",
+      "consume --idle-wait",
       "consume --rescan",
       "consume --batch-window",
       "compact --older-than",
