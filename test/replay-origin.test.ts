@@ -57,7 +57,8 @@ const fixed = '{"msg_id": "r-1", "order_no": "A-1", "seq": 1, "amount": 5.5}'
 
 // The three entry points share one implementation; each case goes through a different one.
 const replay = {
-  spool: (args: readonly string[]) => run(["bun", join(repoRoot, "packages/spool/bin/spool.ts"), "replay", ...args]),
+  spool: (args: readonly string[], env?: Record<string, string>) =>
+    run(["bun", join(repoRoot, "packages/spool/bin/spool.ts"), "replay", ...args], env ? { env } : {}),
   script: (args: readonly string[]) => run(["bun", join(repoRoot, "scripts/replay.ts"), ...args]),
   sh: (args: readonly string[]) => run([join(repoRoot, "packages/ops/dist/replay.sh"), ...args]),
 }
@@ -113,6 +114,49 @@ for (const broker of brokers)
         expect(list(q.root, "done")).toHaveLength(1)
       },
       60_000,
+    )
+
+    broker.it(
+      "killed between the broker's confirm and the file's removal, then replayed again, it is processed once",
+      async () => {
+        await using b = await broker.open()
+        await using q = await tempQueue()
+        const name = await failOne(q.root, b)
+        fs.writeFileSync(join(q.root, "error", name), fixed)
+        const killed = await replay.spool(["--root", q.root, "--source", b.url, name], { SPOOL_FAULT: "after-publish" })
+        expect(killed.exitCode).not.toBe(0)
+        expect(list(q.root, "error")).toEqual([name])
+        const again = await replay.spool(["--root", q.root, "--source", b.url, name])
+        expect(again.exitCode, again.stderr).toBe(0)
+        expect(list(q.root, "error")).toEqual([])
+        const r = await spool("consume", ["--root", q.root, "--source", b.url])
+        expect(r.exitCode, r.stderr).toBe(0)
+        expect(list(q.root, "done")).toHaveLength(1)
+        expect(list(q.root, "error")).toEqual([])
+        expect(fs.readFileSync(join(q.root, "dup.txt"), "utf8").trim()).toBe("")
+        expect(await b.unacked()).toBe(0)
+      },
+      90_000,
+    )
+
+    broker.it(
+      "replayed unchanged, it is consumed again, not taken for a redelivery of its failure, and fails again",
+      async () => {
+        await using b = await broker.open()
+        await using q = await tempQueue()
+        const name = await failOne(q.root, b)
+        const r = await replay.spool(["--root", q.root, "--source", b.url, name])
+        expect(r.exitCode, r.stderr).toBe(0)
+        expect(r.stderr).toContain("warning")
+        expect(list(q.root, "error")).toEqual([])
+        expect((await consume(q.root, b.url)).exitCode).toBe(0)
+        const [again, ...more] = list(q.root, "error")
+        expect(more).toEqual([])
+        expect(again).not.toBe(name)
+        expect(fs.readFileSync(join(q.root, "error", again as string), "utf8")).toBe(bad)
+        expect(await b.unacked()).toBe(0)
+      },
+      90_000,
     )
 
     broker.it(

@@ -17,6 +17,7 @@ import {
   headers as natsHeaders,
   nuid,
 } from "@nats-io/transport-node"
+import { fault } from "../../_fault.ts"
 import { SpoolError } from "../../errors.ts"
 import { type Delivery, type Origin, replayHeader, type SourcePort } from "../port.ts"
 import { Acknowledger, isTransient } from "./acks.ts"
@@ -166,6 +167,7 @@ class NatsJetStreamSource implements JetStreamSource {
           timeout: this.timeoutMs,
           ...(replayed !== undefined ? { headers: replayed } : {}),
         })
+        fault("after-publish")
         return
       } catch (cause) {
         // The client reports "no responders" to a publish this way: no stream listens on the subject.
