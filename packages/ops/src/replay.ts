@@ -45,7 +45,7 @@ const errorClasses = ["business", "format"] as const satisfies readonly ErrorCla
 export const spec = {
   name: "replay",
   usage:
-    "replay.sh [--root DIR] [--] FILE\n" +
+    "replay.sh [--root DIR] [--source URL | --to inbox] [--] FILE\n" +
     "       replay.sh [--root DIR] [--dry-run] [--max-replays N] [--include-unchanged]\n" +
     "                 (FILE... | --match GLOB | --reason REASON | --class CLASS | --id MSG_ID | --all)",
   summary: "Moves failed messages from error/ back to inbox/, marking them replayed in the ledger.",
@@ -65,7 +65,12 @@ export const spec = {
     "its warning. Several FILEs or a selection list the names moved on stdout, one per line, rewrite\n" +
     "the reports once at the end, and exit 1 if any file was refused (the others still move). A\n" +
     "selection that finds nothing exits 0, except --id: a msg_id that no file in error/ carries exits\n" +
-    "1, changing nothing.",
+    "1, changing nothing.\n\n" +
+    "A file a broker delivered (consume --source; the ledger keeps its origin) is published back to its\n" +
+    "queue or stream instead, with --source URL: the URL it came from with its password, which the\n" +
+    "ledger does not keep. It leaves error/ only once the broker has confirmed it, in the transaction\n" +
+    "that marks its replay; a broker that does not confirm leaves it in error/ (exit 1). Without\n" +
+    "--source it is refused, saying the URL to give. --to inbox puts it into the root's inbox/ instead.",
   arguments: [{ name: "FILE", help: "name of a file in error/ (use -- before a name that starts with -)" }],
   options: {
     root,
@@ -294,7 +299,7 @@ async function replayBulk(
     await writeErr(
       isDryRun
         ? `replay: dry run: ${count("would-move")} ${of} would move back to inbox/, ${refused} would be refused; nothing was changed\n`
-        : `replay: moved ${moved} ${of} back to inbox/, refused ${refused}` +
+        : `replay: moved ${moved} ${of} back to ${publishedOf(outcomes)}inbox/, refused ${refused}` +
             (moved > 0 ? "; run consume to process them\n" : "; nothing was changed\n"),
     )
     return refused > 0 ? ExitCode.check : ExitCode.ok
@@ -310,6 +315,12 @@ async function replayBulk(
       }
     }
   }
+}
+
+/** How many of the moved files went back to their broker, as the summary says it. */
+function publishedOf(outcomes: readonly BulkOutcome[]): string {
+  const n = outcomes.filter((o) => o.kind === "moved" && o.replayed.to !== undefined).length
+  return n === 0 ? "" : `their broker (${n}) or `
 }
 
 /** One selected file's lines: stdout lists what moves, stderr says why a file did not or will fail again. */
