@@ -167,6 +167,34 @@ for (const broker of brokers)
     )
 
     broker.it(
+      "a selection publishes each file back, and skips the unchanged ones unless told to take them",
+      async () => {
+        await using b = await broker.open()
+        await using q = await tempQueue()
+        await b.publish(bad)
+        await b.publish(`${bad}6`)
+        expect((await consume(q.root, b.url)).exitCode).toBe(0)
+        const failed = list(q.root, "error")
+        expect(failed).toHaveLength(2)
+        const skipped = await replay.script(["--root", q.root, "--source", b.url, "--all"])
+        expect(skipped.exitCode, skipped.stderr).toBe(0)
+        expect(skipped.stderr).toContain("skipped 2 of 2")
+        expect(list(q.root, "error")).toEqual(failed)
+        const r = await replay.sh(["--root", q.root, "--source", b.url, "--all", "--include-unchanged"])
+        expect(r.exitCode, r.stderr).toBe(0)
+        expect(r.stdout.trim().split("\n").sort()).toEqual(failed)
+        expect(r.stderr).toContain("their broker (2)")
+        expect(list(q.root, "error")).toEqual([])
+        expect((await consume(q.root, b.url)).exitCode).toBe(0)
+        const again = list(q.root, "error")
+        expect(again).toHaveLength(2)
+        expect(again.filter((n) => failed.includes(n))).toEqual([])
+        expect(await b.unacked()).toBe(0)
+      },
+      90_000,
+    )
+
+    broker.it(
       "puts it into inbox/ with --to inbox, and leaves it in error/ when the origin is gone",
       async () => {
         await using b = await broker.open()
