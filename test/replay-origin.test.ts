@@ -195,11 +195,18 @@ for (const broker of brokers)
     )
 
     broker.it(
-      "puts it into inbox/ with --to inbox, and leaves it in error/ when the origin is gone",
+      "refuses another --source, puts it into inbox/ with --to inbox, and leaves it in error/ when the origin is gone",
       async () => {
         await using b = await broker.open()
         await using q = await tempQueue()
         const first = await failOne(q.root, b)
+        // Another queue or stream than the one it came from: refused, nothing changed.
+        await using other = await broker.open()
+        const elsewhere = await replay.spool(["--root", q.root, "--source", other.url, first])
+        expect(elsewhere.exitCode).toBe(1)
+        expect(elsewhere.stderr).toContain("it came from")
+        expect(list(q.root, "error")).toEqual([first])
+        expect(await other.unacked()).toBe(0)
         const toInbox = await replay.sh(["--root", q.root, "--to", "inbox", first])
         expect(toInbox.exitCode, toInbox.stderr).toBe(0)
         expect(list(q.root, "inbox")).toEqual([first])
