@@ -8,6 +8,7 @@ import {
   type LedgerPort,
   openSource,
   type Queue,
+  quoteName,
   replayHeader,
   type SourcePort,
   SpoolError,
@@ -119,7 +120,10 @@ function removeReplayed(path: string, file: string): void {
     fs.unlinkSync(path)
   } catch (error) {
     if (errnoOf(error) === "ENOENT")
-      throw refusal(file, "it left error/ after it was published; the published copy is consumed once")
+      throw new SpoolError(
+        "refused",
+        `${quoteName(file)} was published back, but it left error/ meanwhile: its replay is not marked, and the published copy is consumed once`,
+      )
     throw new SpoolError("io", `cannot remove ${path}: ${String(error)}`, { cause: error })
   }
 }
