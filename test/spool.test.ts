@@ -51,10 +51,10 @@ describe("spool", () => {
   it("keeps a synopsis' continuation lines aligned under the spool words, and its own entry point's words apart", async () => {
     const r = await spool(["replay", "--help"])
     expect(r.stdout).toStartWith(
-      "Usage: spool replay [--root DIR] [--] FILE\n       spool replay [--root DIR] [--dry-run] [--max-replays N] [--include-unchanged]\n                    (FILE... |",
+      "Usage: spool replay [--root DIR] [--source URL | --to inbox] [--] FILE\n       spool replay [--root DIR] [--dry-run] [--max-replays N] [--include-unchanged]\n                    (FILE... |",
     )
     const own = await run(["bun", join(repoRoot, "packages/ops/bin/replay.ts"), "--help"])
-    expect(own.stdout).toStartWith("Usage: replay.sh [--root DIR] [--] FILE\n")
+    expect(own.stdout).toStartWith("Usage: replay.sh [--root DIR] [--source URL | --to inbox] [--] FILE\n")
   })
 
   it("hints at spool COMMAND --help in a usage error of a command it runs", async () => {

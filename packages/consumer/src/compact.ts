@@ -115,7 +115,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       const verb = isDry ? "would remove" : "removed"
       const where = url === undefined ? "" : ` in ${redact(url)} (every root)`
       process.stdout.write(
-        `compact: ${verb} ${files} done/ file(s) (${v.delete ? "deleted" : "archived"}), ${summary.duplicates} duplicate record(s), ${summary.failures} replayed failure(s), ${summary.replays} replay record(s), ${summary.keys} idempotency key(s)${where}\n`,
+        `compact: ${verb} ${files} done/ file(s) (${v.delete ? "deleted" : "archived"}), ${summary.duplicates} duplicate record(s), ${summary.failures} replayed failure(s), ${summary.replays} replay record(s), ${summary.origins} origin record(s), ${summary.keys} idempotency key(s)${where}\n`,
       )
       return ExitCode.ok
     } finally {

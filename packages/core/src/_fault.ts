@@ -6,7 +6,8 @@
 // renamed into processing/, nothing committed), `in-commit` (inside the commit transaction:
 // claims marked, the horizon asked, no processed row inserted yet), `before-recovery` (a run's
 // consumer registered, recovery about to list the claims), `before-attempt` (a file recovery
-// retries alone, read, its attempt not yet counted),
+// retries alone, read, its attempt not yet counted), `after-publish` (a source's publish confirmed
+// by the broker: a replay whose file is still in error/),
 // optionally `step@N` for the N-th time the step is reached. SPOOL_FAULT_SIGNAL=SIGSTOP stops
 // the process there instead (a stall: a paused VM, a hung mount), for a test to resume with
 // SIGCONT. SPOOL_CRASH_ON=name kills the process whenever it reads that file (a poison
@@ -23,6 +24,7 @@ const steps = [
   "in-commit",
   "before-recovery",
   "before-attempt",
+  "after-publish",
 ] as const
 
 /** The protocol steps a test can crash at. */

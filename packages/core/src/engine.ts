@@ -16,7 +16,7 @@ export { emptySummary } from "./consume/summary.ts"
 export { ExitCode, errnoOf, exitCodeFor, SpoolError } from "./errors.ts"
 export type { Binding } from "./ledger/binding.ts"
 export type { ClaimEntry, HistoryKeys, LedgerHistory } from "./ledger/history.ts"
-export type { AcceptedOutcome, ClaimRow, FailureRecord } from "./ledger/model.ts"
+export type { AcceptedOutcome, ClaimRow, FailureOrigin, FailureRecord } from "./ledger/model.ts"
 export type { OpenLedgerOptions } from "./ledger/open.ts"
 export {
   checkRootLedger,
@@ -46,4 +46,5 @@ export { createQueue, isMessageName, judgeEntry, openQueue, queueDirs, resolveRo
 export { Exposition, escapeLabel, formatNumber, writeTextfile } from "./report/metrics.ts"
 export { formatOrderResult, reportFiles, writeReports } from "./report/reports.ts"
 export { openSource } from "./source/open.ts"
-export type { SourcePort } from "./source/port.ts"
+export type { Origin, SourcePort } from "./source/port.ts"
+export { replayHeader } from "./source/port.ts"

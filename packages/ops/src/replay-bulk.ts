@@ -4,7 +4,16 @@
 import fs from "node:fs"
 import { join } from "node:path"
 import { classOf, type ErrorClass, type LedgerPort, type Queue, SpoolError } from "@spool/core/engine"
-import { moveAndMark, type RepeatPolicy, type Replayed, readUnchanged, replayRefusal, whyOf } from "./replay-move.ts"
+import {
+  type MoveOutcome,
+  moveAndMark,
+  type RepeatPolicy,
+  type Replayed,
+  readUnchanged,
+  replayRefusal,
+  whyOf,
+} from "./replay-move.ts"
+import { publishAndMark, type ReplayTarget, type SourceHandle, sourceRefusal } from "./replay-publish.ts"
 import { type Repeat, tooOftenRepeat } from "./replay-unchanged.ts"
 
 /** Gives the ledger when first needed (undefined: there is none yet, so nothing is recorded). */
@@ -24,12 +33,16 @@ export interface BulkOptions extends RepeatPolicy {
   /** Decide and report everything, move nothing. */
   readonly isDryRun: boolean
   readonly now: Date
+  /** Where a file a broker delivered goes (default origin: back to the broker; a dropped file always goes to inbox/). */
+  readonly target?: ReplayTarget
+  /** The broker of `--source`, for the files that go back to their origin. */
+  readonly source?: SourceHandle
 }
 
 /** What a bulk replay did with one selected file: `repeat` says why a file moved anyway will fail again. */
 export type BulkOutcome =
   | { readonly file: string; readonly kind: "moved"; readonly replayed: Replayed }
-  | { readonly file: string; readonly kind: "would-move"; readonly repeat: Repeat | undefined }
+  | { readonly file: string; readonly kind: "would-move"; readonly repeat: Repeat | undefined; readonly to?: string }
   | { readonly file: string; readonly kind: "skipped"; readonly repeat: Repeat }
   | { readonly file: string; readonly kind: "refused"; readonly why: string }
 
@@ -157,7 +170,12 @@ async function judge(
   const repeat =
     tooOftenRepeat(count, options.maxReplays) ?? readUnchanged(queue, file, await ledger?.unreplayedFailure(file))
   if (repeat !== undefined && !options.isTakingRepeats) return { file, kind: "skipped", repeat }
-  return { file, kind: "would-move", repeat }
+  const origin = options.target === "inbox" ? undefined : await ledger?.failureOrigin(file)
+  if (origin === undefined) return { file, kind: "would-move", repeat }
+  const o = origin.origin
+  const missing = options.source?.url === undefined ? sourceRefusal(origin, undefined) : undefined
+  if (missing !== undefined) return { file, kind: "refused", why: missing }
+  return { file, kind: "would-move", repeat, to: `${o.source} (${o.address})` }
 }
 
 async function replayOne(
@@ -168,7 +186,15 @@ async function replayOne(
 ): Promise<BulkOutcome> {
   if (ledger === undefined) throw new Error("replayFiles: a real run needs the ledger")
   try {
-    const r = await moveAndMark(queue, ledger, file, options.now, options)
+    const origin = options.target === "inbox" ? undefined : await ledger.failureOrigin(file)
+    let r: MoveOutcome
+    if (origin === undefined) r = await moveAndMark(queue, ledger, file, options.now, options)
+    else {
+      const source = options.source?.url === undefined ? undefined : await options.source.open()
+      const why = sourceRefusal(origin, source)
+      if (why !== undefined || source === undefined) return { file, kind: "refused", why: why ?? "no --source" }
+      r = await publishAndMark(queue, ledger, source, file, origin, options.now, options)
+    }
     return r.kind === "moved"
       ? { file, kind: "moved", replayed: r.replayed }
       : { file, kind: "skipped", repeat: r.repeat }

@@ -21,6 +21,8 @@ export interface Replayed {
   readonly isRecordMarked: boolean
   /** Why it will fail the same way, when it was moved although it repeats. */
   readonly repeat: Repeat | undefined
+  /** The broker and address it was published back to; undefined when it went to inbox/. */
+  readonly to?: string
 }
 
 /** What to do with a file that would fail the same way again. */

@@ -18,6 +18,7 @@ import {
   openExistingLedger,
   openLedger,
   openQueue,
+  type Queue,
   quoteName,
   resolveLedgerUrl,
   resolveRoot,
@@ -26,7 +27,8 @@ import {
 } from "@spool/core/engine"
 import { writeErr, writeOut } from "./_io.ts"
 import { type BulkOutcome, replayFiles, type Selection, selectFiles } from "./replay-bulk.ts"
-import { checkReplayable, type Replayed, replayFile } from "./replay-move.ts"
+import { checkReplayable, type Replayed, refusal, replayFile } from "./replay-move.ts"
+import { publishAndMark, type ReplayTarget, type SourceHandle, sourceHandle, sourceRefusal } from "./replay-publish.ts"
 import { type Repeat, repeatWarning, skippedLine } from "./replay-unchanged.ts"
 
 export type { BulkOptions, BulkOutcome, LedgerSource, Selection } from "./replay-bulk.ts"
@@ -43,7 +45,7 @@ const errorClasses = ["business", "format"] as const satisfies readonly ErrorCla
 export const spec = {
   name: "replay",
   usage:
-    "replay.sh [--root DIR] [--] FILE\n" +
+    "replay.sh [--root DIR] [--source URL | --to inbox] [--] FILE\n" +
     "       replay.sh [--root DIR] [--dry-run] [--max-replays N] [--include-unchanged]\n" +
     "                 (FILE... | --match GLOB | --reason REASON | --class CLASS | --id MSG_ID | --all)",
   summary: "Moves failed messages from error/ back to inbox/, marking them replayed in the ledger.",
@@ -63,7 +65,12 @@ export const spec = {
     "its warning. Several FILEs or a selection list the names moved on stdout, one per line, rewrite\n" +
     "the reports once at the end, and exit 1 if any file was refused (the others still move). A\n" +
     "selection that finds nothing exits 0, except --id: a msg_id that no file in error/ carries exits\n" +
-    "1, changing nothing.",
+    "1, changing nothing.\n\n" +
+    "A file a broker delivered (consume --source; the ledger keeps its origin) is published back to its\n" +
+    "queue or stream instead, with --source URL: the URL it came from with its password, which the\n" +
+    "ledger does not keep. It leaves error/ only once the broker has confirmed it, in the transaction\n" +
+    "that marks its replay; a broker that does not confirm leaves it in error/ (exit 1). Without\n" +
+    "--source it is refused, saying the URL to give. --to inbox puts it into the root's inbox/ instead.",
   arguments: [{ name: "FILE", help: "name of a file in error/ (use -- before a name that starts with -)" }],
   options: {
     root,
@@ -96,6 +103,15 @@ export const spec = {
       "a selection takes the files that would fail the same way too (unchanged format errors, files past --max-replays)",
     ),
     force: flag("the same as --include-unchanged"),
+    source: text(
+      "URL",
+      "the broker a delivered file came from, with its password (the ledger keeps the URL without it): amqp://USER:PASS@HOST:5672/?queue=QUEUE or nats://HOST:4222/?stream=STREAM&consumer=NAME",
+    ),
+    to: choice(
+      "inbox",
+      ["inbox"],
+      "put files a broker delivered into the root's inbox/ instead of publishing them back",
+    ),
   },
 } satisfies CommandSpec
 
@@ -121,21 +137,53 @@ export async function main(argv: readonly string[]): Promise<number> {
     // Every refusal that can be decided without the ledger is decided before opening it.
     checkReplayable(queue, file)
     const ledger = await openLedger(queue, { url })
+    const source = sourceHandle(values.source)
     try {
-      const r = await replayFile(queue, ledger, file, new Date(), defaultMaxReplays)
+      const r = await replayOne(queue, ledger, file, targetOf(values), source)
       await writeReports(queue, ledger)
       await writeErr(`replay: ${movedLine(r)}; run consume to process it\n`)
       if (r.repeat !== undefined) await writeErr(warningLine(r.file, r.repeat))
       return ExitCode.ok
     } finally {
-      await ledger.close()
+      try {
+        await source.close()
+      } finally {
+        await ledger.close()
+      }
     }
   })
 }
 
+function targetOf(values: { readonly to?: string | undefined }): ReplayTarget {
+  return values.to === "inbox" ? "inbox" : "origin"
+}
+
+/** `replay FILE`: to its origin when a broker delivered it (and --to inbox is not given), else to inbox/. */
+async function replayOne(
+  queue: Queue,
+  ledger: LedgerPort,
+  file: string,
+  target: ReplayTarget,
+  source: SourceHandle,
+): Promise<Replayed> {
+  const origin = target === "inbox" ? undefined : await ledger.failureOrigin(file)
+  if (origin === undefined) return replayFile(queue, ledger, file, new Date(), defaultMaxReplays)
+  const opened = source.url === undefined ? undefined : await source.open()
+  const why = sourceRefusal(origin, opened)
+  if (why !== undefined || opened === undefined) throw refusal(file, why ?? "no --source")
+  const policy = { maxReplays: defaultMaxReplays, isTakingRepeats: true }
+  const r = await publishAndMark(queue, ledger, opened, file, origin, new Date(), policy)
+  if (r.kind === "skipped") throw new Error("replayOne: a repeating file was skipped although taken")
+  return r.replayed
+}
+
 function movedLine(r: Replayed): string {
+  const where =
+    r.to === undefined
+      ? `moved ${quoteName(`error/${r.file}`)} back to ${quoteName(`inbox/${r.file}`)}`
+      : `published ${quoteName(`error/${r.file}`)} back to ${r.to}, which confirmed it, and removed it from error/`
   return (
-    `moved ${quoteName(`error/${r.file}`)} back to ${quoteName(`inbox/${r.file}`)}` +
+    where +
     (r.isRecordMarked
       ? ` (failed with ${r.reason ?? "unknown"}; record marked replayed)`
       : " (the ledger had no failure record for it; the replay is logged)")
@@ -218,6 +266,7 @@ async function replayBulk(
     return ledger
   }
   let moved = 0
+  const source = sourceHandle(values.source)
   try {
     const files = await selectFiles(queue, selection, existingLedger)
     if (files.length === 0 && selection.kind === "id") {
@@ -236,7 +285,7 @@ async function replayBulk(
       queue,
       useLedger,
       files,
-      { maxReplays, isTakingRepeats, isDryRun, now: new Date() },
+      { maxReplays, isTakingRepeats, isDryRun, now: new Date(), target: targetOf(values), source },
       async (o) => {
         if (o.kind === "moved") moved++
         await writeOutcome(o)
@@ -250,7 +299,7 @@ async function replayBulk(
     await writeErr(
       isDryRun
         ? `replay: dry run: ${count("would-move")} ${of} would move back to inbox/, ${refused} would be refused; nothing was changed\n`
-        : `replay: moved ${moved} ${of} back to inbox/, refused ${refused}` +
+        : `replay: moved ${moved} ${of} back to ${publishedOf(outcomes)}inbox/, refused ${refused}` +
             (moved > 0 ? "; run consume to process them\n" : "; nothing was changed\n"),
     )
     return refused > 0 ? ExitCode.check : ExitCode.ok
@@ -259,9 +308,19 @@ async function replayBulk(
       // Once for the whole run, and also when it stopped on a runtime failure after some moves.
       if (moved > 0 && ledger !== undefined) await writeReports(queue, ledger)
     } finally {
-      await ledger?.close()
+      try {
+        await source.close()
+      } finally {
+        await ledger?.close()
+      }
     }
   }
+}
+
+/** How many of the moved files went back to their broker, as the summary says it. */
+function publishedOf(outcomes: readonly BulkOutcome[]): string {
+  const n = outcomes.filter((o) => o.kind === "moved" && o.replayed.to !== undefined).length
+  return n === 0 ? "" : `their broker (${n}) or `
 }
 
 /** One selected file's lines: stdout lists what moves, stderr says why a file did not or will fail again. */
@@ -278,6 +337,9 @@ async function writeOutcome(o: BulkOutcome): Promise<void> {
       return writeOut(`${quoteName(o.file)}\n`)
     case "would-move":
       if (o.repeat !== undefined) await writeErr(warningLine(o.file, o.repeat))
+      // A file a broker delivered says where it goes; the others go to inbox/, as the summary says.
+      if (o.to !== undefined)
+        await writeErr(`replay: dry run: ${quoteName(o.file)} would be published back to ${o.to}\n`)
       return writeOut(`${quoteName(o.file)}\n`)
   }
 }

@@ -2,7 +2,7 @@
 // its text made storable. Which landed pair already has an outcome is asked through the origins
 // row's claim id (every outcome table indexes its claim_id): sqlite/schema.ts and
 // postgres/landings.ts ask it in the same words, PostgreSQL's within its root.
-import type { Landing } from "./model.ts"
+import type { FailureOrigin, Landing } from "./model.ts"
 import { toStorableText } from "./storable-text.ts"
 
 /** The parameters of `insertOrigin` for a landing claimed as `claimId` at `now`. */
@@ -21,4 +21,27 @@ export function originParams(claimId: string, l: Landing, now: string): (string 
     o.messageId === undefined ? null : toStorableText(o.messageId),
     now,
   ]
+}
+
+/** An origins row as both ledgers select it for `failureOrigin`. */
+export interface FailureOriginRow {
+  readonly claim_id: string
+  readonly source: string
+  readonly address: string
+  readonly headers: string | null
+  readonly message_id: string | null
+}
+
+/** The `FailureOrigin` of a selected row. */
+export function toFailureOrigin(row: FailureOriginRow): FailureOrigin {
+  const headers = row.headers === null ? undefined : (JSON.parse(row.headers) as Record<string, string>)
+  return {
+    claimId: row.claim_id,
+    origin: {
+      source: row.source,
+      address: row.address,
+      ...(headers !== undefined ? { headers } : {}),
+      ...(row.message_id !== null ? { messageId: row.message_id } : {}),
+    },
+  }
 }

@@ -18,6 +18,12 @@ export interface LandedOrigin {
   readonly messageId?: string
 }
 
+/** The origin of a failure in error/ that a broker delivered, with the claim that failed it (a replay's identity). */
+export interface FailureOrigin {
+  readonly claimId: string
+  readonly origin: LandedOrigin
+}
+
 /**
  * A broker delivery to be claimed as a file in processing/: its landed name, the attempts the
  * source has counted (its delivery count), the sha256 of its body, and its origin.
@@ -110,6 +116,8 @@ export interface CompactSummary {
   readonly duplicates: number
   readonly failures: number
   readonly replays: number
+  /** origins rows of landed broker deliveries no longer needed (see statements.ts forgetOrigins) */
+  readonly origins: number
   /** processed rows (idempotency keys) pruned past the horizon */
   readonly keys: number
 }

@@ -11,6 +11,7 @@ import type {
   CompactSummary,
   ConflictRow,
   Deferral,
+  FailureOrigin,
   FailureRecord,
   Landing,
   OrderProblem,
@@ -65,6 +66,12 @@ export interface LedgerPort<E extends AnyEffect = never> {
    * under that name), as `landingKey`s: a redelivery of a delivery whose ack was lost.
    */
   committedLandings(pairs: readonly { readonly name: string; readonly payloadHash: string }[]): Awaitable<Set<string>>
+  /**
+   * Where the message of `file` in error/ came from, when a broker delivered it: the origins row
+   * of its latest unreplayed failure's claim. Undefined when that failure has none (a file
+   * dropped into inbox/) or there is no unreplayed failure under `file`.
+   */
+  failureOrigin(file: string): Awaitable<FailureOrigin | undefined>
   /** Gives up claims `ownerId` still holds; returns how many it held. */
   release(ownerId: string, claims: readonly Claim[]): Awaitable<number>
   /**

@@ -14,6 +14,15 @@ export const statements = {
   forgetDuplicates: "DELETE FROM duplicates WHERE seen_at < $1",
   forgetReplayedFailures: "DELETE FROM failures WHERE replayed_at IS NOT NULL AND replayed_at < $1",
   forgetReplays: "DELETE FROM replays WHERE replayed_at < $1",
+  /**
+   * A landed delivery's origin is needed while its message may still come back: redelivered (its
+   * claim in hand or deferred) or replayed (its failure still in error/, unreplayed). Past the
+   * retention, a done or replayed one is forgotten with the rest of its history.
+   */
+  forgetOrigins: `DELETE FROM origins WHERE landed_at < $1
+    AND NOT EXISTS (SELECT 1 FROM failures f WHERE f.claim_id = origins.claim_id AND f.replayed_at IS NULL)
+    AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.claim_id = origins.claim_id)
+    AND NOT EXISTS (SELECT 1 FROM deferrals r WHERE r.claim_id = origins.claim_id)`,
   /** Each order's highest pruned seq, kept so that a redelivery of a pruned key is not taken as new. */
   raiseHorizon: `INSERT INTO horizon (order_no, max_seq, pruned, pruned_at)
     SELECT order_no, MAX(seq), COUNT(*), $1 FROM processed WHERE processed_at < $2 GROUP BY order_no
@@ -57,7 +66,7 @@ export async function runStepsAsync<T>(
 }
 
 /**
- * Retention, in the caller's transaction: history (duplicates, replayed failures, replays) older
+ * Retention, in the caller's transaction: history (duplicates, replayed failures, replays, origins) older
  * than `historyCutoff` and, when `keyCutoff` is given, processed rows (idempotency keys) older
  * than it, each order's highest pruned seq raised in `horizon` first. Returns what was removed.
  */
@@ -65,10 +74,11 @@ export function* prune(historyCutoff: string, keyCutoff: string | undefined, now
   const duplicates = yield [statements.forgetDuplicates, [historyCutoff]]
   const failures = yield [statements.forgetReplayedFailures, [historyCutoff]]
   const replays = yield [statements.forgetReplays, [historyCutoff]]
+  const origins = yield [statements.forgetOrigins, [historyCutoff]]
   let keys = 0
   if (keyCutoff !== undefined) {
     yield [statements.raiseHorizon, [now, keyCutoff]]
     keys = yield [statements.pruneKeys, [keyCutoff]]
   }
-  return { duplicates, failures, replays, keys }
+  return { duplicates, failures, replays, origins, keys }
 }

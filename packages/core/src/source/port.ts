@@ -21,6 +21,16 @@ export interface Origin {
   readonly messageId?: string
 }
 
+/**
+ * The header a replay publishes a failed message back with: the claim id of the failure it
+ * replays. A delivery carrying it takes its identity from it (each adapter's `id`), not from
+ * the original message-id or a new stream sequence, so the republished message lands under a
+ * name of its own (never the failed one's, which the ledger would take for a redelivery of that
+ * failure), and a second publish of the same replay (after a crash between the broker's confirm
+ * and the file's removal) is recognised as that message again and processed once.
+ */
+export const replayHeader = "spool-replay-of"
+
 /** One delivery of one message, as the source handed it over. */
 export interface Delivery {
   /**

@@ -5,7 +5,7 @@
 import { expect, it } from "bun:test"
 import { TransientError } from "../../transient.ts"
 import { type Claim, type Landing, landingKey } from "../model.ts"
-import { accepted, type LedgerBackend, NOW, rejected } from "./fixture.test.ts"
+import { accepted, FAR, fail, LATER, type LedgerBackend, NOW, rejected } from "./fixture.test.ts"
 
 function landing(name: string, payloadHash: string, attempts = 1): Landing {
   return {
@@ -104,5 +104,67 @@ export function landings(b: LedgerBackend): void {
     expect(await t.commit("o", [accepted(picked, "m-d", { hash: "h-d" })], due)).toEqual(["processed"])
     expect(await t.ledger.deferralCounts(due)).toEqual({ deferred: 0, due: 0 })
     expect(await t.ledger.committedLandings([pair("d.json", "h-d")])).toEqual(key)
+  })
+
+  it("gives the origin of a landed failure in error/ until it is replayed, and none for a dropped file", async () => {
+    await using t = await b.open()
+    const [a, z] = (await t.ledger.claimLanded("o", [landing("a.json", "h-a"), landing("z.json", "h-z")], NOW)) as [
+      Claim,
+      Claim,
+    ]
+    expect(await t.ledger.failureOrigin("a.json")).toBeUndefined()
+    await t.commit("o", [rejected(a, "parse", { hash: "h-a" }), accepted(z, "m-z", { hash: "h-z" })], NOW)
+    await t.ledger.claim("o", [], NOW, [a, z])
+    await fail(t.ledger, [["dropped.json", "parse"]])
+    expect(await t.ledger.failureOrigin("a.json")).toEqual({
+      claimId: a.claimId,
+      origin: {
+        source: "nats://127.0.0.1:4222/?stream=ORDERS&consumer=spool",
+        address: "orders.new",
+        headers: { trace: "t\u0000x" },
+        // Stored as storable text: the lone surrogate written out.
+        messageId: "m\\ud800",
+      },
+    })
+    // Processed, not in error/: nothing to replay.
+    expect(await t.ledger.failureOrigin("z.json")).toBeUndefined()
+    expect(await t.ledger.failureOrigin("dropped.json")).toBeUndefined()
+    expect(await t.ledger.markReplayed("a.json", NOW)).toBe(true)
+    expect(await t.ledger.failureOrigin("a.json")).toBeUndefined()
+  })
+
+  it("compact forgets the origins no redelivery or replay needs any more, past the retention", async () => {
+    await using t = await b.open()
+    const [done, failed, replayed] = (await t.ledger.claimLanded(
+      "o",
+      [
+        landing("done.json", "h-d"),
+        landing("failed.json", "h-f"),
+        landing("replayed.json", "h-r"),
+        landing("held.json", "h-h"),
+      ],
+      NOW,
+    )) as [Claim, Claim, Claim]
+    await t.commit(
+      "o",
+      [
+        accepted(done, "m-d", { hash: "h-d" }),
+        rejected(failed, "parse", { hash: "h-f" }),
+        rejected(replayed, "parse", { hash: "h-r" }),
+      ],
+      NOW,
+    )
+    await t.ledger.claim("o", [], NOW, [done, failed, replayed])
+    await t.ledger.markReplayed("replayed.json", NOW)
+    const names = async () => (await t.rows("SELECT name FROM origins ORDER BY name")).map((r) => r.name)
+    // Within the retention every origin stays.
+    expect((await t.ledger.compact(NOW, undefined, LATER)).origins).toBe(0)
+    expect((await t.ledger.compact(FAR, undefined, LATER, { dryRun: true })).origins).toBe(2)
+    expect(await names()).toEqual(["done.json", "failed.json", "held.json", "replayed.json"])
+    // Past it: the failure still in error/ and the claim still in hand keep theirs.
+    expect((await t.ledger.compact(FAR, undefined, LATER)).origins).toBe(2)
+    expect(await names()).toEqual(["failed.json", "held.json"])
+    expect((await t.ledger.failureOrigin("failed.json"))?.claimId).toBe(failed.claimId)
+    expect(await t.ledger.committedLandings([pair("held.json", "h-h")])).toEqual(new Set())
   })
 }

@@ -185,6 +185,7 @@ export function operator(b: LedgerBackend): void {
       duplicates: 1,
       failures: 1,
       replays: 1,
+      origins: 0,
       keys: 0,
     })
     expect(await t.ledger.failureReasons()).toEqual(new Map([["open.json", "parse"]]))
@@ -194,6 +195,7 @@ export function operator(b: LedgerBackend): void {
       duplicates: 1,
       failures: 0,
       replays: 1,
+      origins: 0,
       keys: 1,
     })
     expect(await t.rows("SELECT msg_id FROM processed")).toEqual([{ msg_id: "m-new" }])

@@ -1,8 +1,8 @@
 // The PostgreSQL ledger's landed broker deliveries (see ../landings.ts): their claims with the
 // source's attempts and their origins rows in one transaction, and which landed pairs already
 // have an outcome, within this root.
-import { originParams } from "../landings.ts"
-import { type Claim, type Landing, landingKey } from "../model.ts"
+import { type FailureOriginRow, originParams, toFailureOrigin } from "../landings.ts"
+import { type Claim, type FailureOrigin, type Landing, landingKey } from "../model.ts"
 import * as claims from "./claims.ts"
 import type { PostgresLedger } from "./ledger.ts"
 
@@ -57,4 +57,15 @@ export async function committedLandings(
     payload_hash: string
   }[]
   return new Set(rows.map((r) => landingKey(r.name, r.payload_hash)))
+}
+
+/** The origins row of the latest unreplayed failure under `file` in this root's error/, if it has one. */
+export async function failureOrigin(l: PostgresLedger, file: string): Promise<FailureOrigin | undefined> {
+  const rows = (await l.sql`
+    SELECT o.claim_id, o.source, o.address, o.headers, o.message_id
+    FROM (SELECT claim_id FROM failures WHERE root_id = ${l.rootId} AND file = ${file} AND replayed_at IS NULL
+          ORDER BY id DESC LIMIT 1) f
+    JOIN origins o ON o.root_id = ${l.rootId} AND o.claim_id = f.claim_id`) as FailureOriginRow[]
+  const [row] = rows
+  return row === undefined ? undefined : toFailureOrigin(row)
 }

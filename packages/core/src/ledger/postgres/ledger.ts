@@ -10,6 +10,7 @@ import {
   type CompactSummary,
   type ConflictRow,
   type Deferral,
+  type FailureOrigin,
   type FailureRecord,
   type Landing,
   type OrderProblem,
@@ -173,6 +174,10 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
   ): Promise<Claim[]> {
     const rows = taken.map((l, ord) => ({ ord, name: l.name, claim_id: this.#nextClaimId(ownerId) }))
     return landings.claimLanded(this, ownerId, rows, taken, now, forget)
+  }
+
+  failureOrigin(file: string): Promise<FailureOrigin | undefined> {
+    return landings.failureOrigin(this, file)
   }
 
   committedLandings(pairs: readonly { readonly name: string; readonly payloadHash: string }[]): Promise<Set<string>> {

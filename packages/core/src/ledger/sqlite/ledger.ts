@@ -3,7 +3,7 @@ import orderCheckSql from "../../../sql/order-check.sql" with { type: "text" }
 import type { Owner } from "../../queue/owner.ts"
 import type { DeferPolicy } from "../../transient.ts"
 import type { HistoryKeys, LedgerHistory } from "../history.ts"
-import { originParams } from "../landings.ts"
+import { type FailureOriginRow, originParams, toFailureOrigin } from "../landings.ts"
 import {
   type AcceptedOutcome,
   type AdoptedRow,
@@ -13,6 +13,7 @@ import {
   type CompactSummary,
   type ConflictRow,
   type Deferral,
+  type FailureOrigin,
   type FailureRecord,
   type Landing,
   landingKey,
@@ -159,6 +160,11 @@ export class SqliteLedger implements LedgerPort<Effect> {
       return true
     })
     return claims.map((c) => ({ ...c, attempts: (byName.get(c.name) as Landing).attempts }))
+  }
+
+  failureOrigin(file: string): FailureOrigin | undefined {
+    const row = this.#s.failureOrigin.get(file) as FailureOriginRow | null
+    return row === null ? undefined : toFailureOrigin(row)
   }
 
   committedLandings(pairs: readonly { readonly name: string; readonly payloadHash: string }[]): Set<string> {

@@ -1,7 +1,7 @@
 // How an AMQP message becomes a Delivery, and how an Origin becomes a publish again.
 import { createHash } from "node:crypto"
 import type { Message, Options } from "amqplib"
-import type { Delivery, Origin } from "../port.ts"
+import { type Delivery, type Origin, replayHeader } from "../port.ts"
 
 // Headers the broker writes while a message waits or moves: they describe this delivery, not
 // the message, so a replay must not publish them again. A quorum queue would otherwise count a
@@ -15,9 +15,11 @@ export function toDelivery(message: Message, queue: string, source: string): Del
   const property: unknown = message.properties.messageId
   const messageId = typeof property === "string" && property !== "" ? property : undefined
   const headers = textHeaders(message.properties.headers)
+  const base = messageId ?? `sha256:${createHash("sha256").update(body).digest("hex")}`
+  const replayOf = headers[replayHeader]
   return {
-    id: messageId ?? `sha256:${createHash("sha256").update(body).digest("hex")}`,
-    stableId: messageId !== undefined,
+    id: replayOf === undefined ? base : `${base}~replay-${replayOf}`,
+    stableId: messageId !== undefined || replayOf !== undefined,
     body,
     deliveryCount: deliveryCount(message.properties.headers),
     redelivered: message.fields.redelivered,

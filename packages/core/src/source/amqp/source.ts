@@ -29,6 +29,7 @@
 // (github.com/rabbitmq/rabbitmq-server/issues/10327); that message comes again and the
 // ledger recognises it.
 import { type ChannelModel, type ConfirmChannel, type ConsumeMessage, connect } from "amqplib"
+import { fault } from "../../_fault.ts"
 import { SpoolError } from "../../errors.ts"
 import { type Log, silentLog } from "../../log.ts"
 import type { Delivery, Origin, SourcePort } from "../port.ts"
@@ -160,7 +161,7 @@ class AmqpSource implements SourcePort {
   publish(origin: Origin, body: Uint8Array): Promise<void> {
     if (this.#closed) return Promise.reject(new Error(`${this.describe}: publish after close`))
     // One publish at a time: a basic.return then belongs to the one message in flight.
-    const published = this.#publishing.then(() => this.#publishOne(origin, body))
+    const published = this.#publishing.then(() => this.#publishOne(origin, body)).then(() => fault("after-publish"))
     this.#publishing = published.catch(() => {})
     return published
   }

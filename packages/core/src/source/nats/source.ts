@@ -17,8 +17,9 @@ import {
   headers as natsHeaders,
   nuid,
 } from "@nats-io/transport-node"
+import { fault } from "../../_fault.ts"
 import { SpoolError } from "../../errors.ts"
-import type { Delivery, Origin, SourcePort } from "../port.ts"
+import { type Delivery, type Origin, replayHeader, type SourcePort } from "../port.ts"
 import { Acknowledger, isTransient } from "./acks.ts"
 import { ensureConsumer, isApiError } from "./consumer.ts"
 import { Link } from "./link.ts"
@@ -151,8 +152,10 @@ class NatsJetStreamSource implements JetStreamSource {
 
   async publish(origin: Origin, body: Uint8Array): Promise<void> {
     const replayed = replayHeaders(origin.headers)
-    // One id for every attempt of this publish: the stream drops a retry whose first attempt landed.
-    const msgID = nuid.next()
+    // One id for every attempt of this publish: the stream drops a retry whose first attempt landed
+    // (and, within its duplicate window, a replay published again after a crash).
+    const replayOf = origin.headers?.[replayHeader]
+    const msgID = replayOf === undefined ? nuid.next() : `replay-${replayOf}`
     const giveUp = Date.now() + this.outageMs
     for (;;) {
       this.checkOpen()
@@ -164,6 +167,7 @@ class NatsJetStreamSource implements JetStreamSource {
           timeout: this.timeoutMs,
           ...(replayed !== undefined ? { headers: replayed } : {}),
         })
+        fault("after-publish")
         return
       } catch (cause) {
         // The client reports "no responders" to a publish this way: no stream listens on the subject.
@@ -241,8 +245,9 @@ class NatsJetStreamSource implements JetStreamSource {
   private toDelivery(message: JsMsg): Delivery {
     const { info } = message
     const headers = textHeaders(message.headers)
+    const replayOf = headers?.[replayHeader]
     const delivery: Delivery = {
-      id: `${info.stream}:${info.streamSequence}`,
+      id: `${info.stream}:${replayOf === undefined ? info.streamSequence : `replay-${replayOf}`}`,
       stableId: true,
       body: message.data.slice(),
       deliveryCount: info.deliveryCount,
