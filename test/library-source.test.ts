@@ -7,12 +7,21 @@ import type { Database } from "bun:sqlite"
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { type ConsumeSummary, createConsumer, createPostgresConsumer, TransientError } from "@spool/core"
-import { requireServer, tempAmqpQueue, tempDatabase, tempJetStream, tempQueue } from "@spool/test-support"
+import {
+  pgUnavailable,
+  requireServer,
+  tempAmqpQueue,
+  tempDatabase,
+  tempJetStream,
+  tempQueue,
+} from "@spool/test-support"
 import type { SQL } from "bun"
 
 const rabbit = await requireServer("RabbitMQ", "127.0.0.1", 5672, "rabbitmq-server")
 const nats = await requireServer("NATS", "127.0.0.1", 4222, "nats-server -js -a 127.0.0.1 -p 4222")
-const pg = await requireServer("PostgreSQL", "127.0.0.1", 5432, "pg_ctlcluster 16 main start")
+const pgSkip = await pgUnavailable()
+if (pgSkip) console.warn(pgSkip)
+const pg = pgSkip ? it.skip : it
 
 /** A queue or stream of one test. */
 interface Broker extends AsyncDisposable {
