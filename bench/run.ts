@@ -14,6 +14,7 @@ import { join, resolve } from "node:path"
 import { parseArgs } from "node:util"
 import { rng, tempDatabase } from "@spool/test-support"
 import { SQL } from "bun"
+import { brokerCommand, brokerContenders, brokerWith, isBrokerContender } from "./brokers.ts"
 
 const repo = resolve(import.meta.dir, "..")
 const { values: v } = parseArgs({
@@ -43,6 +44,10 @@ if (v.help) {
       "                  settings (rollback journal), baseline-wal is the same loop with WAL;",
       "                  consume-pg runs consume against a fresh PostgreSQL database on",
       "                  $SPOOL_TEST_PG_URL, default the local server (the two backends)",
+      "                  consume-amqp, consume-nats: consume --source from a fresh RabbitMQ queue or",
+      "                  JetStream stream of the same messages, each beside its raw client loop",
+      "                  (amqp-raw, nats-raw: receive and ack only, the transport's floor); they",
+      "                  need the brokers on 127.0.0.1 (5672 guest/guest, 4222 with -js)",
       "  --watch-seconds S  how long to feed consume --watch at 1000 messages/s (default 10)",
       "  --keep          keep the generated data (path printed)",
       "",
@@ -56,6 +61,9 @@ const runs = Number(v.runs ?? 3)
 const consumers = Number(v.consumers ?? 1)
 const watchSeconds = Number(v["watch-seconds"] ?? 10)
 const only = new Set((v.only ?? "consume,consume-1t,floor,baseline,baseline-wal,watch").split(","))
+// A broker's consume figure means something beside its transport's floor: one brings the other.
+if (only.has("consume-amqp")) only.add("amqp-raw")
+if (only.has("consume-nats")) only.add("nats-raw")
 if (!Number.isInteger(N) || N < 1 || !Number.isInteger(runs) || runs < 1 || !Number.isInteger(consumers))
   throw new Error("--messages, --runs and --consumers take positive integers")
 
@@ -273,6 +281,23 @@ async function runOne(
     const out = JSON.parse(t.stdout[0] as string) as { journalMode: string; synchronous: number }
     check(label, root, db, e, false)
     m = { ...measured(contender, run, t), sqlite: { journalMode: out.journalMode, synchronous: out.synchronous } }
+  } else if (isBrokerContender(contender)) {
+    // The messages wait in the broker, not in inbox/; publishing them is not timed.
+    fs.rmSync(join(root, "inbox"), { recursive: true })
+    fs.mkdirSync(join(root, "inbox"))
+    await using broker = await brokerWith(contender, master)
+    const stats = join(base, `${label}.stats.json`)
+    const t = await timed([brokerCommand(contender, broker.url, root, stats)])
+    const unacked = await broker.unacked()
+    if (unacked !== 0) throw new Error(`${label}: ${unacked} messages left unacknowledged`)
+    if (contender.startsWith("consume-")) {
+      check(label, root, join(root, "ledger.db"), e, true)
+      m = measured(contender, run, t, (JSON.parse(fs.readFileSync(stats, "utf8")) as { batchMs: number[] }).batchMs)
+    } else {
+      const { acked } = JSON.parse(t.stdout[0] as string) as { acked: number }
+      if (acked !== e.messages) throw new Error(`${label}: acked ${acked}, expected ${e.messages}`)
+      m = measured(contender, run, t)
+    }
   } else {
     // consume-pg: the same command against a fresh PostgreSQL database (the backend comparison),
     // dropped even when the run fails.
@@ -446,7 +471,7 @@ const results: Measured[] = []
 let watchResult: Awaited<ReturnType<typeof measureWatch>> | undefined
 try {
   for (let r = 1; r <= runs; r++) {
-    for (const c of ["consume", "consume-1t", "floor", "baseline", "baseline-wal", "consume-pg"] as const)
+    for (const c of ["consume", "consume-1t", "floor", "baseline", "baseline-wal", "consume-pg", ...brokerContenders])
       if (only.has(c)) results.push(await runOne(c, r, base, master, expected))
     if (consumers > 1) results.push(await runOne(`consume-x${consumers}`, r, base, master, expected, consumers))
   }
@@ -482,6 +507,8 @@ const ratios = {
   consumeOverBaseline: rate("consume") / rate("baseline"),
   consumeOverBaselineWal: rate("consume") / rate("baseline-wal"),
   consumeOverOneThread: rate("consume") / rate("consume-1t"),
+  consumeAmqpOverRaw: rate("consume-amqp") / rate("amqp-raw"),
+  consumeNatsOverRaw: rate("consume-nats") / rate("nats-raw"),
   ...(consumers > 1 && { [`consumeX${consumers}OverConsume`]: rate(`consume-x${consumers}`) / rate("consume") }),
 }
 
@@ -511,6 +538,12 @@ const lines = [
     (consumers > 1
       ? `, ${consumers} consumers / 1 consumer = ${times(rate(`consume-x${consumers}`) / rate("consume"), 2)}`
       : ""),
+  ...(["amqp", "nats"] as const)
+    .filter((b) => summary[`consume-${b}`] !== undefined)
+    .map(
+      (b) =>
+        `consume-${b} / ${b}-raw = ${times(b === "amqp" ? ratios.consumeAmqpOverRaw : ratios.consumeNatsOverRaw, 2)} (spool from the broker over the client's own receive-and-ack loop)`,
+    ),
   ...(watchResult
     ? [
         `watch mode at ${cell(watchResult.rate, 0)} messages/s for ${watchSeconds} s: arrival in inbox/ to done/ p50 ${cell(watchResult.p50Ms)} ms, p99 ${cell(watchResult.p99Ms)} ms, max ${cell(watchResult.maxMs)} ms`,

@@ -1,7 +1,8 @@
 // consume --source against the machine's RabbitMQ and NATS JetStream, each test on a queue or
 // stream of its own: generated messages end as the same files dropped into inbox/ do (the same
 // rows, reports and error/ files, names aside), random SIGKILLs during a drain change nothing of
-// that and leave nothing unacknowledged, and a message that crashes every consumer is poison.
+// that and leave nothing unacknowledged, nor does a connection cut mid-drain, and a message that
+// crashes every consumer is poison.
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
@@ -13,6 +14,7 @@ import {
   type Snapshot,
   snapshot,
   spool,
+  tcpProxy,
   tempAmqpQueue,
   tempDir,
   tempJetStream,
@@ -207,6 +209,59 @@ for (const broker of brokers)
         expect(await b.unacked()).toBe(0)
       },
       300_000,
+    )
+
+    broker.it(
+      "a connection cut mid-drain (sockets reset, broker out of reach a while) ends in that same state, nothing unacknowledged",
+      async () => {
+        await using dir = await tempDir()
+        const bodies = await generated(dir.path, 300, 31)
+        const expected = await droppedAsFiles(dir.path)
+        await using b = await broker.open()
+        await b.publish(bodies)
+        await using q = await tempQueue()
+        const url = new URL(b.url)
+        await using proxy = await tcpProxy(Number(url.port))
+        const proxied = b.url.replace(`:${url.port}/`, `:${proxy.port}/`)
+        const proc = Bun.spawn(
+          [
+            "bun",
+            "packages/consumer/bin/consume.ts",
+            "--root",
+            q.root,
+            "--source",
+            proxied,
+            "--batch-size",
+            "20",
+            "--idle-wait",
+            "3s",
+            "--quiet",
+          ],
+          { cwd: join(import.meta.dir, ".."), stdout: "ignore", stderr: "pipe" },
+        )
+        const done = () => fs.readdirSync(join(q.root, "done")).length
+        for (let i = 0; i < 600 && done() < 40; i++) await Bun.sleep(10)
+        proxy.cut(1500)
+        const doneAtCut = done()
+        expect(doneAtCut).toBeGreaterThan(0)
+        expect(doneAtCut).toBeLessThan(bodies.length)
+        const code = await proc.exited
+        const stderr = await new Response(proc.stderr).text()
+        expect(code, stderr).toBe(0)
+        // The run connected again by itself after the cut.
+        expect(proxy.forwarded).toBeGreaterThan(1)
+        // What the cut run left (deliveries in hand, acks lost with the sockets) comes again to a rerun.
+        for (let round = 0; round < 5 && (await b.unacked()) > 0; round++) {
+          await Bun.sleep(1200)
+          const again = await consumeSource(q.root, proxied, ["--idle-wait", "3s"])
+          expect(again.exitCode, again.stderr).toBe(0)
+        }
+        const actual = nameFree(q.root, snapshot(q.root))
+        expect(actual.failures.filter((f) => f.startsWith("poison"))).toEqual([])
+        expect(actual).toEqual(expected)
+        expect(await b.unacked()).toBe(0)
+      },
+      120_000,
     )
 
     broker.it(

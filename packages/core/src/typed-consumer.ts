@@ -1,21 +1,21 @@
 import type { Database } from "bun:sqlite"
 import Big from "big.js"
 import type { SQL } from "bun"
-import { consume } from "./consume/engine.ts"
 import type { ConsumeSummary } from "./consume/summary.ts"
 import { SpoolError } from "./errors.ts"
 import { bindingFile, readBinding } from "./ledger/binding.ts"
-import type { AcceptedOutcome, Outcome, Verdict } from "./ledger/model.ts"
+import type { AcceptedOutcome } from "./ledger/model.ts"
 import { openPostgresLedger, openSqliteLedger, resolveLedgerUrl } from "./ledger/open.ts"
-import type { AnyEffect, LedgerPort } from "./ledger/port.ts"
 import { type PostgresEffect, type PostgresLedger, redact } from "./ledger/postgres/ledger.ts"
 import type { Effect, SqliteLedger } from "./ledger/sqlite/ledger.ts"
-import { parseResult, resultText } from "./ledger/verdicts.ts"
 import type { Log } from "./log.ts"
 import type { Message, MessageType } from "./message/validate.ts"
 import { openQueue, type Queue, resolveRoot } from "./queue/root.ts"
-import { writeReports } from "./report/reports.ts"
+import type { SourcePort } from "./source/port.ts"
 import type { DeferPolicy } from "./transient.ts"
+import { ConsumerSource, Drains, drainOnce, type HandledOutcome, Results } from "./typed-drain.ts"
+
+export type { HandledOutcome } from "./typed-drain.ts"
 
 /**
  * A message as a handler sees it: its `amount` is the exact decimal the file wrote (a big.js
@@ -39,19 +39,6 @@ export function minorUnits(amount: Big, scale = 2): bigint {
 /** What a handler may return to have it stored with the processed row: JSON, or nothing. */
 export type Json = string | number | boolean | null | readonly Json[] | { readonly [key: string]: Json | undefined }
 
-/** What became of one message of a batch once its batch committed, as `onOutcome` is told. */
-export interface HandledOutcome {
-  readonly file: string
-  readonly msgId: string
-  /** `processed`, `duplicate`, `conflict`, `handler-rejected`, `beyond-horizon`, `deferred`, `expired`, or `lost` (taken over). */
-  readonly verdict: Verdict
-  /**
-   * The result stored with the msg_id's processed row: the one the handler just returned
-   * (`processed`), or the first processing's (`duplicate`, `conflict`); undefined for none.
-   */
-  readonly result: unknown
-}
-
 /** Which delivery a handler is applying. */
 export interface Delivery {
   readonly file: string
@@ -64,6 +51,16 @@ export interface Delivery {
 export interface ConsumerOptions<T extends Message> {
   /** Queue root; default `$SPOOL_ROOT`, else the root the working directory is in, else `./spool`. */
   readonly root?: string
+  /**
+   * Consume a broker instead of inbox/: a source URL as `spool consume --source` takes
+   * (`amqp://USER:PASS@HOST:5672/?queue=Q`, `nats://HOST:4222/?stream=S&consumer=C`), opened at
+   * the first drain and closed with the consumer, or a source you opened (`openSource`), which
+   * stays yours to close. Each delivery lands as a file in the root and is acknowledged once
+   * its outcome is committed; the root keeps the ledger, error/, deferred/ and the reports.
+   */
+  readonly source?: string | SourcePort
+  /** With a source: a drain ends once the source has had nothing for this long (ms, default 1 s). */
+  readonly idleWaitMs?: number
   /**
    * Your message type: an arktype type that includes spool's required fields, typically
    * `Message.and({ ... })`. Files it rejects go to error/ as missing-field or invalid-field.
@@ -142,12 +139,23 @@ export interface PostgresConsumerConfig<T extends Message> extends ConsumerOptio
 }
 
 /** A consumer bound to one queue and its SQLite ledger. Dispose it (or call close) when done. */
-export interface SpoolConsumer extends Disposable {
+export interface SpoolConsumer extends Disposable, AsyncDisposable {
   readonly queue: Queue
   readonly ledger: SqliteLedger
-  /** Drains inbox/ once and rewrites the reports; stops at a batch boundary when `signal` aborts. */
+  /**
+   * Drains inbox/ (or the source, until it has had nothing for `idleWaitMs`) once and rewrites
+   * the reports; stops at a batch boundary when `signal` aborts.
+   */
   drain(signal?: AbortSignal): Promise<ConsumeSummary>
-  /** Closes the ledger: now, or once the drains in flight have ended. */
+  /**
+   * With a source: receives until `signal` aborts, then finishes and acknowledges the batch in
+   * hand, and rewrites the reports. One drain or watch at a time on a source.
+   */
+  watch(signal: AbortSignal): Promise<ConsumeSummary>
+  /**
+   * Closes the ledger (and a source opened from a URL): now, or once the drains in flight have
+   * ended. `await using` (or awaiting `[Symbol.asyncDispose]()`) waits for it.
+   */
   close(): void
 }
 
@@ -155,9 +163,11 @@ export interface SpoolConsumer extends Disposable {
 export interface PostgresConsumer extends AsyncDisposable {
   readonly queue: Queue
   readonly ledger: PostgresLedger
-  /** Drains inbox/ once and rewrites the reports; stops at a batch boundary when `signal` aborts. */
+  /** Drains inbox/ (or the source, until idle) once and rewrites the reports; stops at a batch boundary when `signal` aborts. */
   drain(signal?: AbortSignal): Promise<ConsumeSummary>
-  /** Waits for the drains in flight, then closes the ledger's connections. */
+  /** With a source: receives until `signal` aborts, as SpoolConsumer's watch. */
+  watch(signal: AbortSignal): Promise<ConsumeSummary>
+  /** Waits for the drains in flight, then closes the source opened from a URL and the ledger's connections. */
   close(): Promise<void>
 }
 
@@ -188,13 +198,23 @@ export function createConsumer<T extends Message>(config: ConsumerConfig<T> = {}
   const results = new Results(ledger, config.onOutcome)
   const effect: Effect | undefined = handle && ((o, db) => results.keep(o, handle(exactOf<T>(o), db, deliveryOf(o))))
   const drains = new Drains()
-  const close = () => void drains.close(() => ledger.close())
+  const source = new ConsumerSource(config.source, config.log)
+  const closing = () =>
+    drains.close(async () => {
+      try {
+        await source.close()
+      } finally {
+        ledger.close()
+      }
+    })
+  const run = runner(drains, source, (r) => drainOnce(queue, ledger, config, effect, results, r))
   return {
     queue,
     ledger,
-    drain: (signal) => drains.start(() => drainOnce(queue, ledger, config, effect, results, signal)),
-    close,
-    [Symbol.dispose]: close,
+    ...run,
+    close: () => void closing(),
+    [Symbol.dispose]: () => void closing(),
+    [Symbol.asyncDispose]: closing,
   }
 }
 
@@ -238,13 +258,49 @@ export async function createPostgresConsumer<T extends Message>(
   const effect: PostgresEffect | undefined =
     handle && (async (o, tx) => results.keep(o, await handle(exactOf<T>(o), tx, deliveryOf(o))))
   const drains = new Drains()
-  const close = () => drains.close(() => ledger.close())
+  const source = new ConsumerSource(config.source, config.log)
+  const close = () =>
+    drains.close(async () => {
+      try {
+        await source.close()
+      } finally {
+        await ledger.close()
+      }
+    })
+  const run = runner(drains, source, (r) => drainOnce(queue, ledger, config, effect, results, r))
+  return { queue, ledger, ...run, close, [Symbol.asyncDispose]: close }
+}
+
+type Run = Parameters<typeof drainOnce>[5]
+
+/** A consumer's drain and watch: one at a time on a source (its deliveries in hand are one batch's). */
+function runner(
+  drains: Drains,
+  source: ConsumerSource,
+  drain: (run: Run) => Promise<ConsumeSummary>,
+): Pick<SpoolConsumer, "drain" | "watch"> {
+  const start = (signal: AbortSignal | undefined, untilStopped: boolean) => {
+    if (source.isSet && drains.isDraining)
+      return Promise.reject(
+        new SpoolError("usage", "this consumer is already draining its source; one drain or watch at a time"),
+      )
+    return drains.start(async () => {
+      const port = await source.port()
+      return drain({ ...(signal && { signal }), ...(port && { source: port, untilStopped }) })
+    })
+  }
   return {
-    queue,
-    ledger,
-    drain: (signal) => drains.start(() => drainOnce(queue, ledger, config, effect, results, signal)),
-    close,
-    [Symbol.asyncDispose]: close,
+    drain: (signal) => start(signal, false),
+    watch: (signal) => {
+      if (!source.isSet)
+        return Promise.reject(
+          new SpoolError(
+            "usage",
+            "watch takes a source (source: URL); a consumer of inbox/ drains, on the schedule you choose, or run `spool consume --watch`",
+          ),
+        )
+      return start(signal, true)
+    },
   }
 }
 
@@ -274,125 +330,4 @@ function deliveryOf(o: AcceptedOutcome): Delivery {
 /** The message with its amount as the exact decimal of its source spelling (`o.amount`). */
 function exactOf<T extends Message>(o: AcceptedOutcome): Exact<T> {
   return { ...(o.message as T), amount: new Big(o.amount) }
-}
-
-/**
- * The results handlers returned in the commit in flight, by claim, and the outcomes told to
- * `onOutcome` once it committed: a redelivery's result is read back from the ledger.
- */
-class Results {
-  readonly #ledger: LedgerPort<never>
-  readonly #onOutcome: ConsumerOptions<Message>["onOutcome"]
-  readonly #returned = new Map<string, unknown>()
-
-  constructor(ledger: LedgerPort<never>, onOutcome: ConsumerOptions<Message>["onOutcome"]) {
-    this.#ledger = ledger
-    this.#onOutcome = onOutcome
-  }
-
-  /** Keeps what a handler returned for its outcome, and returns it for the ledger to store. */
-  keep(o: AcceptedOutcome, result: unknown): unknown {
-    if (this.#onOutcome !== undefined) this.#returned.set(o.claimId, result)
-    return result
-  }
-
-  /** The engine's onCommit: each accepted outcome's verdict and stored result, to onOutcome. */
-  readonly committed = async (outcomes: readonly Outcome[], verdicts: readonly Verdict[]): Promise<void> => {
-    const onOutcome = this.#onOutcome
-    if (onOutcome === undefined) return
-    try {
-      for (const [i, o] of outcomes.entries()) {
-        if (o.kind !== "accepted") continue
-        const verdict = verdicts[i] as Verdict
-        const result =
-          verdict === "processed"
-            ? parseResult(resultText(this.#returned.get(o.claimId)))
-            : verdict === "duplicate" || verdict === "conflict"
-              ? await this.#ledger.resultOf(o.msgId)
-              : undefined
-        await onOutcome({ file: o.name, msgId: o.msgId, verdict, result })
-      }
-    } finally {
-      for (const o of outcomes) this.#returned.delete(o.claimId)
-    }
-  }
-}
-
-/** One drain: the engine with the consumer's settings, then the reports. */
-async function drainOnce<T extends Message, E extends AnyEffect>(
-  queue: Queue,
-  ledger: LedgerPort<E>,
-  config: ConsumerOptions<T>,
-  effect: E | undefined,
-  results: Results,
-  signal: AbortSignal | undefined,
-): Promise<ConsumeSummary> {
-  const summary = await consume<T, E>({
-    queue,
-    ledger,
-    ...(config.type && { type: config.type }),
-    ...(effect && { effect }),
-    ...(signal && { signal }),
-    ...(config.batchSize !== undefined && { batchSize: config.batchSize }),
-    ...(config.maxAttempts !== undefined && { maxAttempts: config.maxAttempts }),
-    ...(config.maxBytes !== undefined && { maxBytes: config.maxBytes }),
-    ...(config.minAgeMs !== undefined && { minAgeMs: config.minAgeMs }),
-    ...(config.durable !== undefined && { durable: config.durable }),
-    ...(config.defer && { defer: config.defer }),
-    ...(config.log && { log: config.log }),
-    ...(config.onOutcome && { onCommit: results.committed }),
-  })
-  await writeReports(queue, ledger)
-  return summary
-}
-
-/** A close asked for, and the promise close() returns. */
-interface Closing {
-  readonly close: () => void | Promise<void>
-  readonly done: PromiseWithResolvers<void>
-}
-
-/** A consumer's drains in flight: closing waits for them rather than closing the ledger under one. */
-class Drains {
-  readonly #inFlight = new Set<Promise<unknown>>()
-  #closing: Closing | undefined
-
-  /** Runs `drain`, unless the consumer is closed or closing. */
-  start<R>(drain: () => Promise<R>): Promise<R> {
-    if (this.#closing !== undefined)
-      return Promise.reject(
-        new SpoolError("usage", "this consumer is closed; create a new one to drain the queue again"),
-      )
-    const running = drain()
-    this.#inFlight.add(running)
-    // A close asked for meanwhile is done by the last drain to end, before its caller resumes.
-    return running.finally(() => {
-      this.#inFlight.delete(running)
-      if (this.#inFlight.size === 0 && this.#closing !== undefined) return this.#closeNow(this.#closing)
-    })
-  }
-
-  /** Refuses new drains and runs `close`: at once when no drain is in flight, else after the last one. */
-  close(close: () => void | Promise<void>): Promise<void> {
-    if (this.#closing === undefined) {
-      this.#closing = { close, done: Promise.withResolvers<void>() }
-      if (this.#inFlight.size === 0) void this.#closeNow(this.#closing)
-    }
-    return this.#closing.done.promise
-  }
-
-  /** Runs the close; the promise returned settles with it but never rejects (its error is close()'s). */
-  #closeNow(c: Closing): Promise<void> {
-    let closed: Promise<void>
-    try {
-      closed = Promise.resolve(c.close())
-    } catch (error) {
-      closed = Promise.reject(error)
-    }
-    c.done.resolve(closed)
-    return closed.then(
-      () => {},
-      () => {},
-    )
-  }
 }

@@ -1,0 +1,214 @@
+// What a typed consumer does around the engine: one drain (or watch) with its settings and its
+// source, the results told to `onOutcome`, and a close that waits for the drains in flight.
+import { consume } from "./consume/engine.ts"
+import type { ConsumeSummary } from "./consume/summary.ts"
+import { SpoolError } from "./errors.ts"
+import type { AcceptedOutcome, Outcome, Verdict } from "./ledger/model.ts"
+import type { AnyEffect, LedgerPort } from "./ledger/port.ts"
+import { parseResult, resultText } from "./ledger/verdicts.ts"
+import type { Log } from "./log.ts"
+import type { Message, MessageType } from "./message/validate.ts"
+import type { Queue } from "./queue/root.ts"
+import { writeReports } from "./report/reports.ts"
+import { openSource } from "./source/open.ts"
+import type { SourcePort } from "./source/port.ts"
+import type { DeferPolicy } from "./transient.ts"
+
+/** What became of one message of a batch once its batch committed, as `onOutcome` is told. */
+export interface HandledOutcome {
+  readonly file: string
+  readonly msgId: string
+  /** `processed`, `duplicate`, `conflict`, `handler-rejected`, `beyond-horizon`, `deferred`, `expired`, or `lost` (taken over). */
+  readonly verdict: Verdict
+  /**
+   * The result stored with the msg_id's processed row: the one the handler just returned
+   * (`processed`), or the first processing's (`duplicate`, `conflict`); undefined for none.
+   */
+  readonly result: unknown
+}
+
+/** The consume settings a typed consumer passes on to each drain. */
+export interface DrainSettings<T extends Message> {
+  readonly type?: MessageType<T>
+  readonly batchSize?: number
+  readonly maxAttempts?: number
+  readonly maxBytes?: number
+  readonly minAgeMs?: number
+  readonly durable?: boolean
+  readonly defer?: Partial<DeferPolicy>
+  readonly idleWaitMs?: number
+  readonly log?: Log
+  readonly onOutcome?: (outcome: HandledOutcome) => void | PromiseLike<void>
+}
+
+/**
+ * The results handlers returned in the commit in flight, by claim, and the outcomes told to
+ * `onOutcome` once it committed: a redelivery's result is read back from the ledger.
+ */
+export class Results {
+  readonly #ledger: LedgerPort<never>
+  readonly #onOutcome: DrainSettings<Message>["onOutcome"]
+  readonly #returned = new Map<string, unknown>()
+
+  constructor(ledger: LedgerPort<never>, onOutcome: DrainSettings<Message>["onOutcome"]) {
+    this.#ledger = ledger
+    this.#onOutcome = onOutcome
+  }
+
+  /** Keeps what a handler returned for its outcome, and returns it for the ledger to store. */
+  keep(o: AcceptedOutcome, result: unknown): unknown {
+    if (this.#onOutcome !== undefined) this.#returned.set(o.claimId, result)
+    return result
+  }
+
+  /** The engine's onCommit: each accepted outcome's verdict and stored result, to onOutcome. */
+  readonly committed = async (outcomes: readonly Outcome[], verdicts: readonly Verdict[]): Promise<void> => {
+    const onOutcome = this.#onOutcome
+    if (onOutcome === undefined) return
+    try {
+      for (const [i, o] of outcomes.entries()) {
+        if (o.kind !== "accepted") continue
+        const verdict = verdicts[i] as Verdict
+        const result =
+          verdict === "processed"
+            ? parseResult(resultText(this.#returned.get(o.claimId)))
+            : verdict === "duplicate" || verdict === "conflict"
+              ? await this.#ledger.resultOf(o.msgId)
+              : undefined
+        await onOutcome({ file: o.name, msgId: o.msgId, verdict, result })
+      }
+    } finally {
+      for (const o of outcomes) this.#returned.delete(o.claimId)
+    }
+  }
+}
+
+/**
+ * A consumer's source: one it was given (the caller's to close), or one it opens from a URL at
+ * its first drain and closes with the consumer.
+ */
+export class ConsumerSource {
+  readonly #given: SourcePort | undefined
+  readonly #url: string | undefined
+  readonly #log: Log | undefined
+  #opened: Promise<SourcePort> | undefined
+
+  constructor(source: string | SourcePort | undefined, log: Log | undefined) {
+    if (typeof source === "string") this.#url = source
+    else this.#given = source
+    this.#log = log
+  }
+
+  get isSet(): boolean {
+    return this.#given !== undefined || this.#url !== undefined
+  }
+
+  /** The source, opened on first use; undefined for a consumer of inbox/. */
+  async port(): Promise<SourcePort | undefined> {
+    if (this.#given !== undefined) return this.#given
+    if (this.#url === undefined) return undefined
+    this.#opened ??= openSource(this.#url, this.#log === undefined ? {} : { log: this.#log })
+    try {
+      return await this.#opened
+    } catch (error) {
+      // An unreachable broker is tried again by the next drain, not remembered as a failure.
+      this.#opened = undefined
+      throw error
+    }
+  }
+
+  /** Closes the source this consumer opened (its acks flushed); a source it was given is left open. */
+  async close(): Promise<void> {
+    const opened = this.#opened
+    this.#opened = undefined
+    if (opened !== undefined) await (await opened.catch(() => undefined))?.close()
+  }
+}
+
+/**
+ * One drain: the engine with the consumer's settings, then the reports. With a source, it
+ * receives until the source has had nothing for `idleWaitMs`, or, `untilStopped`, until `signal`.
+ */
+export async function drainOnce<T extends Message, E extends AnyEffect>(
+  queue: Queue,
+  ledger: LedgerPort<E>,
+  config: DrainSettings<T>,
+  effect: E | undefined,
+  results: Results,
+  run: { readonly signal?: AbortSignal; readonly source?: SourcePort; readonly untilStopped?: boolean },
+): Promise<ConsumeSummary> {
+  const summary = await consume<T, E>({
+    queue,
+    ledger,
+    ...(config.type && { type: config.type }),
+    ...(effect && { effect }),
+    ...(run.signal && { signal: run.signal }),
+    ...(run.source && { source: run.source, untilStopped: run.untilStopped === true }),
+    ...(config.idleWaitMs !== undefined && { idleWaitMs: config.idleWaitMs }),
+    ...(config.batchSize !== undefined && { batchSize: config.batchSize }),
+    ...(config.maxAttempts !== undefined && { maxAttempts: config.maxAttempts }),
+    ...(config.maxBytes !== undefined && { maxBytes: config.maxBytes }),
+    ...(config.minAgeMs !== undefined && { minAgeMs: config.minAgeMs }),
+    ...(config.durable !== undefined && { durable: config.durable }),
+    ...(config.defer && { defer: config.defer }),
+    ...(config.log && { log: config.log }),
+    ...(config.onOutcome && { onCommit: results.committed }),
+  })
+  await writeReports(queue, ledger)
+  return summary
+}
+
+/** A close asked for, and the promise close() returns. */
+interface Closing {
+  readonly close: () => void | Promise<void>
+  readonly done: PromiseWithResolvers<void>
+}
+
+/** A consumer's drains in flight: closing waits for them rather than closing the ledger under one. */
+export class Drains {
+  readonly #inFlight = new Set<Promise<unknown>>()
+  #closing: Closing | undefined
+
+  get isDraining(): boolean {
+    return this.#inFlight.size > 0
+  }
+
+  /** Runs `drain`, unless the consumer is closed or closing. */
+  start<R>(drain: () => Promise<R>): Promise<R> {
+    if (this.#closing !== undefined)
+      return Promise.reject(
+        new SpoolError("usage", "this consumer is closed; create a new one to drain the queue again"),
+      )
+    const running = drain()
+    this.#inFlight.add(running)
+    // A close asked for meanwhile is done by the last drain to end, before its caller resumes.
+    return running.finally(() => {
+      this.#inFlight.delete(running)
+      if (this.#inFlight.size === 0 && this.#closing !== undefined) return this.#closeNow(this.#closing)
+    })
+  }
+
+  /** Refuses new drains and runs `close`: at once when no drain is in flight, else after the last one. */
+  close(close: () => void | Promise<void>): Promise<void> {
+    if (this.#closing === undefined) {
+      this.#closing = { close, done: Promise.withResolvers<void>() }
+      if (this.#inFlight.size === 0) void this.#closeNow(this.#closing)
+    }
+    return this.#closing.done.promise
+  }
+
+  /** Runs the close; the promise returned settles with it but never rejects (its error is close()'s). */
+  #closeNow(c: Closing): Promise<void> {
+    let closed: Promise<void>
+    try {
+      closed = Promise.resolve(c.close())
+    } catch (error) {
+      closed = Promise.reject(error)
+    }
+    c.done.resolve(closed)
+    return closed.then(
+      () => {},
+      () => {},
+    )
+  }
+}
