@@ -3,7 +3,6 @@ import orderCheckSql from "../../../sql/order-check.sql" with { type: "text" }
 import type { Owner } from "../../queue/owner.ts"
 import type { DeferPolicy } from "../../transient.ts"
 import type { HistoryKeys, LedgerHistory } from "../history.ts"
-import { type FailureOriginRow, originParams, toFailureOrigin } from "../landings.ts"
 import {
   type AcceptedOutcome,
   type AdoptedRow,
@@ -16,7 +15,6 @@ import {
   type FailureOrigin,
   type FailureRecord,
   type Landing,
-  landingKey,
   type OrderProblem,
   type Outcome,
   type RawClaimRow,
@@ -30,6 +28,7 @@ import type { LedgerPort } from "../port.ts"
 import type { LedgerStats } from "../stats.ts"
 import { parseResult } from "../verdicts.ts"
 import type { LedgerCheck } from "../verify.ts"
+import * as claims from "./claims.ts"
 import { commitBatch } from "./commit.ts"
 import * as deferrals from "./deferrals.ts"
 import { asLedgerError } from "./errors.ts"
@@ -62,11 +61,18 @@ export class SqliteLedger implements LedgerPort<Effect> {
   readonly path: string
   #claimCounter = 0
   readonly #s: ReturnType<typeof prepare>
+  readonly #claims: claims.ClaimTransactions
 
   private constructor(db: Database, path: string) {
     this.db = db
     this.path = path
     this.#s = prepare(db)
+    this.#claims = {
+      s: this.#s,
+      nextClaimId: (ownerId) => `${ownerId}.${(this.#claimCounter++).toString(36)}`,
+      lazily: (fn) => this.lazily(fn),
+      transaction: (fn) => this.transaction(fn),
+    }
   }
 
   /** Opens the ledger at `path` (`ROOT/ledger.db`), by openDatabase's rules. */
@@ -112,66 +118,20 @@ export class SqliteLedger implements LedgerPort<Effect> {
    * transaction forgets `forget`: committed claims whose files have durably left processing/.
    */
   claim(ownerId: string, names: readonly string[], now: string, forget: readonly Claim[] = []): Claim[] {
-    return this.#claimEach(ownerId, names, now, forget)
-  }
-
-  /**
-   * The claim transaction of `claim` and `claimDue`: forgets `forget`, refreshes the heartbeat,
-   * and inserts a claim row per free name; `take` (run in the same transaction) may still give a
-   * new claim up, by returning false.
-   */
-  #claimEach(
-    ownerId: string,
-    names: readonly string[],
-    now: string,
-    forget: readonly Claim[],
-    take?: (name: string, claimId: string) => boolean,
-  ): Claim[] {
-    const claimed: Claim[] = []
-    // Process-crash durable only (no WAL fsync): the claim rows need to be on disk only before
-    // the commit that follows, and that commit's fsync (synchronous=FULL) makes every earlier
-    // WAL frame durable with it. A power cut before that commit can lose these rows; the files
-    // then sit in processing/ with no claim, and recovery claims and processes them as orphans,
-    // which is right because nothing about them was committed. One fsync per batch saved.
-    this.lazily(() =>
-      this.transaction(() => {
-        // A prepared statement per row: measured faster than one statement over a JSON array,
-        // whose element extraction costs more than the per-call overhead it saves.
-        for (const c of forget) this.#s.forgetClaim.run(c.name, c.claimId, ownerId)
-        this.#s.heartbeat.run(now, ownerId)
-        for (const name of names) {
-          const claimId = `${ownerId}.${(this.#claimCounter++).toString(36)}`
-          if (this.#s.insertClaim.run(name, claimId, ownerId, now).changes !== 1) continue
-          if (take === undefined || take(name, claimId)) claimed.push({ name, claimId, attempts: 1 })
-          else this.#s.releaseClaim.run(name, claimId, ownerId)
-        }
-      }),
-    )
-    return claimed
+    return claims.claimEach(this.#claims, ownerId, names, now, forget)
   }
 
   /** Claims landed deliveries: each free name's claim row with its attempts, and its origins row. */
   claimLanded(ownerId: string, landings: readonly Landing[], now: string, forget: readonly Claim[] = []): Claim[] {
-    const byName = new Map(landings.map((l) => [l.name, l]))
-    const claims = this.#claimEach(ownerId, [...byName.keys()], now, forget, (name, claimId) => {
-      const l = byName.get(name) as Landing
-      this.#s.setAttempts.run(l.attempts, name, claimId)
-      this.#s.insertOrigin.run(...originParams(claimId, l, now))
-      return true
-    })
-    return claims.map((c) => ({ ...c, attempts: (byName.get(c.name) as Landing).attempts }))
+    return claims.claimLanded(this.#claims, ownerId, landings, now, forget)
   }
 
   failureOrigin(file: string): FailureOrigin | undefined {
-    const row = this.#s.failureOrigin.get(file) as FailureOriginRow | null
-    return row === null ? undefined : toFailureOrigin(row)
+    return claims.failureOrigin(this.#s, file)
   }
 
   committedLandings(pairs: readonly { readonly name: string; readonly payloadHash: string }[]): Set<string> {
-    const found = new Set<string>()
-    for (const p of pairs)
-      if (this.#s.committedLanding.get(p.name, p.payloadHash) !== null) found.add(landingKey(p.name, p.payloadHash))
-    return found
+    return claims.committedLandings(this.#s, pairs)
   }
 
   /** Gives up claims `ownerId` still holds (its files vanished, or go back to inbox/); returns how many. */
@@ -192,25 +152,9 @@ export class SqliteLedger implements LedgerPort<Effect> {
     return this.transaction(() => commitBatch(this.db, this.#s, ownerId, outcomes, now, effect, policy))
   }
 
-  /**
-   * Claims due deferred files, like `claim`: a claim row per free name, and the file's deferrals
-   * row made the new claim's, only while it is still the one listed and still due (another
-   * consumer may have taken it and deferred it again meanwhile: that claim is given up at once).
-   */
+  /** Claims due deferred files, like `claim`, each only while still the one listed and due (see claims.ts). */
   claimDue(ownerId: string, due: readonly Deferral[], now: string, forget: readonly Claim[] = []): Claim[] {
-    const listed = new Map(due.map((d) => [d.file, d.claimId]))
-    return this.#claimEach(
-      ownerId,
-      due.map((d) => d.file),
-      now,
-      forget,
-      (name, claimId) => {
-        const from = listed.get(name) ?? ""
-        if (this.#s.pickUpDeferral.run(claimId, name, from, now).changes !== 1) return false
-        this.#s.copyOrigin.run(claimId, from)
-        return true
-      },
-    )
+    return claims.claimDue(this.#claims, ownerId, due, now, forget)
   }
 
   /** The deferrals due at `now`, earliest first, at most `limit`. */
