@@ -1,6 +1,7 @@
-// The broker contenders of bench/run.ts: consume --source from RabbitMQ and from JetStream, each
-// beside a raw client loop that only receives and acks (the transport's floor), on the bench's
-// generated messages published, in name order, to a fresh queue or stream for every run.
+// The broker contenders of the bench (bench/contenders.ts runs them): consume --source from
+// RabbitMQ and from JetStream, each beside a raw client loop that only receives and acks (the
+// transport's floor), on the bench's generated messages published, in name order, to a fresh
+// queue or stream for every run.
 import fs from "node:fs"
 import { join } from "node:path"
 import { tempAmqpQueue, tempJetStream } from "@spool/test-support"

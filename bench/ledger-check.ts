@@ -65,9 +65,10 @@ function count(path: string): number {
 }
 
 /**
- * A ledger with `n` processed rows: bench/run.ts's msg_ids, consume's hashes, file names and
- * claim ids, inserted in a shuffled order as a directory's order shuffles them for consume
- * (in key order the index pages would be packed full, and the checks faster than in use).
+ * A ledger with `n` processed rows: the bench's msg_ids (bench/generated-queue.ts), consume's
+ * hashes, file names and claim ids, inserted in a shuffled order as a directory's order
+ * shuffles them for consume (in key order the index pages would be packed full, and the
+ * checks faster than in use).
  */
 function build(dir: string, n: number): string {
   // The real schema: consume creates and migrates the ledger of an empty queue.

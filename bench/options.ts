@@ -1,0 +1,80 @@
+// The options of `bun run bench` and its --help.
+import { parseArgs } from "node:util"
+
+const usage = [
+  "usage: bun run bench [--messages N] [--runs R] [--million] [--consumers K] [--only LIST] [--watch-seconds S] [--keep]",
+  "  --messages N    queue size (default 100000)",
+  "  --million       queue size 1000000",
+  "  --runs R        runs per contender; the table shows medians (default 3)",
+  "  --consumers K   also run K consume processes at once on one root (scaling)",
+  "  --only LIST     comma-separated subset of consume,consume-1t,floor,baseline,baseline-wal,",
+  "                  watch,consume-pg (default all but consume-pg). consume-1t is consume",
+  "                  --one-thread (what the second thread gains); baseline keeps SQLite's default",
+  "                  settings (rollback journal), baseline-wal is the same loop with WAL;",
+  "                  consume-pg runs consume against a fresh PostgreSQL database on",
+  "                  $SPOOL_TEST_PG_URL, default the local server (the two backends)",
+  "                  consume-amqp, consume-nats: consume --source from a fresh RabbitMQ queue or",
+  "                  JetStream stream of the same messages, each beside its raw client loop",
+  "                  (amqp-raw, nats-raw: receive and ack only, the transport's floor); they",
+  "                  need the brokers on 127.0.0.1 (5672 guest/guest, 4222 with -js)",
+  "  --watch-seconds S  how long to feed consume --watch at 1000 messages/s (default 10)",
+  "  --keep          keep the generated data (path printed)",
+  "",
+].join("\n")
+
+export interface BenchOptions {
+  /** Queue size. */
+  readonly messages: number
+  readonly runs: number
+  /** Consume processes run at once on one root besides the single one; 1 runs none. */
+  readonly consumers: number
+  readonly watchSeconds: number
+  /** The contenders (and `watch`) to run. */
+  readonly only: ReadonlySet<string>
+  readonly keep: boolean
+}
+
+/** The options from `args`; prints the usage and exits on --help. */
+export function parseOptions(args: string[]): BenchOptions {
+  const { values: v } = parseArgs({
+    args,
+    options: {
+      messages: { type: "string" },
+      runs: { type: "string" },
+      million: { type: "boolean" },
+      consumers: { type: "string" },
+      only: { type: "string" },
+      keep: { type: "boolean" },
+      "watch-seconds": { type: "string" },
+      help: { type: "boolean", short: "h" },
+    },
+    strict: true,
+  })
+  if (v.help) {
+    process.stdout.write(usage)
+    process.exit(0)
+  }
+  const messages = v.million ? 1_000_000 : Number(v.messages ?? 100_000)
+  const runs = Number(v.runs ?? 3)
+  const consumers = Number(v.consumers ?? 1)
+  const only = new Set((v.only ?? "consume,consume-1t,floor,baseline,baseline-wal,watch").split(","))
+  // A broker's consume figure means something beside its transport's floor: one brings the other.
+  if (only.has("consume-amqp")) only.add("amqp-raw")
+  if (only.has("consume-nats")) only.add("nats-raw")
+  if (
+    !Number.isInteger(messages) ||
+    messages < 1 ||
+    !Number.isInteger(runs) ||
+    runs < 1 ||
+    !Number.isInteger(consumers)
+  )
+    throw new Error("--messages, --runs and --consumers take positive integers")
+  return {
+    messages,
+    runs,
+    consumers,
+    watchSeconds: Number(v["watch-seconds"] ?? 10),
+    only,
+    keep: v.keep === true,
+  }
+}

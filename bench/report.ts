@@ -1,0 +1,114 @@
+// The bench's output: medians and ratios per contender, every figure in
+// bench/results/<date>-<N>.json, and the Markdown table on stdout.
+import fs from "node:fs"
+import os from "node:os"
+import { join } from "node:path"
+import type { Measured } from "./contenders.ts"
+import { median } from "./figures.ts"
+import type { Expected } from "./generated-queue.ts"
+import type { Machine } from "./machine.ts"
+import type { BenchOptions } from "./options.ts"
+import { repo } from "./shell.ts"
+import type { WatchLatency } from "./watch-latency.ts"
+
+export interface Figures {
+  readonly options: BenchOptions
+  /** How the bench was invoked, as recorded in the results file. */
+  readonly command: string
+  readonly machine: Machine
+  readonly expected: Expected
+  readonly startup: { lagMs: number; replayMs: number } | undefined
+  readonly watch: WatchLatency | undefined
+  readonly results: readonly Measured[]
+}
+
+/** Each contender's medians over its runs, in the order the contenders first ran. */
+function summarize(results: readonly Measured[]) {
+  const contenders = [...new Set(results.map((m) => m.contender))]
+  const med = (c: string, f: (m: Measured) => number | undefined): number =>
+    median(results.filter((m) => m.contender === c).map((m) => f(m) ?? Number.NaN))
+  return Object.fromEntries(
+    contenders.map((c) => [
+      c,
+      {
+        messagesPerSecond: med(c, (m) => m.messagesPerSecond),
+        seconds: med(c, (m) => m.seconds),
+        peakRssMb: med(c, (m) => m.peakRssMb),
+        batchP50Ms: med(c, (m) => m.batchP50Ms),
+        batchP99Ms: med(c, (m) => m.batchP99Ms),
+      },
+    ]),
+  )
+}
+
+/** Writes the results file and prints the table. */
+export function report(f: Figures): void {
+  const { options, machine, expected, startup, watch, results } = f
+  const { messages: N, runs, consumers } = options
+  const summary = summarize(results)
+  const rate = (c: string) => summary[c]?.messagesPerSecond ?? Number.NaN
+  const ratios = {
+    consumeOverFloor: rate("consume") / rate("floor"),
+    consumeOverBaseline: rate("consume") / rate("baseline"),
+    consumeOverBaselineWal: rate("consume") / rate("baseline-wal"),
+    consumeOverOneThread: rate("consume") / rate("consume-1t"),
+    consumeAmqpOverRaw: rate("consume-amqp") / rate("amqp-raw"),
+    consumeNatsOverRaw: rate("consume-nats") / rate("nats-raw"),
+    ...(consumers > 1 && { [`consumeX${consumers}OverConsume`]: rate(`consume-x${consumers}`) / rate("consume") }),
+  }
+
+  const loadAtEnd = os.loadavg()[0] ?? 0
+  const date = new Date().toISOString()
+  fs.mkdirSync(join(repo, "bench/results"), { recursive: true })
+  const file = join(repo, "bench/results", `${date.replaceAll(":", "-").slice(0, 19)}-${N}.json`)
+  const record = {
+    date,
+    command: f.command,
+    machine,
+    loadAtEnd,
+    expected,
+    runs,
+    summary,
+    ratios,
+    startup,
+    watch,
+    results,
+  }
+  fs.writeFileSync(file, `${JSON.stringify(record, null, 2)}\n`)
+
+  const cell = (x: number, d = 1) => (Number.isNaN(x) ? "-" : x.toFixed(d))
+  const times = (x: number, d: number) => (Number.isNaN(x) ? "n/a" : `${x.toFixed(d)}x`)
+  const lines = [
+    `${N} messages (${expected.distinct} distinct, ${expected.duplicates} duplicates, ${expected.bad} bad), medians of ${runs} runs, ${machine.nproc} cores (${machine.cpu}), ${machine.filesystem}, commit ${machine.commit}`,
+    "",
+    "| contender | messages/s | seconds | batch p50 ms | batch p99 ms | peak RSS MB |",
+    "|---|---:|---:|---:|---:|---:|",
+    ...Object.entries(summary).map(
+      ([c, s]) =>
+        `| ${c} | ${cell(s.messagesPerSecond, 0)} | ${cell(s.seconds, 2)} | ${cell(s.batchP50Ms)} | ${cell(s.batchP99Ms)} | ${cell(s.peakRssMb)} |`,
+    ),
+    "",
+    `consume / floor = ${times(ratios.consumeOverFloor, 2)}, consume / baseline = ${times(ratios.consumeOverBaseline, 1)}, consume / baseline-wal = ${times(ratios.consumeOverBaselineWal, 1)}, consume / consume-1t = ${times(ratios.consumeOverOneThread, 2)}` +
+      (consumers > 1
+        ? `, ${consumers} consumers / 1 consumer = ${times(rate(`consume-x${consumers}`) / rate("consume"), 2)}`
+        : ""),
+    ...(["amqp", "nats"] as const)
+      .filter((b) => summary[`consume-${b}`] !== undefined)
+      .map(
+        (b) =>
+          `consume-${b} / ${b}-raw = ${times(b === "amqp" ? ratios.consumeAmqpOverRaw : ratios.consumeNatsOverRaw, 2)} (spool from the broker over the client's own receive-and-ack loop)`,
+      ),
+    ...(watch
+      ? [
+          `watch mode at ${cell(watch.rate, 0)} messages/s for ${options.watchSeconds} s: arrival in inbox/ to done/ p50 ${cell(watch.p50Ms)} ms, p99 ${cell(watch.p99Ms)} ms, max ${cell(watch.maxMs)} ms`,
+        ]
+      : []),
+    ...(startup
+      ? [`start-up (median of 11): lag.sh ${cell(startup.lagMs, 0)} ms, replay.sh ${cell(startup.replayMs, 0)} ms`]
+      : []),
+    `load average (1 min): ${cell(machine.loadAtStart, 2)} at start, ${cell(loadAtEnd, 2)} at end`,
+    ...Object.entries(machine.jscOptions).map(([k, v]) => `with ${k}=${v} for every contender`),
+    `figures: ${file.slice(repo.length + 1)}`,
+  ]
+  process.stdout.write(`${lines.join("\n")}\n`)
+}

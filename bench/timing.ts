@@ -1,0 +1,41 @@
+// Contenders run as separate processes, timed from outside: wall time and peak RSS.
+import fs from "node:fs"
+import os from "node:os"
+import { join } from "node:path"
+import { repo } from "./shell.ts"
+
+// GNU time reports the peak RSS after exit; without it, /proc is polled while the process runs.
+const hasTime = fs.existsSync("/usr/bin/time")
+
+/** Runs the processes at once; wall time until the last exits, peak RSS of the largest. */
+export async function timed(cmds: string[][]): Promise<{ seconds: number; peakRssMb: number; stdout: string[] }> {
+  const timeFiles = cmds.map((_, i) => join(os.tmpdir(), `spool-bench-time-${process.pid}-${i}`))
+  const started = performance.now()
+  const procs = cmds.map((cmd, i) =>
+    Bun.spawn(hasTime ? ["/usr/bin/time", "-f", "%M", "-o", timeFiles[i] as string, ...cmd] : cmd, {
+      cwd: repo,
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "inherit",
+    }),
+  )
+  const hwm = procs.map(() => 0)
+  const poll = hasTime
+    ? undefined
+    : setInterval(() => {
+        for (const [i, p] of procs.entries()) {
+          try {
+            const m = /VmHWM:\s+(\d+)/.exec(fs.readFileSync(`/proc/${p.pid}/status`, "utf8"))
+            if (m) hwm[i] = Math.max(hwm[i] ?? 0, Number(m[1]))
+          } catch {}
+        }
+      }, 5)
+  const stdout = await Promise.all(procs.map((p) => new Response(p.stdout).text()))
+  const codes = await Promise.all(procs.map((p) => p.exited))
+  const seconds = (performance.now() - started) / 1000
+  if (poll) clearInterval(poll)
+  for (const [i, code] of codes.entries()) if (code !== 0) throw new Error(`${cmds[i]?.join(" ")} exited with ${code}`)
+  const kb = hasTime ? timeFiles.map((f) => Number(fs.readFileSync(f, "utf8").trim().split("\n").pop())) : hwm
+  for (const f of timeFiles) fs.rmSync(f, { force: true })
+  return { seconds, peakRssMb: Math.max(...kb) / 1024, stdout }
+}
