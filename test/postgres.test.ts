@@ -334,7 +334,7 @@ describe("schema migrations", () => {
     const r = await spool("consume", ["--root", q.root])
     expect(r.exitCode).toBe(0)
     const after = new Database(join(q.root, "ledger.db"), { readonly: true })
-    expect(after.query("PRAGMA user_version").get()).toEqual({ user_version: 5 })
+    expect(after.query("PRAGMA user_version").get()).toEqual({ user_version: 6 })
     // Version 3 dropped two indexes that every message paid for and no query of spool's needs.
     expect(
       after.query("SELECT name FROM sqlite_master WHERE name IN ('claims_owner', 'processed_order_seq')").all(),
@@ -344,6 +344,8 @@ describe("schema migrations", () => {
       { msg_id: "old", amount: "1.10", result: null },
     ])
     expect(after.query("SELECT COUNT(*) AS n FROM horizon").get()).toEqual({ n: 0 })
+    // Version 6 keeps the origin of each delivery a broker sent; a file queue writes none.
+    expect(after.query("SELECT COUNT(*) AS n FROM origins").get()).toEqual({ n: 0 })
     after.close()
     const oc = await spool("order-check", ["--root", q.root])
     expect(oc.stdout).toBe("OK\n")
@@ -367,7 +369,9 @@ describe("schema migrations", () => {
         { version: 3 },
         { version: 4 },
         { version: 5 },
+        { version: 6 },
       ])
+      expect(await sql`SELECT count(*)::int AS n FROM origins`).toEqual([{ n: 0 }])
       expect(await sql`SELECT msg_id, amount FROM processed ORDER BY msg_id`).toEqual([
         { msg_id: "new", amount: "2.5" },
         { msg_id: "old", amount: "1.10" },
