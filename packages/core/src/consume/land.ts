@@ -2,6 +2,7 @@
 // every file goes (decide, commit, move). See source-loop.ts for the order of the steps.
 import { createHash } from "node:crypto"
 import fs from "node:fs"
+import { open } from "node:fs/promises"
 import { join } from "node:path"
 import { fault } from "../_fault.ts"
 import type { Claim, Landing } from "../ledger/model.ts"
@@ -86,7 +87,7 @@ export function toLanding(a: Arrival): Landing {
 /**
  * Writes each claimed delivery's body to processing/ under its claimed name, as a producer writes
  * into inbox/: fully written (and fsynced) under tmp/, then renamed no-replace, then processing/
- * fsynced once. A claim whose name processing/ already holds (a file no claim explained, left by
+ * fsynced once. Every body is in tmp/ and fsynced before the first rename. A claim whose name processing/ already holds (a file no claim explained, left by
  * hand) is given up. Returns the items now in processing/, their bytes and hash already read;
  * one whose attempts reached the poison limit is refused unread, as recovery refuses such a file.
  */
@@ -98,9 +99,12 @@ export async function landClaimed(
   const held: Item[] = []
   const gone: Claim[] = []
   const poisonAt = Math.max(c.maxAttempts, 2)
-  for (const claim of claims) {
+  const tmps = await writeAll(c, claims, byName)
+  for (const [i, claim] of claims.entries()) {
     const a = byName.get(claim.name) as Arrival
-    if (writeLanded(c, claim, a.delivery.body) !== "moved") {
+    const tmp = tmps[i] as string
+    if (renameNoReplace(tmp, join(c.queue.processing, claim.name)) !== "moved") {
+      fs.rmSync(tmp, { force: true })
       c.log.warn("stray-file", {
         file: claim.name,
         problem: "processing/ already holds a file of this name with no claim; the delivery is handed back",
@@ -129,17 +133,45 @@ export async function landClaimed(
   return held
 }
 
-function writeLanded(c: Context, claim: Claim, body: Uint8Array): "moved" | "exists" | "missing" {
-  const tmp = join(c.queue.tmp, `${process.pid}.${claim.claimId}.land`)
-  const fd = fs.openSync(tmp, "w", 0o644)
+/**
+ * Writes every claim's body under tmp/, fsynced when durable, and returns their paths in claim
+ * order. One fsync at a time costs a journal commit per delivery; several in flight share one,
+ * which makes landing a batch several times faster. On a failure every file written is removed
+ * and the first error thrown: nothing of the batch reaches processing/.
+ */
+async function writeAll(c: Context, claims: readonly Claim[], byName: ReadonlyMap<string, Arrival>): Promise<string[]> {
+  const tmps = claims.map((claim) => join(c.queue.tmp, `${process.pid}.${claim.claimId}.land`))
+  let next = 0
+  const errors: unknown[] = []
+  const worker = async () => {
+    while (next < claims.length && errors.length === 0) {
+      const i = next++
+      const claim = claims[i] as Claim
+      try {
+        await writeOne(tmps[i] as string, (byName.get(claim.name) as Arrival).delivery.body, c.durable)
+      } catch (error) {
+        errors.push(error)
+      }
+    }
+  }
+  await Promise.all(Array.from({ length: Math.min(writersInFlight, claims.length) }, worker))
+  if (errors.length > 0) {
+    for (const tmp of tmps) fs.rmSync(tmp, { force: true })
+    throw errors[0]
+  }
+  return tmps
+}
+
+/** Enough fsyncs in flight for the journal to commit them together; more gains nothing. */
+const writersInFlight = 32
+
+async function writeOne(path: string, body: Uint8Array, durable: boolean): Promise<void> {
+  const file = await open(path, "w", 0o644)
   try {
     // write(2) may write less than asked (a disk filling up): a short file must never be judged.
-    for (let off = 0; off < body.length; ) off += fs.writeSync(fd, body, off, body.length - off)
-    if (c.durable) fs.fsyncSync(fd)
+    for (let off = 0; off < body.length; ) off += (await file.write(body, off, body.length - off)).bytesWritten
+    if (durable) await file.sync()
   } finally {
-    fs.closeSync(fd)
+    await file.close()
   }
-  const moved = renameNoReplace(tmp, join(c.queue.processing, claim.name))
-  if (moved !== "moved") fs.rmSync(tmp, { force: true })
-  return moved
 }

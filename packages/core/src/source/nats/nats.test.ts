@@ -382,4 +382,24 @@ describe("JetStream source", () => {
     },
     slow,
   )
+
+  it(
+    "close leaves nothing behind that holds the process open",
+    async () => {
+      await using stream = await tempStream()
+      await stream.publish(2)
+      const script =
+        `const { openJetStreamSource } = await import(${JSON.stringify(`${import.meta.dir}/source.ts`)});` +
+        `const source = await openJetStreamSource(${JSON.stringify(stream.url())}, { timeoutMs: 20000 });` +
+        "await source.ack(await source.receive(2, 1000)); await source.close(); console.log(Date.now())"
+      const child = Bun.spawn(["bun", "-e", script], { stdout: "pipe", stderr: "inherit" })
+      const closedAt = Number((await new Response(child.stdout).text()).trim())
+      await child.exited
+      expect(child.exitCode).toBe(0)
+      // Far under the 20 s timeout close bounds its drain with.
+      expect(Date.now() - closedAt).toBeLessThan(5000)
+      expect((await stream.info()).num_ack_pending).toBe(0)
+    },
+    slow,
+  )
 })

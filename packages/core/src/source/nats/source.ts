@@ -195,7 +195,13 @@ class NatsJetStreamSource implements JetStreamSource {
     this.link.close()
     // drain() flushes what was written (naks, keep-alives) before it closes; a connection that
     // is down has nothing to flush, and close() ends it at once.
-    await Promise.race([this.link.nc.drain().catch(() => {}), Bun.sleep(this.timeoutMs)])
+    // A timer, not Bun.sleep: a pending sleep would hold the process open for the whole timeout.
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const timeout = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, this.timeoutMs)
+    })
+    await Promise.race([this.link.nc.drain().catch(() => {}), timeout])
+    clearTimeout(timer)
     if (!this.link.nc.isClosed()) await this.link.nc.close()
   }
 
