@@ -1,0 +1,69 @@
+// What a state-changing request must carry: the operator's token (a cookie set by /login, or an
+// Authorization: Bearer header), a CSRF token derived from it, and an Origin that is the
+// console's own. Without a token configured, the console is read-only and every POST is 403.
+import { timingSafeEqual } from "node:crypto"
+import type { Context } from "hono"
+import { getCookie } from "hono/cookie"
+
+/** The cookie that carries the operator's token after /login. */
+export const tokenCookie = "spool_token"
+
+/** The form field that carries the CSRF token. */
+export const csrfField = "csrf"
+
+/** The CSRF token of a console token: an HMAC of it, so no state is kept and it changes with the token. */
+export function csrfOf(token: string): string {
+  return new Bun.CryptoHasher("sha256", token).update("spool serve csrf").digest("hex")
+}
+
+/** Whether two secrets are equal, in time that does not depend on where they differ. */
+export function isSameSecret(given: string | undefined, expected: string): boolean {
+  if (given === undefined) return false
+  const a = Buffer.from(given)
+  const b = Buffer.from(expected)
+  return a.length === b.length && timingSafeEqual(a, b)
+}
+
+/** The token a request presents: its cookie, else its bearer header. */
+export function presentedToken(c: Context): string | undefined {
+  const bearer = /^Bearer (.+)$/.exec(c.req.header("Authorization") ?? "")?.[1]
+  return getCookie(c, tokenCookie) ?? bearer
+}
+
+/** Whether the request holds the console's token. */
+export function isOperator(c: Context, token: string | undefined): boolean {
+  return token !== undefined && isSameSecret(presentedToken(c), token)
+}
+
+/**
+ * Why a state-changing request is refused, undefined when it may go on: it comes from another
+ * origin (a browser sends Origin on every POST; a client without one must not be a browser,
+ * so Sec-Fetch-Site decides), or lacks the token or the CSRF token.
+ */
+export function refusalOf(c: Context, token: string | undefined, csrf: string | undefined): string | undefined {
+  if (token === undefined) return readOnly
+  const foreign = originRefusal(c)
+  if (foreign !== undefined) return foreign
+  if (!isOperator(c, token)) return "this needs the console's token: log in at /login"
+  if (!isSameSecret(csrf, csrfOf(token)))
+    return "the form's CSRF token is missing or stale: reload the page and try again"
+  return undefined
+}
+
+/** Why a console without a token refuses every change. */
+export const readOnly = "this console is read-only: start spool serve with --token-file to allow changes"
+
+/** Why a request from another origin is refused; undefined for the console's own pages. */
+export function originRefusal(c: Context): string | undefined {
+  const origin = c.req.header("Origin")
+  const own = new URL(c.req.url).origin
+  const forwarded = c.req.header("X-Forwarded-Host")
+  const allowed = forwarded === undefined ? [own] : [own, `https://${forwarded}`, `http://${forwarded}`]
+  if (
+    origin !== undefined
+      ? !allowed.includes(origin)
+      : (c.req.header("Sec-Fetch-Site") ?? "same-origin") !== "same-origin"
+  )
+    return `a request from another origin (${origin ?? c.req.header("Sec-Fetch-Site")}) is refused`
+  return undefined
+}

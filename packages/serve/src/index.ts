@@ -1,0 +1,7 @@
+export type { AppOptions } from "./app.ts"
+export { createApp } from "./app.ts"
+export type { History } from "./history.ts"
+export type { FailedFile, FailureGroup, Holder, Overview, Source } from "./read.ts"
+export type { Freshness } from "./readings.ts"
+export { defaultFreshness, noReuse } from "./readings.ts"
+export { main as serve } from "./serve.ts"
