@@ -1,0 +1,263 @@
+// Power cuts: consumers on a file system that forgets, at each cut, everything not fsynced
+// (packages/test-support/native/power-cut-fs.c states the model), the queue and the SQLite
+// ledger both on it. The end state after the cuts and one more run must be the one a single
+// uninterrupted run reaches, by the kill storms' rules. With --no-fsync it must not be: the
+// loss and the doubling ARCHITECTURE.md's Durability section predicts are found.
+//
+// The SQLite ledger is on the mount too (in the root, where consume keeps it): its WAL fsync
+// at each commit is half of what the protocol's order rests on, so it must be cut with the
+// renames it is ordered against. A PostgreSQL server keeps its power; only the queue is cut.
+
+import { Database } from "bun:sqlite"
+import { describe, expect, it } from "bun:test"
+import fs from "node:fs"
+import { join } from "node:path"
+import {
+  cutAgainstReference,
+  cutLog,
+  diffIgnoringWinners,
+  diffSnapshots,
+  generateMessages,
+  missingTest,
+  pgUnavailable,
+  powerCutUnavailable,
+  type Snapshot,
+  summarizeCuts,
+  tempDatabase,
+  tempDir,
+} from "@spool/test-support"
+
+const fuseMissing = await powerCutUnavailable()
+const provides = "installs fuse3 and libfuse3-dev and offers /dev/fuse to"
+const fuseIt = fuseMissing === undefined ? it : missingTest(fuseMissing, provides)
+const pgSkip = await pgUnavailable()
+const pgFuseIt =
+  fuseMissing !== undefined ? fuseIt : pgSkip === undefined ? it : missingTest(pgSkip, "runs a PostgreSQL server for")
+
+const sqlite = async () => ({ url: undefined, async [Symbol.asyncDispose]() {} })
+
+/**
+ * Generates `messages`, runs one copy once uninterrupted on a plain directory and another on
+ * the power-cut file system under `cuts` cuts, and returns both end states and the cuts.
+ */
+async function storm(o: {
+  messages: number
+  seed: number
+  args?: string[]
+  consumers: number
+  cuts: number
+  modes: "all" | "subset" | "both"
+  postgres?: boolean
+  bin?: string
+  cutAt?: "random" | "end"
+}) {
+  await using t = await tempDir()
+  const ledger = o.postgres ? tempDatabase : sqlite
+  await using refLedger = await ledger()
+  await using cutLedger = await ledger()
+  generateMessages(join(t.path, "src"), o.messages, o.seed)
+  const r = await cutAgainstReference({
+    dir: t.path,
+    args: ["--batch-size", "25", ...(o.args ?? [])],
+    seed: o.seed,
+    consumers: o.consumers,
+    cuts: o.cuts,
+    modeOf: (i) => (o.modes === "both" ? (i % 2 === 0 ? "all" : "subset") : o.modes),
+    // A cut throws away only what was not yet durable, so each round gets further: cuts land
+    // early in what is left, and several cover a run.
+    activeMs: (ms) => Math.max(100, ms * (o.consumers > 1 ? 0.5 : 0.3)),
+    ledgers: { reference: refLedger.url, cut: cutLedger.url },
+    newLedger: ledger,
+    ...(o.bin !== undefined && { bin: o.bin }),
+    ...(o.cutAt !== undefined && { cutAt: o.cutAt }),
+  })
+  const ledgerDb = join(t.path, "cut", "backing", "ledger.db")
+  const applied = o.bin === undefined || o.postgres ? undefined : appliedRows(ledgerDb)
+  const deferredDir = join(t.path, "cut", "backing", "deferred")
+  const deferredLeft = fs.existsSync(deferredDir) ? fs.readdirSync(deferredDir) : []
+  const diff = o.consumers > 1 ? diffIgnoringWinners(r.expected, r.actual) : diffSnapshots(r.expected, r.actual)
+  const where = summarizeCuts(r.run.cuts)
+  const log = cutLog(r.run.cuts)
+  console.log(
+    `power-cut: seed ${o.seed}, ${r.run.starts} runs, ${where.cuts} cuts (${where.claimsUndone} undid claims, ` +
+      `${where.movesUndone} undid moves, ${where.ledgerWritesLost} lost ledger writes, ${where.afterRun} after a run's end): ` +
+      `${diff.length === 0 ? "equivalent" : "DIVERGED"}`,
+  )
+  if (diff.length > 0 && !o.args?.includes("--no-fsync"))
+    console.warn([`power-cut diverged, seed ${o.seed}:`, ...diff, ...log].join("\n  "))
+  return { ...r, diff, where, log, applied, deferredLeft }
+}
+
+/** What test/apps/flaky.ts applied and what the ledger processed and still defers, from a SQLite ledger. */
+function appliedRows(path: string) {
+  const db = new Database(path, { readonly: true })
+  try {
+    const ids = (q: string) => (db.query(q).all() as { msg_id: string }[]).map((r) => r.msg_id)
+    return {
+      applied: ids("SELECT msg_id FROM applied ORDER BY msg_id"),
+      processed: ids("SELECT msg_id FROM processed ORDER BY msg_id"),
+      deferrals: (db.query("SELECT count(*) AS n FROM deferrals").get() as { n: number }).n,
+    }
+  } finally {
+    db.close()
+  }
+}
+
+/** Messages whose effect a run lost: processed in the expected state, in done/ here, with no processed row. */
+function effectsLost(expected: Snapshot, actual: Snapshot): string[] {
+  const ids = new Set((actual.processed as { msg_id: string }[]).map((r) => r.msg_id))
+  return (expected.processed as { msg_id: string; file: string }[])
+    .filter((r) => !ids.has(r.msg_id) && r.file in actual.done)
+    .map((r) => r.msg_id)
+}
+
+/** Deliveries a run recorded as duplicates that the expected state processed: a message applied, then taken again. */
+function doubled(expected: Snapshot, actual: Snapshot): string[] {
+  const key = (r: { file: string; payload_hash: string }) => `${r.file}:${r.payload_hash}`
+  const wasProcessed = new Set((expected.processed as { file: string; payload_hash: string }[]).map(key))
+  return (actual.duplicates as { file: string; payload_hash: string }[])
+    .filter((r) => wasProcessed.has(key(r)))
+    .map(key)
+}
+
+describe("power cuts of a queue and its SQLite ledger", () => {
+  for (const modes of ["all", "subset"] as const) {
+    const what = modes === "all" ? "everything unsynced lost" : "a random part of the unsynced changes lost"
+    fuseIt(
+      `one consumer, ${what} at each cut: exactly the state of one clean run`,
+      async () => {
+        const { expected, actual, where, diff } = await storm({
+          messages: 1200,
+          seed: modes === "all" ? 31 : 32,
+          consumers: 1,
+          cuts: 6,
+          modes,
+        })
+        expect(diff).toEqual([])
+        expect(diffSnapshots(expected, actual)).toEqual([])
+        expect(where.cuts).toBeGreaterThanOrEqual(2)
+        expect(actual.processing).toEqual({})
+      },
+      600_000,
+    )
+
+    fuseIt(
+      `three consumers, ${what} at each cut: the state of one clean run`,
+      async () => {
+        const { expected, actual, where, diff } = await storm({
+          messages: 1500,
+          seed: modes === "all" ? 33 : 34,
+          consumers: 3,
+          cuts: 5,
+          modes,
+        })
+        expect(diff).toEqual([])
+        expect(actual.failures).toEqual(expected.failures)
+        expect(where.cuts).toBeGreaterThanOrEqual(2)
+        expect(actual.processing).toEqual({})
+      },
+      600_000,
+    )
+  }
+})
+
+describe("power cuts of deferred messages", () => {
+  fuseIt(
+    "three consumers whose handler defers a third of the messages twice: each effect once, nothing left deferred",
+    async () => {
+      // test/apps/flaky.ts: a TransientError for a flaky message until it has been deferred twice
+      // (due at once each time), then a row in `applied`, in the commit's transaction. Pickups
+      // from deferred/ are cut as claims from inbox/ are.
+      const { expected, actual, diff, applied, deferredLeft } = await storm({
+        messages: 900,
+        seed: 38,
+        consumers: 3,
+        cuts: 6,
+        modes: "both",
+        bin: join(import.meta.dir, "apps", "flaky.ts"),
+      })
+      expect(diff).toEqual([])
+      expect(actual.failures).toEqual(expected.failures)
+      expect(applied?.applied).toEqual(applied?.processed ?? [])
+      expect(applied?.processed.length).toBeGreaterThan(500)
+      expect(applied?.deferrals).toBe(0)
+      expect(deferredLeft).toEqual([])
+    },
+    600_000,
+  )
+})
+
+describe("power cuts of a queue whose ledger is on PostgreSQL", () => {
+  pgFuseIt(
+    "three consumers, cuts of both kinds, the server never losing power: the state of one clean run",
+    async () => {
+      const { expected, actual, where, diff } = await storm({
+        messages: 1000,
+        seed: 35,
+        consumers: 3,
+        cuts: 6,
+        modes: "both",
+        postgres: true,
+      })
+      expect(diff).toEqual([])
+      expect(actual.failures).toEqual(expected.failures)
+      expect(where.cuts).toBeGreaterThanOrEqual(2)
+    },
+    600_000,
+  )
+})
+
+describe("power cuts with --no-fsync", () => {
+  fuseIt(
+    "lose effects or apply messages twice, as the docs say --no-fsync risks",
+    async () => {
+      // The same storm as above, consume run with --no-fsync: commits are not flushed and
+      // renames not made durable, so a cut keeps some of each. Found, by the seed's cuts: files in
+      // done/ whose processed row is gone (an effect lost), messages back in inbox/ or
+      // processing/ after their commit and recorded again as duplicates of themselves, or a
+      // ledger lost whole beside done/ files, which consume refuses to start on. Cuts that lose
+      // every unsynced change would find nothing: with --no-fsync nothing is flushed mid-run, so
+      // such a cut takes the queue back to where it was. The loss needs a machine that flushed
+      // part of its page cache before it died, as a real one does every few seconds.
+      let found: Awaited<ReturnType<typeof storm>>
+      try {
+        found = await storm({ messages: 1200, seed: 36, args: ["--no-fsync"], consumers: 1, cuts: 6, modes: "subset" })
+      } catch (error) {
+        // A cut that kept moves into done/ and lost the ledger's every commit, its schema with
+        // them: consume sees the history gone and refuses to start (exit 2) rather than take the
+        // queue's messages again. The loss is found.
+        expect(String(error)).toContain("refusing to start a new ledger")
+        return
+      }
+      const { expected, actual, diff } = found
+      expect(diff).not.toEqual([])
+      const lost = effectsLost(expected, actual)
+      const twice = doubled(expected, actual)
+      console.log(`power-cut --no-fsync: ${lost.length} effects lost, ${twice.length} messages taken twice`)
+      expect(lost.length + twice.length).toBeGreaterThan(0)
+    },
+    600_000,
+  )
+
+  fuseIt(
+    "after a run that ended, lose every move its commits outlived: each message is taken again as its own duplicate",
+    async () => {
+      // Closing the ledger checkpoints it, and a checkpoint fsyncs even at synchronous=NORMAL: the
+      // run's commits are on disk, its renames, never fsynced, are not. With fsyncs on, the same
+      // cut loses nothing, the reports included.
+      const cutAfterRun = (args: string[]) =>
+        storm({ messages: 300, seed: 37, args, consumers: 1, cuts: 1, modes: "all", cutAt: "end" })
+      const durable = await cutAfterRun([])
+      expect(durable.diff).toEqual([])
+      expect(durable.run.cuts[0]?.afterRun).toBe(true)
+      expect(durable.run.cuts[0]?.reports).toEqual({
+        dupTxt: durable.expected.dupTxt,
+        errorCsv: durable.expected.errorCsv,
+      })
+      const { expected, actual } = await cutAfterRun(["--no-fsync"])
+      expect(doubled(expected, actual).length).toBe(expected.processed.length)
+      expect(actual.inbox).toEqual({})
+    },
+    600_000,
+  )
+})
