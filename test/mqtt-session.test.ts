@@ -1,0 +1,56 @@
+// URLs an MQTT source refuses, and what it leaves in the broker's session when its consumer
+// dies, against the machine's Mosquitto: a batch killed before its commit was never PUBACKed, so
+// the session resumed under the same client id holds every message of it, DUP set; the next run
+// finishes it and the session ends empty.
+import { it as anywhere, describe, expect } from "bun:test"
+import { requireServer, snapshot, spool, tempMqttTopic, tempQueue } from "@spool/test-support"
+
+const it = await requireServer("Mosquitto", "127.0.0.1", 1883, "mosquitto -d -c /etc/mosquitto/mosquitto.conf")
+
+const body = (i: number) => `{"msg_id":"k-${i}","order_no":"K","seq":${i + 1},"amount":3.00}`
+
+describe("consume --source mqtt://, told something it cannot use", () => {
+  anywhere(
+    "refuses a URL without a client id, or asking for a clean session or QoS 0, with exit 2 and why",
+    async () => {
+      await using q = await tempQueue()
+      const base = "mqtt://user:secret@127.0.0.1:1883/?topic=orders/#"
+      for (const [query, says] of [
+        ["", "names no client id: add &client=NAME, the same on every run"],
+        ["&client=c&clean=true", "a clean session forgets what a stopped consumer had not acknowledged"],
+        ["&client=c&qos=0", "QoS 0 is never acknowledged"],
+      ] as const) {
+        const r = await spool("consume", ["--root", q.root, "--source", `${base}${query}`])
+        expect(r.stderr).toContain(says)
+        expect(r.stderr).not.toContain("secret")
+        expect(r.exitCode).toBe(2)
+      }
+    },
+  )
+})
+
+describe("consume --source mqtt://, killed", () => {
+  for (const step of ["after-claim", "after-commit"])
+    it(`${step}: the session keeps the batch unacknowledged, the next run finishes it once`, async () => {
+      await using t = await tempMqttTopic()
+      const bodies = Array.from({ length: 5 }, (_, i) => body(i))
+      await t.publish(bodies)
+      await using q = await tempQueue()
+      const killed = await spool("consume", ["--root", q.root, "--source", t.url(), "--quiet"], {
+        SPOOL_FAULT: step,
+      })
+      expect(killed.exitCode).toBe(137)
+      // Resumed with the same client id and nothing PUBACKed: all five come again, DUP set.
+      expect(await t.unacked()).toBe(5)
+      expect(t.seen.map((p) => p.payload.toString()).sort()).toEqual(bodies)
+      expect(t.seen.every((p) => p.dup)).toBe(true)
+      const again = await spool("consume", ["--root", q.root, "--source", t.url(), "--idle-wait", "3s"])
+      expect(again.exitCode, again.stderr).toBe(0)
+      const s = snapshot(q.root)
+      expect((s.processed as { msg_id: string }[]).map((r) => r.msg_id).sort()).toEqual(bodies.map((_, i) => `k-${i}`))
+      expect(s.duplicates).toEqual([])
+      expect(Object.keys(s.done)).toHaveLength(5)
+      expect(s.processing).toEqual({})
+      expect(await t.unacked()).toBe(0)
+    }, 60_000)
+})
