@@ -142,8 +142,54 @@ describe("a command line a command does not take", () => {
 
   it("still answers --help on a line it would refuse", async () => {
     const r = await run([lagSh, "--bogus", "--help"])
-    expect(r.stdout).toStartWith("Usage: lag.sh DIR THRESHOLD")
+    expect(r.stdout).toStartWith("Usage: lag.sh [DIR] THRESHOLD")
     expect(r.stderr).toBe("")
     expect(r.exitCode).toBe(0)
+  })
+})
+
+describe("-q, which every command takes", () => {
+  const spool = (args: string[]) => run(["bun", join(repoRoot, "packages/spool/bin/spool.ts"), ...args])
+
+  it("prints nothing on success, whatever the command, rejected files included", async () => {
+    await using q = await tempQueue({ seed: "fixtures" })
+    const fixed = join(q.path, "fixed.json")
+    fs.writeFileSync(fixed, JSON.stringify({ msg_id: "m-new", order_no: "9", seq: 1, amount: 1 }))
+    const lines: string[][] = [
+      ["setup", "--root", join(q.path, "other")],
+      ["consume", "--root", q.root],
+      ["schema", "--root", q.root],
+      ["order-check", "--root", q.root],
+      ["stats", "--root", q.root],
+      ["verify", "--root", q.root],
+      ["list", "--root", q.root],
+      ["show", "--root", q.root, "evt-broken-0001.json"],
+      ["lag", "--root", q.root, "100"],
+      ["enqueue", "--root", q.root, fixed],
+      ["compact", "--root", q.root, "--older-than", "90d"],
+    ]
+    for (const line of lines) {
+      const r = await spool([...line, "-q"])
+      expect({ line, out: r.stdout + r.stderr, code: r.exitCode }).toEqual({ line, out: "", code: 0 })
+    }
+    expect(list(join(q.root, "error"))).toEqual(["evt-broken-0001.json", "evt-noorder-0002.json"])
+    // A failure corrected in place, as an operator would, goes back without a word.
+    fs.writeFileSync(
+      join(q.root, "error", "evt-broken-0001.json"),
+      JSON.stringify({ msg_id: "m-fixed", order_no: "8", seq: 1, amount: 2 }),
+    )
+    const replay = await spool(["replay", "--root", q.root, "evt-broken-0001.json", "-q"])
+    expect(replay.stdout + replay.stderr).toBe("")
+    expect(replay.exitCode).toBe(0)
+  })
+
+  it("still says what needs a person: a check that fails, a refusal", async () => {
+    await using q = await tempQueue({ seed: { "a.json": {}, "b.json": {} } })
+    const lag = await spool(["lag", "--root", q.root, "1", "-q"])
+    expect(lag.stderr).toBe("lag: inbox=2 is over the threshold 1\n")
+    expect(lag.exitCode).toBe(1)
+    const replay = await spool(["replay", "--root", q.root, "nothing.json", "-q"])
+    expect(replay.stderr).toStartWith("replay: ")
+    expect(replay.exitCode).toBe(1)
   })
 })

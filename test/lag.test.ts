@@ -15,9 +15,14 @@ beforeAll(async () => {
   expect(r.exitCode).toBe(0)
 }, 120_000)
 
+type RunOptions = Parameters<typeof run>[1]
+
 const runners = [
-  ["bun scripts/lag.ts", (args: string[]) => run(["bun", join(repoRoot, "scripts/lag.ts"), ...args])],
-  ["dist/lag.sh", (args: string[]) => run([lagSh, ...args])],
+  [
+    "bun scripts/lag.ts",
+    (args: string[], o?: RunOptions) => run(["bun", join(repoRoot, "scripts/lag.ts"), ...args], o),
+  ],
+  ["dist/lag.sh", (args: string[], o?: RunOptions) => run([lagSh, ...args], o)],
 ] as const
 
 function age(path: string, seconds: number): void {
@@ -192,7 +197,9 @@ describe.each(runners)("%s", (name, lag) => {
     })
 
     it.each([
-      ["a word for --warning", ["Q", "--warning", "ten"], "--warning takes a whole number"],
+      ["a word for --warning", ["Q", "--warning", "ten"], "--warning takes a Nagios range"],
+      ["a reversed range", ["Q", "--critical-error", "20:10"], "--critical-error takes a Nagios range"],
+      ["-q", ["Q", "--warning", "5", "-q"], "-q does not go with a plugin"],
       [
         "a bare number for --critical-age",
         ["Q", "--critical-age", "15"],
@@ -202,7 +209,7 @@ describe.each(runners)("%s", (name, lag) => {
       ["an unknown option", ["Q", "--warning", "5", "--bogus"], "--bogus"],
       ["--critical below --warning", ["Q", "--warning", "5", "--critical", "2"], "--critical 2 is below --warning 5"],
       ["--json", ["Q", "--warning", "5", "--json"], "--json is not a plugin's output"],
-      ["no DIR", ["--warning", "5"], "missing DIR"],
+      ["DIR and --root", ["Q", "--root", "Q", "--warning", "5"], "both name the root"],
     ])("is UNKNOWN (3) on stdout for %s", async (_case, args, text) => {
       await using q = await tempQueue()
       const r = await lag(args.map((a) => (a === "Q" ? q.root : a)))
@@ -210,6 +217,100 @@ describe.each(runners)("%s", (name, lag) => {
       expect(r.stdout).toContain(text)
       expect(r.stderr).toBe("")
       expect(r.exitCode).toBe(3)
+    })
+  })
+
+  describe("its root, found as every command finds it", () => {
+    it("takes --root, $SPOOL_ROOT, or the queue the working directory is in, keeping DIR THRESHOLD", async () => {
+      await using q = await tempQueue({ seed: { "a.json": {}, "b.json": {} } })
+      const line = "inbox=2 processing=0 error=0\n"
+      const ways: [string[], RunOptions][] = [
+        [[q.root, "1"], {}],
+        [["--root", q.root, "1"], {}],
+        [["1", "--root", q.root], {}],
+        [["1"], { env: { SPOOL_ROOT: q.root } }],
+        [["1"], { cwd: q.root, env: { SPOOL_ROOT: "" } }],
+        [["1"], { cwd: join(q.root, "error"), env: { SPOOL_ROOT: "" } }],
+      ]
+      for (const [args, o] of ways) {
+        const r = await lag(args, o)
+        expect({ args, stdout: r.stdout, code: r.exitCode }).toEqual({ args, stdout: line, code: 1 })
+      }
+      const plugin = await lag(["--critical", "1"], { env: { SPOOL_ROOT: q.root } })
+      expect(plugin.stdout).toStartWith("SPOOL CRITICAL - inbox=2 is over the critical threshold 1: ")
+      expect(plugin.exitCode).toBe(2)
+      const both = await lag([q.root, "1", "--root", q.root])
+      expect(both.stderr).toContain("both name the root")
+      expect(both.exitCode).toBe(2)
+    })
+
+    it("points at the enclosing root, not at setup, for a DIR inside a queue", async () => {
+      await using q = await tempQueue()
+      const r = await lag([".", "0"], { cwd: join(q.root, "error") })
+      expect(r.stdout).toBe("")
+      expect(r.stderr).toBe(
+        `lag: ${join(q.root, "error")} is the error/ directory of the queue ${q.root}, not a queue root; use --root ${q.root}\n`,
+      )
+      expect(r.exitCode).toBe(2)
+    })
+  })
+
+  describe("for cron", () => {
+    it("exits 0 and prints nothing once --textfile is written, the verdict being in the metrics", async () => {
+      await using q = await tempQueue({ seed: { "a.json": {}, "b.json": {} } })
+      const prom = join(q.path, "lag.prom")
+      const r = await lag([q.root, "1", "--format", "prometheus", "--textfile", prom])
+      expect(r.stdout + r.stderr).toBe("")
+      expect(r.exitCode).toBe(0)
+      expect(fs.readFileSync(prom, "utf8")).toContain(`spool_lag_ok{root="${q.root}"} 0\n`)
+    })
+
+    it("prints nothing with -q within the limits, and only the reason when over", async () => {
+      await using q = await tempQueue({ seed: { "a.json": {}, "b.json": {} } })
+      const ok = await lag([q.root, "2", "-q"])
+      expect(ok.stdout + ok.stderr).toBe("")
+      expect(ok.exitCode).toBe(0)
+      const over = await lag([q.root, "1", "-q"])
+      expect(over.stdout).toBe("")
+      expect(over.stderr).toBe("lag: inbox=2 is over the threshold 1\n")
+      expect(over.exitCode).toBe(1)
+    })
+  })
+
+  describe("as a plugin with error/ and deferred/ thresholds and Nagios ranges", () => {
+    it("is CRITICAL for failures in error/ over --critical-error, and OK without that threshold", async () => {
+      await using q = await tempQueue()
+      fs.writeFileSync(join(q.root, "error", "e1.json"), "x")
+      fs.writeFileSync(join(q.root, "error", "e2.json"), "x")
+      const ok = await lag([q.root, "--warning", "10"])
+      expect(ok.stdout).toStartWith("SPOOL OK - ")
+      const r = await lag([q.root, "--warning", "10", "--warning-error", "0", "--critical-error", "1"])
+      expect(r.stdout).toStartWith("SPOOL CRITICAL - error=2 is over the critical threshold 1: ")
+      expect(r.stdout).toContain(" error=2;0;1;0 ")
+      expect(r.exitCode).toBe(2)
+    })
+
+    it("is WARNING for deferred/ files over --warning-deferred", async () => {
+      await using q = await tempQueue()
+      fs.writeFileSync(join(q.root, "deferred", "d.json"), "x")
+      const r = await lag([q.root, "--warning-deferred", "0"])
+      expect(r.stdout).toStartWith("SPOOL WARNING - deferred=1 is over the warning threshold 0: ")
+      expect(r.exitCode).toBe(1)
+    })
+
+    it.each([
+      ["10:20", 5, "WARNING", "inbox=5 is outside the warning range 10:20"],
+      ["10:20", 15, "OK", undefined],
+      ["@10:20", 15, "WARNING", "inbox=15 is inside the warning range @10:20"],
+      ["~:10", 11, "WARNING", "inbox=11 is over the warning threshold 10"],
+      ["~:10", 3, "OK", undefined],
+    ] as const)("reads --warning %s with %d files as %s", async (range, files, state, reason) => {
+      await using q = await tempQueue()
+      for (let i = 0; i < files; i++) q.put(`m${i}.json`, {})
+      const r = await lag([q.root, "--warning", range])
+      expect(r.stdout).toStartWith(`SPOOL ${state} - ${reason === undefined ? "" : `${reason}: `}inbox=${files} `)
+      expect(r.stdout).toContain(` | inbox=${files};${range};;0 `)
+      expect(r.exitCode).toBe(state === "OK" ? 0 : 1)
     })
   })
 

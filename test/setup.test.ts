@@ -31,10 +31,40 @@ const sampleMessages = [
 const bytesOf = (dir: string) => Object.fromEntries(list(dir).map((n) => [n, fs.readFileSync(join(dir, n), "utf8")]))
 
 describe("bun run setup", () => {
-  it("creates the four directories and copies exactly the 20 sample messages, byte for byte", async () => {
+  it("creates an empty queue without --from: a production root never gets the sample", async () => {
+    await using d = await tempDir()
+    const root = join(d.path, "q-typo")
+    const r = await spool("setup", ["--root", root])
+    expect(r.stdout).toBe("")
+    expect(r.stderr).toBe(`setup: queue ready at ${root}\n`)
+    expect(r.exitCode).toBe(0)
+    expect(list(root)).toEqual(["deferred", "done", "error", "inbox", "processing", "tmp"])
+    for (const dir of ["inbox", "processing", "done", "error", "deferred"]) expect(list(join(root, dir))).toEqual([])
+  })
+
+  it("refuses a root inside a queue's directory and names the enclosing root", async () => {
     await using d = await tempDir()
     const root = join(d.path, "q")
-    const r = await spool("setup", ["--root", root])
+    expect((await spool("setup", ["--root", root])).exitCode).toBe(0)
+    for (const inner of ["error", "inbox", "processing", "done", "deferred", "tmp", "error/sub"]) {
+      const r = await spool("setup", ["--root", join(root, inner)])
+      expect(r.exitCode).toBe(2)
+      expect(r.stderr).toContain(`of the queue ${root}, not a queue root; use --root ${root}`)
+      expect(r.stderr).not.toContain("create it with")
+    }
+    expect(list(join(root, "error"))).toEqual([])
+    // Every command that is pointed inside a queue says which root to use instead of offering setup.
+    const c = await spool("consume", ["--root", join(root, "error")])
+    expect(c.exitCode).toBe(2)
+    expect(c.stderr).toBe(
+      `consume: ${join(root, "error")} is the error/ directory of the queue ${root}, not a queue root; use --root ${root}\n`,
+    )
+  })
+
+  it("creates the four directories and copies exactly the 20 sample messages given --from, byte for byte", async () => {
+    await using d = await tempDir()
+    const root = join(d.path, "q")
+    const r = await spool("setup", ["--root", root, "--from", fixturesDir])
     expect(r.stdout).toBe("")
     expect(r.stderr).toBe(`setup: queue ready at ${root}; copied 20 message(s) from ${fixturesDir} into inbox/\n`)
     expect(r.exitCode).toBe(0)
@@ -76,11 +106,11 @@ describe("bun run setup", () => {
   it("copies nothing the second time and leaves the inbox bytes unchanged", async () => {
     await using d = await tempDir()
     const root = join(d.path, "q")
-    expect((await spool("setup", ["--root", root])).exitCode).toBe(0)
+    expect((await spool("setup", ["--root", root, "--from", fixturesDir])).exitCode).toBe(0)
     // A message edited in inbox/ since must not be overwritten by the sample's copy.
     fs.writeFileSync(join(root, "inbox", "evt-03bdf456.json"), "edited")
     const before = bytesOf(join(root, "inbox"))
-    const r = await spool("setup", ["--root", root])
+    const r = await spool("setup", ["--root", root, "--from", fixturesDir])
     expect(r.stdout).toBe("")
     expect(r.stderr).toBe(
       `setup: queue ready at ${root}; copied 0 message(s) from ${fixturesDir} into inbox/, skipped 20 already in the queue\n`,
@@ -94,10 +124,10 @@ describe("bun run setup", () => {
   it("does not deliver again what consume has already moved to done/ or error/", async () => {
     await using d = await tempDir()
     const root = join(d.path, "q")
-    expect((await spool("setup", ["--root", root])).exitCode).toBe(0)
+    expect((await spool("setup", ["--root", root, "--from", fixturesDir])).exitCode).toBe(0)
     expect((await spool("consume", ["--root", root])).exitCode).toBe(0)
     const consumed = snapshot(root)
-    const r = await spool("setup", ["--root", root])
+    const r = await spool("setup", ["--root", root, "--from", fixturesDir])
     expect(r.stdout).toBe("")
     expect(r.stderr).toContain("copied 0 message(s)")
     expect(r.stderr).toContain("skipped 20 already in the queue")

@@ -23,6 +23,11 @@ const spec = {
     match: text("GLOB", "a glob", { multiple: true }),
     quiet: flag("quiet", { short: "q" }),
   },
+  exitCodes: [0, 1, 2, 3],
+  examples: [
+    { args: "a.json", does: "does it to one file" },
+    { args: "--json a.json b.json", does: "does it to two, in JSON" },
+  ],
 } satisfies CommandSpec
 
 /** Runs the demo command, returning what its body was given (or undefined when it did not run). */
@@ -87,7 +92,14 @@ describe("runCommand", () => {
   })
 
   it("refuses a positional argument when the command takes none", async () => {
-    const r = await parse(["extra"], { name: "demo", usage: "demo", summary: "Takes no arguments.", options: { root } })
+    const r = await parse(["extra"], {
+      name: "demo",
+      usage: "demo",
+      summary: "Takes no arguments.",
+      options: { root },
+      exitCodes: [0, 2],
+      examples: [],
+    })
     expect(r.stderr).toBe("demo: unexpected argument extra: demo takes no arguments; run demo --help for the options\n")
     expect(r.code).toBe(2)
   })
@@ -158,8 +170,22 @@ describe("helpText", () => {
   it("starts with the usage and the summary and lists the arguments", () => {
     expect(help).toStartWith("Usage: demo [--root DIR] [options] FILE...\n\nDoes what a test asks.\n\nArguments:\n")
     expect(help).toContain("  FILE...  files\n")
+    expect(help).toContain(
+      "\n\nExit codes: 0 ok, 1 check failed or refused (nothing changed), 2 usage or not a queue, 3 runtime failure, 128+n ended by signal n.\n\n",
+    )
+  })
+
+  it("ends with the examples, each the program, its arguments and what it does", () => {
     expect(help).toEndWith(
-      "Exit codes: 0 ok, 1 check failed or refused (nothing changed), 2 usage or not a queue, 3 runtime failure.\n",
+      "\n\nExamples:\n  demo a.json\n      does it to one file\n  demo --json a.json b.json\n      does it to two, in JSON\n",
+    )
+    expect(helpText({ ...spec, usage: "bun run demo FILE..." })).toContain("\n  bun run demo a.json\n")
+    expect(helpText(spec, "spool demo")).toContain("\n  spool demo a.json\n")
+  })
+
+  it("lists only the exit codes the command can return, 4 where it can be interrupted", () => {
+    expect(helpText({ ...spec, exitCodes: [0, 2, 3, 4] })).toContain(
+      "Exit codes: 0 ok, 2 usage or not a queue, 3 runtime failure, 4 interrupted by a signal (run again to go on), 128+n ended by signal n.",
     )
   })
 

@@ -1,9 +1,9 @@
 import { ExitCode, exitCodeFor, quoteName, SpoolError } from "@spool/core/engine"
 import { ArgvProblem, type RawArgs, readArgv } from "./_parse.ts"
-import { type Argument, helpText } from "./help.ts"
+import { type Argument, type Example, type ExitStatus, helpText } from "./help.ts"
 import { invocation, usageAs } from "./invocation.ts"
 import { type Options, parseValue, type Values } from "./option.ts"
-import { help, version } from "./options.ts"
+import { commonOptions } from "./options.ts"
 import { versionLine } from "./version.ts"
 
 /** A command's description, from which its argument parsing and its --help text both come. */
@@ -18,6 +18,10 @@ export interface CommandSpec<O extends Options = Options> {
   /** The positional arguments; a command without them refuses any. */
   readonly arguments?: readonly Argument[]
   readonly options: O
+  /** Every exit code the command can return besides a signal's; its help footer lists them. */
+  readonly exitCodes: readonly ExitStatus[]
+  /** Two or three examples, the arguments after the program's name; they end --help. */
+  readonly examples: readonly Example[]
 }
 
 /** What a command body gets: its options parsed, and the positional arguments. */
@@ -26,6 +30,8 @@ export interface Parsed<O extends Options> {
   /** Each value option's text, as given or as its default, for output that repeats it. */
   readonly texts: { readonly [K in keyof O]?: string }
   readonly positionals: readonly string[]
+  /** `-q`: the command prints nothing when it succeeds, only what needs a person. */
+  readonly quiet: boolean
 }
 
 /** How a command reports a failure instead of the default `NAME: message` line on stderr. */
@@ -49,7 +55,7 @@ export async function runCommand<O extends Options>(
   body: (args: Parsed<O>) => Promise<number> | number,
   options: RunOptions = {},
 ): Promise<number> {
-  const all: Options = { ...spec.options, help, version }
+  const all = commonOptions(spec.options)
   const fail = (message: string, code: number) => {
     if (options.onFailure !== undefined) return options.onFailure(message, code)
     process.stderr.write(`${spec.name}: ${message}\n`)
@@ -67,7 +73,9 @@ export async function runCommand<O extends Options>(
   }
   if (raw.values.help === true) {
     process.stdout.write(
-      helpText(program === undefined ? spec : { ...spec, usage: usageAs(spec.usage, spec.name, program) }),
+      program === undefined
+        ? helpText(spec)
+        : helpText({ ...spec, usage: usageAs(spec.usage, spec.name, program) }, program),
     )
     return ExitCode.ok
   }
@@ -78,7 +86,11 @@ export async function runCommand<O extends Options>(
   if (spec.arguments === undefined && raw.positionals.length > 0)
     return usage(`unexpected argument ${quoteName(raw.positionals[0] ?? "")}: ${spec.name} takes no arguments`)
   try {
-    return await body({ ...parseValues(spec.options, raw.values), positionals: raw.positionals })
+    return await body({
+      ...parseValues(spec.options, raw.values),
+      positionals: raw.positionals,
+      quiet: raw.values.quiet === true,
+    })
   } catch (error) {
     if (error instanceof SpoolError) return await fail(error.message, exitCodeFor(error))
     return await fail(

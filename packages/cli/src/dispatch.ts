@@ -1,6 +1,6 @@
 import { ExitCode, quoteName } from "@spool/core/engine"
 import type { CommandSpec } from "./command.ts"
-import { table } from "./help.ts"
+import { type Example, examplesText, exitCodesLine, table } from "./help.ts"
 import { setInvocation } from "./invocation.ts"
 import { help, version } from "./options.ts"
 import { suggestion } from "./suggest.ts"
@@ -20,6 +20,8 @@ export interface DispatcherSpec {
   readonly name: string
   readonly summary: string
   readonly commands: CommandTable
+  /** Two or three lines that end `NAME --help`. */
+  readonly examples: readonly Example[]
 }
 
 /**
@@ -75,7 +77,8 @@ export async function dispatcherHelp(spec: DispatcherSpec): Promise<string> {
       [`-${version.short}, --version`, version.help],
     ])}`,
     `Run ${spec.name} help COMMAND (or ${spec.name} COMMAND --help) for a command's arguments and options.`,
-    "Exit codes: 0 ok, 1 check failed or refused (nothing changed), 2 usage or not a queue, 3 runtime failure.",
+    `${exitCodesLine([0, 1, 2, 3, 4])} COMMAND --help lists the ones it can return.`,
+    examplesText(spec.examples, spec.name),
   ]
     .join("\n\n")
     .concat("\n")

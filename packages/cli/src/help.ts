@@ -1,5 +1,5 @@
 import type { OptionSpec, Options } from "./option.ts"
-import { help, version } from "./options.ts"
+import { commonOptions } from "./options.ts"
 
 /** A positional argument of a command, for its --help. */
 export interface Argument {
@@ -8,6 +8,15 @@ export interface Argument {
   readonly help: string
 }
 
+/** An example at the end of --help: the arguments after the program's name, and what they do. */
+export interface Example {
+  readonly args: string
+  readonly does: string
+}
+
+/** The exit codes a command may end with besides a signal's 128+n, as the README's table gives them. */
+export type ExitStatus = 0 | 1 | 2 | 3 | 4
+
 /** What --help shows of a command; `CommandSpec` is one. */
 export interface HelpSpec {
   readonly usage: string
@@ -15,27 +24,53 @@ export interface HelpSpec {
   readonly description?: string
   readonly arguments?: readonly Argument[]
   readonly options: Options
+  /** Every exit code the command can return: its help footer lists them, nothing else. */
+  readonly exitCodes: readonly ExitStatus[]
+  /** Two or three command lines that end --help. */
+  readonly examples: readonly Example[]
 }
 
 const width = 110
 
-const exitCodes =
-  "Exit codes: 0 ok, 1 check failed or refused (nothing changed), 2 usage or not a queue, 3 runtime failure."
+/** What each exit code means, in the words of the README's table. */
+export const exitMeanings: Readonly<Record<ExitStatus, string>> = {
+  0: "ok",
+  1: "check failed or refused (nothing changed)",
+  2: "usage or not a queue",
+  3: "runtime failure",
+  4: "interrupted by a signal (run again to go on)",
+}
+
+/** The footer line: each code the command can return, then the signal's. */
+export function exitCodesLine(codes: readonly ExitStatus[]): string {
+  return `Exit codes: ${[...codes.map((c) => `${c} ${exitMeanings[c]}`), "128+n ended by signal n"].join(", ")}.`
+}
+
+/** The program words of a usage line: `bun run setup`, `lag.sh`, `spool`. */
+export function programOf(usage: string): string {
+  return /^(bun run \S+|\S+)/.exec(usage)?.[1] ?? usage
+}
+
+/** The examples section, each line the program and its arguments with what it does beneath. */
+export function examplesText(examples: readonly Example[], program: string): string {
+  return `Examples:\n${examples.map((e) => `  ${program} ${e.args}\n      ${e.does}`).join("\n")}`
+}
 
 /**
  * The --help text of a command, made from its spec: every option's line comes from the option
- * itself, and the options every command takes (`--help`, `--version`) come last.
+ * itself, and the options every command takes (`-q`, `--help`, `--version`) come last; then the
+ * exit codes it can return and the examples.
  */
-export function helpText(spec: HelpSpec): string {
+export function helpText(spec: HelpSpec, program: string = programOf(spec.usage)): string {
   const sections = [`Usage: ${spec.usage}`, spec.summary]
   if (spec.description !== undefined) sections.push(spec.description)
   if (spec.arguments !== undefined && spec.arguments.length > 0)
     sections.push(`Arguments:\n${table(spec.arguments.map((a) => [a.name, a.help]))}`)
-  const options = Object.entries({ ...spec.options, help, version }).map(([name, o]): [string, string] => [
+  const options = Object.entries(commonOptions(spec.options)).map(([name, o]): [string, string] => [
     label(name, o),
     line(o),
   ])
-  sections.push(`Options:\n${table(options)}`, exitCodes)
+  sections.push(`Options:\n${table(options)}`, exitCodesLine(spec.exitCodes), examplesText(spec.examples, program))
   return `${sections.join("\n\n")}\n`
 }
 

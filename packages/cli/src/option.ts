@@ -1,4 +1,5 @@
 import { SpoolError } from "@spool/core/engine"
+import { suggestion } from "./suggest.ts"
 import { parseBytes, parseDuration, parseInteger } from "./value.ts"
 
 /** An option that is there or not: `--json`. */
@@ -140,7 +141,11 @@ export function parseValue(name: string, option: ValueOption, text: string): str
       const choices = option.choices ?? []
       if (choices.includes(text)) return text
       const list = choices.length === 2 ? `${choices[0]} or ${choices[1]}` : `one of ${choices.join(", ")}`
-      throw new SpoolError("usage", `${flag} takes ${list}, not ${JSON.stringify(text)}`)
+      const near = suggestion(text, choices)
+      throw new SpoolError(
+        "usage",
+        `${flag} takes ${list}, not ${JSON.stringify(text)}${near === undefined ? "" : ` (did you mean ${near}?)`}`,
+      )
     }
   }
 }

@@ -11,6 +11,7 @@ import {
   formatLongLine,
   formatPlugin,
   formatPrometheus,
+  isAlert,
   isPluginMode,
   isStalled,
   judgePlugin,
@@ -18,6 +19,7 @@ import {
   lagViolations,
   measureLag,
   type PluginLimits,
+  parseRange,
   parseThreshold,
 } from "./lag.ts"
 
@@ -364,8 +366,7 @@ describe("isStalled", () => {
 
 describe("plugin mode", () => {
   const limits: PluginLimits = {
-    warning: 10,
-    critical: 50,
+    counts: { inbox: { warning: parseRange("warning", "10"), critical: parseRange("critical", "50") } },
     warningAgeSeconds: 300,
     criticalAgeSeconds: 900,
     stalledAfterSeconds: 600,
@@ -406,6 +407,46 @@ describe("plugin mode", () => {
       "SPOOL OK - inbox=3 processing=0 error=0 deferred=0 ignored=0 oldest=12s | " +
         "inbox=3;10;50;0 processing=0;;;0 error=0;;;0 ignored=0;;;0 deferred=0;;;0 oldest=12s;300;900;0 oldest_processing=0s;;;0 idle=4s;;;0\n",
     )
+  })
+
+  it.each([
+    ["10", [0, 10], [11]],
+    ["10:", [10, 99], [9, 0]],
+    ["~:10", [0, 10], [11]],
+    ["10:20", [10, 15, 20], [9, 21]],
+    ["@10:20", [9, 21], [10, 15, 20]],
+  ] as const)("reads the Nagios range %s as the plugin guidelines define it", (text, calm, alerting) => {
+    const range = parseRange("warning", text)
+    for (const n of calm) expect(isAlert(range, n)).toBe(false)
+    for (const n of alerting) expect(isAlert(range, n)).toBe(true)
+  })
+
+  it.each(["", "ten", "20:10", "@", "1:2:3", "~"])("refuses %p as a range, naming the forms", (text) => {
+    expect(() => parseRange("warning", text)).toThrow("--warning takes a Nagios range (10, 10:, ~:10, 10:20 or @10:20)")
+  })
+
+  it("judges error/ and deferred/ by their own ranges and puts the ranges in the perfdata", () => {
+    const l: PluginLimits = {
+      counts: {
+        error: { warning: parseRange("warning-error", "0"), critical: parseRange("critical-error", "@10:20") },
+        deferred: { warning: parseRange("warning-deferred", "5:") },
+      },
+      warningAgeSeconds: undefined,
+      criticalAgeSeconds: undefined,
+      stalledAfterSeconds: undefined,
+    }
+    const r = report({ inbox: 0, error: 12, deferred: 2 })
+    const v = judgePlugin(r, l)
+    expect(v).toEqual({
+      state: "CRITICAL",
+      reasons: ["error=12 is inside the critical range @10:20", "deferred=2 is below the warning threshold 5"],
+    })
+    expect(formatPlugin(r, l, v)).toContain(" error=12;0;@10:20;0 ")
+    expect(formatPlugin(r, l, v)).toContain(" deferred=2;5:;;0 ")
+    expect(judgePlugin(report({ error: 2, deferred: 5 }), l)).toEqual({
+      state: "WARNING",
+      reasons: ["error=2 is over the warning threshold 0"],
+    })
   })
 
   it("puts the reasons before the counts, critical first", () => {

@@ -1,7 +1,7 @@
-import { resolve } from "node:path"
-import { type CommandSpec, choice, duration, flag, integer, json, runCommand, text } from "@spool/cli"
-import { ExitCode, escapeLabel, formatNumber, openQueue, SpoolError, writeTextfile } from "@spool/core/engine"
+import { type CommandSpec, choice, duration, flag, json, root, runCommand, text } from "@spool/cli"
+import { ExitCode, escapeLabel, formatNumber, SpoolError, writeTextfile } from "@spool/core/engine"
 import { writeErr, writeOut } from "./_io.ts"
+import { lagTarget } from "./lag/args.ts"
 import { formatHistogram, histogramJson } from "./lag/histogram.ts"
 import { isStalled, type LagLimits, lagViolations } from "./lag/limits.ts"
 import { type LagDetail, type LagReport, measureLag } from "./lag/measure.ts"
@@ -13,7 +13,10 @@ import {
   type PluginLimits,
   PluginStatus,
   pluginOptions,
+  type RangedDir,
+  rangedDirs,
 } from "./lag/plugin.ts"
+import { parseRange } from "./lag/range.ts"
 
 export type { Histogram } from "./lag/histogram.ts"
 export { bucketOf, formatHistogram, histogramEdgesMinutes } from "./lag/histogram.ts"
@@ -21,8 +24,10 @@ export type { LagLimits } from "./lag/limits.ts"
 export { isStalled, lagViolations } from "./lag/limits.ts"
 export type { AgeClock, DirScan, LagDetail, LagReport } from "./lag/measure.ts"
 export { measureLag, scanQueueDir, waitingDirs } from "./lag/measure.ts"
-export type { PluginLimits, PluginVerdict } from "./lag/plugin.ts"
+export type { CountRanges, PluginLimits, PluginVerdict } from "./lag/plugin.ts"
 export { formatPlugin, isPluginMode, judgePlugin, PluginStatus } from "./lag/plugin.ts"
+export type { NagiosRange } from "./lag/range.ts"
+export { isAlert, parseRange } from "./lag/range.ts"
 
 /** The output formats of lag. */
 export type LagFormat = "line" | "json" | "prometheus"
@@ -131,8 +136,8 @@ export function parseThreshold(text: string | undefined): number {
 export const spec = {
   name: "lag",
   usage:
-    "lag.sh DIR THRESHOLD [--all | --json | --format line|json|prometheus] [--textfile PATH] [--max-age AGE] [--stalled-after DURATION] [--histogram]\n" +
-    "       lag.sh DIR [--warning N] [--critical N] [--warning-age DURATION] [--critical-age DURATION] [--stalled-after DURATION]",
+    "lag.sh [DIR] THRESHOLD [--root DIR] [--all | --json | --format line|json|prometheus] [--textfile PATH] [--max-age AGE] [--stalled-after DURATION] [--histogram]\n" +
+    "       lag.sh [DIR] [--root DIR] [--warning RANGE] [--critical RANGE] [--warning-error RANGE] [--critical-error RANGE] [--warning-deferred RANGE] [--critical-deferred RANGE] [--warning-age DURATION] [--critical-age DURATION] [--stalled-after DURATION]",
   summary: "How far behind a queue is: files per directory; exit 1 over THRESHOLD, --max-age or stalled.",
   description:
     "By default prints exactly one line\n" +
@@ -144,14 +149,18 @@ export const spec = {
     "processing/ age, since it was claimed (ctime). Stalled: files wait in inbox/ or processing/,\n" +
     "the oldest for longer than --stalled-after, and nothing entered done/ or error/ for as long.\n" +
     "--histogram prints the ages of inbox/, processing/ and error/ in buckets of minutes, as qshape\n" +
-    "(THRESHOLD is then optional). With --warning, --critical, --warning-age or --critical-age, lag is\n" +
-    "a Nagios/Icinga plugin: one line `SPOOL OK - ... | perfdata`, exit 0 OK, 1 WARNING, 2 CRITICAL\n" +
-    "(also when stalled), 3 UNKNOWN for bad arguments, a DIR that is not a queue or cannot be read.",
+    "(THRESHOLD is then optional). The root is DIR, else --root, $SPOOL_ROOT, the enclosing queue root\n" +
+    "or ./spool, as for every command; a lone whole number is THRESHOLD. A --textfile written is exit 0:\n" +
+    "the verdict is in the metrics (spool_lag_ok). With any --warning* or --critical* option lag is a\n" +
+    "Nagios/Icinga plugin: one line `SPOOL OK - ... | perfdata`, exit 0 OK, 1 WARNING, 2 CRITICAL (also\n" +
+    "when stalled), 3 UNKNOWN for bad arguments, a root that is not a queue or cannot be read. A RANGE\n" +
+    "is a Nagios range: 10 alerts above 10, 10: below 10, ~:10 above 10, 10:20 outside 10..20, @10:20 inside.",
   arguments: [
-    { name: "DIR", help: "queue root holding inbox/ processing/ done/ error/" },
+    { name: "DIR", help: "queue root holding inbox/ processing/ done/ error/ (default: as --root)" },
     { name: "THRESHOLD", help: "whole number; exit 1 when inbox holds more files than this (not in plugin mode)" },
   ],
   options: {
+    root,
     all: flag("add done, ignored, the oldest ages in inbox/ and processing/ and the idle time to the line"),
     json: { ...json, help: "one JSON object (counts, ages in seconds, limits, stalled, ok, violations)" },
     format: choice("FORMAT", formats, "line, json or prometheus (text exposition format)", { fallback: "line" }),
@@ -168,11 +177,30 @@ export const spec = {
       { example: "10m", min: 1 },
     ),
     histogram: flag("print the age histogram of inbox/, processing/ and error/ (minutes, as qshape)"),
-    warning: integer("plugin: WARNING when inbox holds more than N files"),
-    critical: integer("plugin: CRITICAL when inbox holds more than N files"),
+    warning: text("RANGE", "plugin: WARNING when the inbox/ file count alerts for RANGE (10: more than 10)"),
+    critical: text("RANGE", "plugin: CRITICAL when the inbox/ file count alerts for RANGE"),
+    "warning-error": text("RANGE", "plugin: WARNING when the error/ file count alerts for RANGE"),
+    "critical-error": text("RANGE", "plugin: CRITICAL when the error/ file count alerts for RANGE"),
+    "warning-deferred": text("RANGE", "plugin: WARNING when the deferred/ file count alerts for RANGE"),
+    "critical-deferred": text("RANGE", "plugin: CRITICAL when the deferred/ file count alerts for RANGE"),
     "warning-age": duration("plugin: WARNING when the oldest inbox file is older than this", { example: "5m" }),
     "critical-age": duration("plugin: CRITICAL when the oldest inbox file is older than this", { example: "15m" }),
   },
+  exitCodes: [0, 1, 2, 3],
+  examples: [
+    {
+      args: "/srv/spool/orders 1000 --max-age 5m",
+      does: "the counts; exit 1 above 1000 waiting files or a 5-minute-old one",
+    },
+    {
+      args: "/srv/spool/orders 1000 --format prometheus --textfile /var/lib/node_exporter/textfile/spool.prom",
+      does: "write the metrics for node_exporter (exit 0 once written)",
+    },
+    {
+      args: "/srv/spool/orders --warning 1000 --critical 5000 --critical-error 0",
+      does: "a Nagios plugin: CRITICAL at the first failure in error/",
+    },
+  ],
 } satisfies CommandSpec
 
 type Values = Parameters<Parameters<typeof runCommand<typeof spec.options>>[2]>[0]
@@ -191,16 +219,10 @@ export async function main(argv: readonly string[]): Promise<number> {
 
 const seconds = (ms: number | undefined) => (ms === undefined ? undefined : ms / 1000)
 
-function queueOf(dir: string | undefined) {
-  if (dir === undefined || dir === "") throw new SpoolError("usage", "missing DIR (the queue root)")
-  return openQueue(resolve(dir))
-}
-
-async function runCheck({ values, positionals }: Values): Promise<number> {
-  const [dir, thresholdText, ...extra] = positionals
-  if (dir === undefined || dir === "") throw new SpoolError("usage", "missing DIR (the queue root)")
+async function runCheck({ values, positionals, quiet }: Values): Promise<number> {
+  const target = lagTarget(values.root, positionals, false)
+  const thresholdText = target.threshold
   const threshold = thresholdText === undefined && values.histogram === true ? undefined : parseThreshold(thresholdText)
-  if (extra.length > 0) throw new SpoolError("usage", `unexpected argument ${JSON.stringify(extra[0])}`)
   const format = chooseFormat(values.format, values.json)
   if (values.textfile !== undefined && format !== "prometheus")
     throw new SpoolError("usage", "--textfile writes the Prometheus format; add --format prometheus")
@@ -213,30 +235,35 @@ async function runCheck({ values, positionals }: Values): Promise<number> {
     maxAgeSeconds: seconds(values["max-age"]),
     stalledAfterSeconds: seconds(values["stalled-after"]),
   }
-  const queue = queueOf(dir)
+  const queue = target.queue
   const isDated = limits.maxAgeSeconds !== undefined || limits.stalledAfterSeconds !== undefined
   const detail: LagDetail = format !== "line" || values.all === true ? "full" : isDated ? "ages" : "counts"
   const report = measureLag(queue, detail, Date.now(), { histogram: values.histogram })
   const violations = lagViolations(report, limits)
   const stalled = isStalled(report, limits.stalledAfterSeconds)
+  if (format === "prometheus" && values.textfile !== undefined) {
+    // The file is the report, spool_lag_ok its verdict: a cron line that wrote it succeeded and
+    // says nothing, so a backlog does not mail every minute.
+    writeTextfile(values.textfile, formatPrometheus(report, limits, violations))
+    return ExitCode.ok
+  }
+  if (quiet && violations.length === 0) return ExitCode.ok
   if (format === "json") await writeOut(formatJson(report, limits, violations))
-  else if (format === "prometheus") {
-    const text = formatPrometheus(report, limits, violations)
-    if (values.textfile === undefined) await writeOut(text)
-    else writeTextfile(values.textfile, text)
-  } else if (report.histogram !== undefined) await writeOut(formatHistogram(report.histogram))
-  else await writeOut(values.all === true ? formatLongLine(report, stalled) : formatLine(report, stalled))
+  else if (format === "prometheus") await writeOut(formatPrometheus(report, limits, violations))
+  else if (report.histogram !== undefined) await writeOut(formatHistogram(report.histogram))
+  else if (!quiet) await writeOut(values.all === true ? formatLongLine(report, stalled) : formatLine(report, stalled))
   if (violations.length > 0) await writeErr(violations.map((v) => `lag: ${v}\n`).join(""))
   return violations.length === 0 ? ExitCode.ok : ExitCode.check
 }
 
-async function runPlugin({ values, positionals }: Values): Promise<number> {
-  const [dir, ...extra] = positionals
-  if (extra.length > 0)
-    throw new SpoolError(
-      "usage",
-      `unexpected argument ${JSON.stringify(extra[0])}: as a plugin lag takes DIR and --warning/--critical, not THRESHOLD`,
-    )
+const rangeOptions = {
+  inbox: ["warning", "critical"],
+  error: ["warning-error", "critical-error"],
+  deferred: ["warning-deferred", "critical-deferred"],
+} as const satisfies Record<RangedDir, readonly [string, string]>
+
+async function runPlugin({ values, positionals, quiet }: Values): Promise<number> {
+  if (quiet) throw new SpoolError("usage", "-q does not go with a plugin: its one line is what Nagios reads; drop it")
   for (const other of ["all", "json", "histogram"] as const)
     if (values[other] === true) throw new SpoolError("usage", `--${other} is not a plugin's output; drop it`)
   for (const other of ["format", "textfile", "max-age"] as const)
@@ -245,20 +272,35 @@ async function runPlugin({ values, positionals }: Values): Promise<number> {
         "usage",
         `--${other} does not go with ${pluginOptions.map((o) => `--${o}`).join(", ")}${other === "max-age" ? "; use --warning-age or --critical-age" : ""}`,
       )
+  const ranges = (dir: RangedDir) => {
+    const [w, c] = rangeOptions[dir]
+    return {
+      warning: values[w] === undefined ? undefined : parseRange(w, values[w]),
+      critical: values[c] === undefined ? undefined : parseRange(c, values[c]),
+    }
+  }
+  const counts = Object.fromEntries(rangedDirs.map((d) => [d, ranges(d)]))
+  const { warning, critical } = counts.inbox ?? {}
+  // Two plain limits (`--warning 5 --critical 2`) the wrong way round are a typo, not a range.
+  if (
+    warning?.start === 0 &&
+    critical?.start === 0 &&
+    !warning.isInside &&
+    !critical.isInside &&
+    critical.end < warning.end
+  )
+    throw new SpoolError("usage", `--critical ${critical.text} is below --warning ${warning.text}`)
   const limits: PluginLimits = {
-    warning: values.warning,
-    critical: values.critical,
+    counts,
     warningAgeSeconds: seconds(values["warning-age"]),
     criticalAgeSeconds: seconds(values["critical-age"]),
     stalledAfterSeconds: seconds(values["stalled-after"]),
   }
-  if (limits.warning !== undefined && limits.critical !== undefined && limits.critical < limits.warning)
-    throw new SpoolError("usage", `--critical ${limits.critical} is below --warning ${limits.warning}`)
   const wa = limits.warningAgeSeconds
   const ca = limits.criticalAgeSeconds
   if (wa !== undefined && ca !== undefined && ca < wa)
     throw new SpoolError("usage", "--critical-age is shorter than --warning-age")
-  const report = measureLag(queueOf(dir), "ages")
+  const report = measureLag(lagTarget(values.root, positionals, true).queue, "ages")
   const verdict = judgePlugin(report, limits)
   await writeOut(formatPlugin(report, limits, verdict))
   return PluginStatus[verdict.state]

@@ -12,7 +12,6 @@ import {
 } from "@spool/cli"
 import {
   checkRootLedger,
-  type ErrorClass,
   ExitCode,
   type LedgerPort,
   openExistingLedger,
@@ -20,6 +19,7 @@ import {
   openQueue,
   type Queue,
   quoteName,
+  reasonNames,
   resolveLedgerUrl,
   resolveRoot,
   SpoolError,
@@ -29,17 +29,17 @@ import { writeErr, writeOut } from "./_io.ts"
 import { type BulkOutcome, replayFiles, type Selection, selectFiles } from "./replay-bulk.ts"
 import { checkReplayable, type Replayed, refusal, replayFile } from "./replay-move.ts"
 import { publishAndMark, type ReplayTarget, type SourceHandle, sourceHandle, sourceRefusal } from "./replay-publish.ts"
+import { errorClasses, parseSelection } from "./replay-selection.ts"
 import { type Repeat, repeatWarning, skippedLine } from "./replay-unchanged.ts"
 
 export type { BulkOptions, BulkOutcome, LedgerSource, Selection } from "./replay-bulk.ts"
 export { replayFiles, selectFiles } from "./replay-bulk.ts"
 export type { MoveOutcome, RepeatPolicy, Replayed } from "./replay-move.ts"
 export { checkReplayable, checkReplayName, moveAndMark, replayFile } from "./replay-move.ts"
+export { parseSelection } from "./replay-selection.ts"
 export type { Repeat } from "./replay-unchanged.ts"
 
 const defaultMaxReplays = 3
-
-const errorClasses = ["business", "format"] as const satisfies readonly ErrorClass[]
 
 /** `replay`'s options and help. */
 export const spec = {
@@ -80,8 +80,9 @@ export const spec = {
       "every entry directly in error/ whose name matches GLOB; quote it, repeat it for several globs, and put \\ before any of *?[]{}()! to match it literally",
       { multiple: true },
     ),
-    reason: text(
+    reason: choice(
       "REASON",
+      reasonNames,
       "every file in error/ whose latest unreplayed failure has REASON (parse, missing-field, invalid-field, ...; see error.csv)",
     ),
     class: choice(
@@ -105,7 +106,7 @@ export const spec = {
     force: flag("the same as --include-unchanged"),
     source: text(
       "URL",
-      "the broker a delivered file came from, with its password (the ledger keeps the URL without it): amqp://USER:PASS@HOST:5672/?queue=QUEUE or nats://HOST:4222/?stream=STREAM&consumer=NAME",
+      "the broker a delivered file came from, with its password (the ledger keeps the URL without it): amqp://USER:PASS@HOST:5672/?queue=QUEUE, nats://HOST:4222/?stream=STREAM&consumer=NAME, redis://HOST:6379/?stream=STREAM&group=GROUP or mqtt://HOST:1883/?topic=FILTER&client=ID",
     ),
     to: choice(
       "inbox",
@@ -113,11 +114,20 @@ export const spec = {
       "put files a broker delivered into the root's inbox/ instead of publishing them back",
     ),
   },
+  exitCodes: [0, 1, 2, 3],
+  examples: [
+    { args: "--root /srv/spool/orders evt-broken-0001.json", does: "send one corrected file back to inbox/" },
+    { args: "--root /srv/spool/orders --reason handler --dry-run", does: "say which handler failures would go back" },
+    {
+      args: "--root /srv/spool/orders --class business",
+      does: "send back every business failure, once its cause is fixed",
+    },
+  ],
 } satisfies CommandSpec
 
 /** `replay FILE`: send failed messages back to inbox/. Exit 1 when a file was refused (that file unchanged). */
 export async function main(argv: readonly string[]): Promise<number> {
-  return runCommand(spec, argv, async ({ values, positionals }) => {
+  return runCommand(spec, argv, async ({ values, positionals, quiet }) => {
     const isBulk =
       positionals.length > 1 ||
       values.match !== undefined ||
@@ -130,7 +140,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       values["include-unchanged"] ||
       values.force
     const url = resolveLedgerUrl(values.ledger)
-    if (isBulk) return replayBulk(values, positionals, url)
+    if (isBulk) return replayBulk(values, positionals, url, quiet)
     const [file] = positionals
     if (file === undefined) throw new SpoolError("usage", "missing FILE (the name of a file in error/)")
     const queue = openQueue(resolveRoot(values.root))
@@ -141,7 +151,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     try {
       const r = await replayOne(queue, ledger, file, targetOf(values), source)
       await writeReports(queue, ledger)
-      await writeErr(`replay: ${movedLine(r)}; run consume to process it\n`)
+      if (!quiet) await writeErr(`replay: ${movedLine(r)}; run consume to process it\n`)
       if (r.repeat !== undefined) await writeErr(warningLine(r.file, r.repeat))
       return ExitCode.ok
     } finally {
@@ -194,55 +204,11 @@ function warningLine(file: string, repeat: Repeat): string {
   return `replay: warning: ${quoteName(file)}: ${repeatWarning(repeat)}\n`
 }
 
-type ReplayValues = Partial<Pick<Values<typeof spec.options>, "match" | "reason" | "class" | "id" | "all">>
-
-/** Turns the options into one selection, or a usage error. */
-export function parseSelection(values: ReplayValues, positionals: readonly string[]): Selection {
-  const chosen = [
-    positionals.length > 0 ? "FILE" : undefined,
-    values.match !== undefined ? "--match" : undefined,
-    values.reason !== undefined ? "--reason" : undefined,
-    values.class !== undefined ? "--class" : undefined,
-    values.id !== undefined ? "--id" : undefined,
-    values.all === true ? "--all" : undefined,
-  ].filter((c) => c !== undefined)
-  if (chosen.length === 0)
-    throw new SpoolError(
-      "usage",
-      "missing FILE (the name of a file in error/), --match GLOB, --reason REASON, --class CLASS, --id MSG_ID or --all",
-    )
-  if (chosen.length > 1)
-    throw new SpoolError("usage", `give one way of choosing files, not ${chosen.join(" and ")} together`)
-  if (values.match !== undefined) {
-    for (const p of values.match)
-      if (p === "" || p.includes("/") || p.includes("\0"))
-        throw new SpoolError(
-          "usage",
-          `--match takes a glob of names directly in error/, without a path, not ${quoteName(p)}`,
-        )
-    return { kind: "match", patterns: values.match }
-  }
-  if (values.reason !== undefined) {
-    if (values.reason === "") throw new SpoolError("usage", "--reason takes a failure reason such as missing-field")
-    return { kind: "reason", reason: values.reason }
-  }
-  if (values.class !== undefined) {
-    const errorClass = errorClasses.find((c) => c === values.class)
-    if (errorClass === undefined) throw new SpoolError("usage", "--class takes business or format")
-    return { kind: "class", errorClass }
-  }
-  if (values.id !== undefined) {
-    if (values.id === "") throw new SpoolError("usage", "--id takes a message's msg_id")
-    return { kind: "id", msgId: values.id }
-  }
-  if (values.all === true) return { kind: "all" }
-  return { kind: "names", names: positionals }
-}
-
 async function replayBulk(
   values: Values<typeof spec.options>,
   positionals: readonly string[],
   url: string | undefined,
+  quiet: boolean,
 ): Promise<number> {
   const selection = parseSelection(values, positionals)
   const maxReplays = values["max-replays"] ?? defaultMaxReplays
@@ -278,7 +244,8 @@ async function replayBulk(
       return ExitCode.check
     }
     if (files.length === 0) {
-      await writeErr(`replay: ${describeSelection(selection)} selects no file in error/; nothing was changed\n`)
+      if (!quiet)
+        await writeErr(`replay: ${describeSelection(selection)} selects no file in error/; nothing was changed\n`)
       return ExitCode.ok
     }
     const outcomes = await replayFiles(
@@ -288,12 +255,13 @@ async function replayBulk(
       { maxReplays, isTakingRepeats, isDryRun, now: new Date(), target: targetOf(values), source },
       async (o) => {
         if (o.kind === "moved") moved++
-        await writeOutcome(o)
+        await writeOutcome(o, quiet)
       },
     )
     const count = (kind: BulkOutcome["kind"]) => outcomes.filter((o) => o.kind === kind).length
     const refused = count("refused")
     const skipped = outcomes.flatMap((o) => (o.kind === "skipped" ? [o.repeat] : []))
+    if (quiet && refused === 0) return ExitCode.ok
     if (skipped.length > 0) await writeErr(`replay: ${skippedLine(skipped, files.length, isDryRun)}\n`)
     const of = `of ${files.length} selected file${files.length === 1 ? "" : "s"}`
     await writeErr(
@@ -324,7 +292,7 @@ function publishedOf(outcomes: readonly BulkOutcome[]): string {
 }
 
 /** One selected file's lines: stdout lists what moves, stderr says why a file did not or will fail again. */
-async function writeOutcome(o: BulkOutcome): Promise<void> {
+async function writeOutcome(o: BulkOutcome, quiet: boolean): Promise<void> {
   switch (o.kind) {
     case "refused":
       return writeErr(`replay: refused ${quoteName(o.file)}: ${o.why}\n`)
@@ -332,9 +300,10 @@ async function writeOutcome(o: BulkOutcome): Promise<void> {
       // Counted in the one summary line instead: a selection may skip hundreds.
       return
     case "moved":
-      await writeErr(`replay: ${movedLine(o.replayed)}\n`)
+      // Quiet keeps the warning that the file will fail the same way: that needs a person.
+      if (!quiet) await writeErr(`replay: ${movedLine(o.replayed)}\n`)
       if (o.replayed.repeat !== undefined) await writeErr(warningLine(o.file, o.replayed.repeat))
-      return writeOut(`${quoteName(o.file)}\n`)
+      return quiet ? undefined : writeOut(`${quoteName(o.file)}\n`)
     case "would-move":
       if (o.repeat !== undefined) await writeErr(warningLine(o.file, o.repeat))
       // A file a broker delivered says where it goes; the others go to inbox/, as the summary says.

@@ -22,6 +22,10 @@ describe("the spool command table", () => {
       "show",
       "lag",
       "replay",
+      "delete",
+      "serve",
+      "completion",
+      "man",
     ])
   })
 

@@ -17,6 +17,16 @@ export const commands = {
   show: () => import("@spool/consumer/show"),
   lag: () => import("@spool/ops/lag"),
   replay: () => import("@spool/ops/replay"),
+  delete: () => import("@spool/ops/delete"),
+  serve: () => import("@spool/serve/serve"),
+  completion: async () => {
+    const m = await import("./shell.ts")
+    return { spec: m.completionSpec, main: m.completion }
+  },
+  man: async () => {
+    const m = await import("./shell.ts")
+    return { spec: m.manSpec, main: m.man }
+  },
 } satisfies CommandTable
 
 /** True for the commands that stop at a safe point on SIGINT, SIGTERM or SIGHUP (see @spool/cli/stop). */
@@ -30,6 +40,11 @@ export const spool: DispatcherSpec = {
   summary:
     "spool consumes a directory queue (inbox/ processing/ done/ error/) into a ledger with exactly-once effects.",
   commands,
+  examples: [
+    { args: "setup --root /srv/spool/orders", does: "create an empty queue" },
+    { args: "consume --root /srv/spool/orders -q", does: "drain it once, silent unless something needs a person" },
+    { args: "help lag", does: "lag's arguments and options" },
+  ],
 }
 
 /** `spool COMMAND ...`: runs that command. */
