@@ -1,12 +1,22 @@
 // The broker contenders of the bench (bench/contenders.ts runs them): consume --source from
-// RabbitMQ and from JetStream, each beside a raw client loop that only receives and acks (the
-// transport's floor), on the bench's generated messages published, in name order, to a fresh
-// queue or stream for every run.
+// RabbitMQ, from JetStream, from a Redis stream and from MQTT, each beside a raw client loop that
+// only receives and acks (the transport's floor), on the bench's generated messages published, in
+// name order, to a fresh queue, stream or session for every run. MQTT runs on a private Mosquitto that queues
+// without limit (the machine's keeps 1000 messages per session).
 import fs from "node:fs"
 import { join } from "node:path"
-import { tempAmqpQueue, tempJetStream } from "@spool/test-support"
+import { tempAmqpQueue, tempJetStream, tempMosquitto, tempMqttTopic, tempRedisStream } from "@spool/test-support"
 
-export const brokerContenders = ["consume-amqp", "amqp-raw", "consume-nats", "nats-raw"] as const
+export const brokerContenders = [
+  "consume-amqp",
+  "amqp-raw",
+  "consume-nats",
+  "nats-raw",
+  "consume-redis",
+  "redis-raw",
+  "consume-mqtt",
+  "mqtt-raw",
+] as const
 export type BrokerContender = (typeof brokerContenders)[number]
 
 export const isBrokerContender = (c: string): c is BrokerContender =>
@@ -19,7 +29,7 @@ export interface BenchBroker extends AsyncDisposable {
   unacked(): Promise<number>
 }
 
-/** A fresh queue (amqp) or stream (nats) holding every file of `master`, in name order. */
+/** A fresh queue (amqp), stream (nats, redis) or session (mqtt) holding every file of `master`, in name order. */
 export async function brokerWith(contender: BrokerContender, master: string): Promise<BenchBroker> {
   const files = fs.readdirSync(master).sort()
   const chunks = Array.from({ length: Math.ceil(files.length / 1000) }, (_, i) =>
@@ -32,6 +42,24 @@ export async function brokerWith(contender: BrokerContender, master: string): Pr
     for (const chunk of chunks)
       await q.publish(...chunk.map((f) => ({ body: read(f).toString("utf8"), id: `b-${n++}` })))
     return { url: q.url, unacked: () => q.ready(), [Symbol.asyncDispose]: () => q[Symbol.asyncDispose]() }
+  }
+  if (contender.includes("mqtt")) {
+    const broker = await tempMosquitto()
+    const t = await tempMqttTopic(broker.url)
+    for (const chunk of chunks) await t.publish(chunk.map(read))
+    return {
+      url: t.url(),
+      unacked: () => t.unacked(),
+      async [Symbol.asyncDispose]() {
+        await t[Symbol.asyncDispose]()
+        await broker[Symbol.asyncDispose]()
+      },
+    }
+  }
+  if (contender.includes("redis")) {
+    const r = await tempRedisStream(30_000)
+    for (const chunk of chunks) await r.publish(...chunk.map((f) => new Uint8Array(read(f))))
+    return { url: r.url, unacked: () => r.unacked(), [Symbol.asyncDispose]: () => r[Symbol.asyncDispose]() }
   }
   const s = await tempJetStream(30_000)
   for (const chunk of chunks) await s.publish(...chunk.map((f) => new Uint8Array(read(f))))

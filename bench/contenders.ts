@@ -1,6 +1,7 @@
 // The contenders, each timed on a fresh copy of the generated inbox and its end state checked:
 // consume (and consume-1t, consume-pg, consume-xK), the per-message-commit baselines
-// (baseline.ts), the raw floor in C (floor.c) and the broker contenders (brokers.ts).
+// (baseline.ts), the raw floor in C (floor.c), the broker contenders (brokers.ts), and
+// consume-served: consume while `spool serve` on the same root answers a load (served.ts).
 import fs from "node:fs"
 import { join } from "node:path"
 import { tempDatabase } from "@spool/test-support"
@@ -9,8 +10,12 @@ import { brokerCommand, brokerWith, isBrokerContender } from "./brokers.ts"
 import { check } from "./end-state.ts"
 import { fmt, percentile } from "./figures.ts"
 import { type Expected, freshRoot } from "./generated-queue.ts"
+import { type ServedLoad, whileServing } from "./served.ts"
 import { repo, sh } from "./shell.ts"
 import { timed } from "./timing.ts"
+
+/** The requests a second the consume-served contender's console is asked. */
+export const servedRate = 50
 
 /** One run of one contender. */
 export interface Measured {
@@ -19,23 +24,32 @@ export interface Measured {
   readonly seconds: number
   readonly messagesPerSecond: number
   readonly peakRssMb: number
+  /** CPU time (user + system) of the contender's processes. */
+  readonly cpuSeconds: number
   readonly batchP50Ms?: number
   readonly batchP99Ms?: number
   readonly batches?: number
   /** The baselines' ledger settings, as SQLite reported them. */
   readonly sqlite?: { readonly journalMode: string; readonly synchronous: number }
+  /** consume-served: what the console answered while consume drained. */
+  readonly served?: ServedLoad
 }
 
-const floorBin = join(repo, "bench/out/floor")
+/** The C floors: one thread (floor.c), and the same work pipelined over two (floor-2t.c). */
+const floors = { floor: join(repo, "bench/out/floor"), "floor-2t": join(repo, "bench/out/floor-2t") } as const
+const isFloor = (c: string): c is keyof typeof floors => c in floors
 
-/** Compiles bench/floor.c unless its binary is newer than the source. */
+/** Compiles bench/floor.c and bench/floor-2t.c unless their binaries are newer than their sources and floor.h. */
 export function buildFloor(): void {
-  const src = join(repo, "bench/floor.c")
-  if (fs.existsSync(floorBin) && fs.statSync(floorBin).mtimeMs >= fs.statSync(src).mtimeMs) return
-  if (!fs.existsSync("/usr/include/sqlite3.h"))
-    throw new Error("bench/floor.c needs the SQLite header: apt-get install -y libsqlite3-dev")
-  fs.mkdirSync(join(repo, "bench/out"), { recursive: true })
-  sh("cc", ["-O2", "-o", floorBin, src, "-lsqlite3"])
+  const header = fs.statSync(join(repo, "bench/floor.h")).mtimeMs
+  for (const [name, bin] of Object.entries(floors)) {
+    const src = join(repo, `bench/${name}.c`)
+    if (fs.existsSync(bin) && fs.statSync(bin).mtimeMs >= Math.max(header, fs.statSync(src).mtimeMs)) continue
+    if (!fs.existsSync("/usr/include/sqlite3.h"))
+      throw new Error(`bench/${name}.c needs the SQLite header: apt-get install -y libsqlite3-dev`)
+    fs.mkdirSync(join(repo, "bench/out"), { recursive: true })
+    sh("cc", ["-O2", "-pthread", "-o", bin, src, "-lsqlite3"])
+  }
 }
 
 /** One contender's figures from its timing and, when it reports them, its per-batch times. */
@@ -43,10 +57,17 @@ function measured(
   contender: string,
   run: number,
   messages: number,
-  t: { readonly seconds: number; readonly peakRssMb: number },
+  t: { readonly seconds: number; readonly peakRssMb: number; readonly cpuSeconds: number },
   batchMs?: readonly number[],
 ): Measured {
-  const base = { contender, run, seconds: t.seconds, messagesPerSecond: messages / t.seconds, peakRssMb: t.peakRssMb }
+  const base = {
+    contender,
+    run,
+    seconds: t.seconds,
+    messagesPerSecond: messages / t.seconds,
+    peakRssMb: t.peakRssMb,
+    cpuSeconds: t.cpuSeconds,
+  }
   if (batchMs === undefined) return base
   return {
     ...base,
@@ -68,9 +89,9 @@ export async function runOne(
   const label = `${contender}-${run}`
   const root = freshRoot(base, label, master)
   let m: Measured
-  if (contender === "floor") {
+  if (isFloor(contender)) {
     const db = join(root, "floor.db")
-    const t = await timed([[floorBin, root, db]])
+    const t = await timed([[floors[contender], root, db]])
     const out = JSON.parse(t.stdout[0] as string) as { batchMs: number[] }
     check(label, root, db, e, false)
     m = measured(contender, run, e.messages, t, out.batchMs)
@@ -103,24 +124,30 @@ export async function runOne(
       m = measured(contender, run, e.messages, t)
     }
   } else {
-    // consume-pg: the same command against a fresh PostgreSQL database (the backend comparison),
-    // dropped even when the run fails.
-    await using pg = contender === "consume-pg" ? await tempDatabase() : undefined
+    // consume-pg (and consume-pg-xK): the same command against a fresh PostgreSQL database (the
+    // backend comparison), dropped even when the run fails.
+    await using pg = contender.startsWith("consume-pg") ? await tempDatabase() : undefined
     // consume-1t: the same command with --one-thread, to show what the second thread gains.
     const extraArgs = pg ? ["--ledger", pg.url] : contender === "consume-1t" ? ["--one-thread"] : []
     const stats = Array.from({ length: processes }, (_, i) => join(base, `${label}.stats-${i}.json`))
-    const t = await timed(
-      stats.map((s) => [
-        "bun",
-        "packages/consumer/bin/consume.ts",
-        "--root",
-        root,
-        ...extraArgs,
-        "--quiet",
-        "--stats-json",
-        s,
-      ]),
-    )
+    const drain = () =>
+      timed(
+        stats.map((s) => [
+          "bun",
+          "packages/consumer/bin/consume.ts",
+          "--root",
+          root,
+          ...extraArgs,
+          "--quiet",
+          "--stats-json",
+          s,
+        ]),
+      )
+    // consume-served: the same command while the console on the same root answers servedRate requests a second.
+    const { result: t, load } =
+      contender === "consume-served"
+        ? await whileServing(root, servedRate, drain)
+        : { result: await drain(), load: undefined }
     const batchMs = stats.flatMap((s) => (JSON.parse(fs.readFileSync(s, "utf8")) as { batchMs: number[] }).batchMs)
     if (pg) {
       const sql = new SQL({ url: pg.url, max: 1 })
@@ -128,12 +155,26 @@ export async function runOne(
       await sql.close()
       check(label, root, row?.n ?? -1, e, true)
     } else check(label, root, join(root, "ledger.db"), e, true)
-    m = measured(contender, run, e.messages, t, batchMs)
+    m = { ...measured(contender, run, e.messages, t, batchMs), ...(load !== undefined && { served: load }) }
   }
   fs.rmSync(root, { recursive: true, force: true })
   const lat = m.batchP50Ms === undefined ? "" : ` batch p50 ${fmt(m.batchP50Ms)} ms p99 ${fmt(m.batchP99Ms ?? 0)} ms`
   process.stderr.write(
-    `bench: ${label}: ${fmt(m.seconds, 2)} s, ${Math.round(m.messagesPerSecond)} msg/s, peak RSS ${fmt(m.peakRssMb)} MB${lat}\n`,
+    `bench: ${label}: ${fmt(m.seconds, 2)} s, ${Math.round(m.messagesPerSecond)} msg/s, CPU ${fmt(m.cpuSeconds, 2)} s, peak RSS ${fmt(m.peakRssMb)} MB${lat}\n`,
   )
+  if (m.served !== undefined) process.stderr.write(`bench: ${label}: ${describeLoad(m.served)}\n`)
   return m
+}
+
+/** One line of what the console answered during a drain. */
+export function describeLoad(l: ServedLoad): string {
+  const statuses = Object.entries(l.non200).map(([status, n]) => `${n} answered ${status}`)
+  const errors = l.failed === 0 ? [] : [`${l.failed} unanswered`]
+  const short = l.seconds < 10 ? " (the drain was shorter than 10 s: served for all of it)" : ""
+  return (
+    `console asked ${l.requests} requests in ${fmt(l.seconds, 2)} s (${fmt(l.rate, 1)}/s)${short}, ${l.answered} answered, ` +
+    `latency p50 ${fmt(l.p50Ms)} ms p99 ${fmt(l.p99Ms)} ms max ${fmt(l.maxMs)} ms; ` +
+    `CPU: console ${fmt(l.consoleCpuSeconds, 2)} s, load generator ${fmt(l.generatorCpuSeconds, 2)} s; ` +
+    ([...statuses, ...errors].join(", ") || "every answer 200")
+  )
 }

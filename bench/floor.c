@@ -18,6 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "floor.h"
+
 #define MAX_BATCH 100000
 
 static int inbox_fd, processing_fd, done_fd, error_fd;
@@ -31,11 +33,6 @@ static double *batch_ms;
 static long batch_ms_cap;
 static double last_batch_end;
 
-static double now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 static void die(const char *what) {
   fprintf(stderr, "floor: %s: %s (sqlite: %s)\n", what, strerror(errno), db ? sqlite3_errmsg(db) : "-");
@@ -44,38 +41,6 @@ static void die(const char *what) {
 
 static void exec_sql(const char *sql) {
   if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK) die(sql);
-}
-
-// Finds "key" and returns a pointer just past the ':' and any blanks after it.
-static const char *field(const char *json, const char *quoted_key) {
-  const char *p = strstr(json, quoted_key);
-  if (!p) return NULL;
-  p += strlen(quoted_key);
-  while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
-  if (*p != ':') return NULL;
-  p++;
-  while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
-  return p;
-}
-
-static int string_field(const char *json, const char *key, const char **start, int *len) {
-  const char *p = field(json, key);
-  if (!p || *p != '"') return 0;
-  const char *end = strchr(p + 1, '"');
-  if (!end || end == p + 1) return 0;
-  *start = p + 1;
-  *len = (int)(end - p - 1);
-  return 1;
-}
-
-static int number_field(const char *json, const char *key, const char **start, int *len) {
-  const char *p = field(json, key);
-  if (!p || !(*p == '-' || (*p >= '0' && *p <= '9'))) return 0;
-  const char *end = p;
-  while (*end && strchr("0123456789+-.eE", *end)) end++;
-  *start = p;
-  *len = (int)(end - p);
-  return 1;
 }
 
 static void flush_batch(void) {
@@ -100,14 +65,6 @@ static void flush_batch(void) {
   exec_sql("BEGIN IMMEDIATE");
 }
 
-static int open_dir(const char *root, const char *name) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/%s", root, name);
-  int fd = open(path, O_RDONLY | O_DIRECTORY);
-  if (fd < 0) die(path);
-  return fd;
-}
-
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: floor ROOT DB [BATCH]\n");
@@ -126,15 +83,7 @@ int main(int argc, char **argv) {
   done_fd = open_dir(root, "done");
   error_fd = open_dir(root, "error");
 
-  if (sqlite3_open(argv[2], &db) != SQLITE_OK) die("open db");
-  exec_sql("PRAGMA journal_mode = WAL");
-  exec_sql("PRAGMA synchronous = FULL");
-  exec_sql(
-      "CREATE TABLE IF NOT EXISTS processed (msg_id TEXT PRIMARY KEY, order_no TEXT NOT NULL, seq INTEGER NOT NULL, "
-      "amount TEXT NOT NULL)");
-  if (sqlite3_prepare_v2(db, "INSERT OR IGNORE INTO processed (msg_id, order_no, seq, amount) VALUES (?, ?, ?, ?)", -1,
-                         &insert_stmt, NULL) != SQLITE_OK)
-    die("prepare");
+  db = open_ledger(argv[2], &insert_stmt);
   exec_sql("BEGIN IMMEDIATE");
   last_batch_end = now_ms();
 
@@ -145,8 +94,7 @@ int main(int argc, char **argv) {
     rewinddir(dir);
     struct dirent *e;
     while ((e = readdir(dir)) != NULL) {
-      size_t n = strlen(e->d_name);
-      if (e->d_name[0] == '.' || n < 5 || strcmp(e->d_name + n - 5, ".json") != 0) continue;
+      if (!is_message_name(e->d_name)) continue;
       if (renameat2(inbox_fd, e->d_name, processing_fd, e->d_name, RENAME_NOREPLACE) != 0) {
         if (errno == ENOENT || errno == EEXIST) continue;
         die("rename into processing/");
@@ -159,22 +107,16 @@ int main(int argc, char **argv) {
       if (len < 0) die("read");
       buf[len] = 0;
 
-      const char *id, *order, *seq, *amount;
-      int id_len, order_len, seq_len, amount_len;
-      int ok = string_field(buf, "\"msg_id\"", &id, &id_len) && string_field(buf, "\"order_no\"", &order, &order_len) &&
-               number_field(buf, "\"seq\"", &seq, &seq_len) && number_field(buf, "\"amount\"", &amount, &amount_len);
-      if (ok) {
-        sqlite3_bind_text(insert_stmt, 1, id, id_len, SQLITE_STATIC);
-        sqlite3_bind_text(insert_stmt, 2, order, order_len, SQLITE_STATIC);
-        sqlite3_bind_int64(insert_stmt, 3, strtoll(seq, NULL, 10));
-        sqlite3_bind_text(insert_stmt, 4, amount, amount_len, SQLITE_STATIC);
-        if (sqlite3_step(insert_stmt) != SQLITE_DONE) die("insert");
-        sqlite3_reset(insert_stmt);
+      int ok = insert_fields(insert_stmt, buf);
+
+      if (ok)
+
         done_count++;
-      } else {
+
+      else
+
         error_count++;
-      }
-      memcpy(names[in_batch], e->d_name, n + 1);
+      memcpy(names[in_batch], e->d_name, strlen(e->d_name) + 1);
       is_error[in_batch] = !ok;
       if (++in_batch == batch_size) flush_batch();
     }

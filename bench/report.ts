@@ -3,7 +3,7 @@
 import fs from "node:fs"
 import os from "node:os"
 import { join } from "node:path"
-import type { Measured } from "./contenders.ts"
+import { describeLoad, type Measured, servedRate } from "./contenders.ts"
 import { median } from "./figures.ts"
 import type { Expected } from "./generated-queue.ts"
 import type { Machine } from "./machine.ts"
@@ -18,7 +18,7 @@ export interface Figures {
   readonly machine: Machine
   readonly expected: Expected
   readonly startup: { lagMs: number; replayMs: number } | undefined
-  readonly watch: WatchLatency | undefined
+  readonly watch: readonly WatchLatency[]
   readonly results: readonly Measured[]
 }
 
@@ -34,6 +34,8 @@ function summarize(results: readonly Measured[]) {
         messagesPerSecond: med(c, (m) => m.messagesPerSecond),
         seconds: med(c, (m) => m.seconds),
         peakRssMb: med(c, (m) => m.peakRssMb),
+        cpuSeconds: med(c, (m) => m.cpuSeconds),
+        cpuUsPerMessage: med(c, (m) => (m.cpuSeconds / m.seconds / m.messagesPerSecond) * 1e6),
         batchP50Ms: med(c, (m) => m.batchP50Ms),
         batchP99Ms: med(c, (m) => m.batchP99Ms),
       },
@@ -49,12 +51,21 @@ export function report(f: Figures): void {
   const rate = (c: string) => summary[c]?.messagesPerSecond ?? Number.NaN
   const ratios = {
     consumeOverFloor: rate("consume") / rate("floor"),
+    consumeOverFloor2t: rate("consume") / rate("floor-2t"),
+    floor2tOverFloor: rate("floor-2t") / rate("floor"),
     consumeOverBaseline: rate("consume") / rate("baseline"),
     consumeOverBaselineWal: rate("consume") / rate("baseline-wal"),
     consumeOverOneThread: rate("consume") / rate("consume-1t"),
+    consumeServedOverConsume: rate("consume-served") / rate("consume"),
     consumeAmqpOverRaw: rate("consume-amqp") / rate("amqp-raw"),
     consumeNatsOverRaw: rate("consume-nats") / rate("nats-raw"),
+    consumeMqttOverRaw: rate("consume-mqtt") / rate("mqtt-raw"),
+    consumeRedisOverRaw: rate("consume-redis") / rate("redis-raw"),
+    consumePgOverConsume: rate("consume-pg") / rate("consume"),
     ...(consumers > 1 && { [`consumeX${consumers}OverConsume`]: rate(`consume-x${consumers}`) / rate("consume") }),
+    ...(consumers > 1 && {
+      [`consumePgX${consumers}OverConsumePg`]: rate(`consume-pg-x${consumers}`) / rate("consume-pg"),
+    }),
   }
 
   const loadAtEnd = os.loadavg()[0] ?? 0
@@ -81,28 +92,44 @@ export function report(f: Figures): void {
   const lines = [
     `${N} messages (${expected.distinct} distinct, ${expected.duplicates} duplicates, ${expected.bad} bad), medians of ${runs} runs, ${machine.nproc} cores (${machine.cpu}), ${machine.filesystem}, commit ${machine.commit}`,
     "",
-    "| contender | messages/s | seconds | batch p50 ms | batch p99 ms | peak RSS MB |",
-    "|---|---:|---:|---:|---:|---:|",
+    "| contender | messages/s | seconds | CPU s | CPU us/msg | batch p50 ms | batch p99 ms | peak RSS MB |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|",
     ...Object.entries(summary).map(
       ([c, s]) =>
-        `| ${c} | ${cell(s.messagesPerSecond, 0)} | ${cell(s.seconds, 2)} | ${cell(s.batchP50Ms)} | ${cell(s.batchP99Ms)} | ${cell(s.peakRssMb)} |`,
+        `| ${c} | ${cell(s.messagesPerSecond, 0)} | ${cell(s.seconds, 2)} | ${cell(s.cpuSeconds, 2)} | ${cell(s.cpuUsPerMessage, 1)} | ${cell(s.batchP50Ms)} | ${cell(s.batchP99Ms)} | ${cell(s.peakRssMb)} |`,
     ),
     "",
-    `consume / floor = ${times(ratios.consumeOverFloor, 2)}, consume / baseline = ${times(ratios.consumeOverBaseline, 1)}, consume / baseline-wal = ${times(ratios.consumeOverBaselineWal, 1)}, consume / consume-1t = ${times(ratios.consumeOverOneThread, 2)}` +
+    `consume / floor = ${times(ratios.consumeOverFloor, 2)}, consume / floor-2t = ${times(ratios.consumeOverFloor2t, 2)} (floor-2t / floor = ${times(ratios.floor2tOverFloor, 2)}), consume / baseline = ${times(ratios.consumeOverBaseline, 1)}, consume / baseline-wal = ${times(ratios.consumeOverBaselineWal, 1)}, consume / consume-1t = ${times(ratios.consumeOverOneThread, 2)}` +
       (consumers > 1
         ? `, ${consumers} consumers / 1 consumer = ${times(rate(`consume-x${consumers}`) / rate("consume"), 2)}`
         : ""),
-    ...(["amqp", "nats"] as const)
+    ...(summary["consume-pg"] === undefined
+      ? []
+      : [
+          `consume-pg / consume = ${times(ratios.consumePgOverConsume, 2)}` +
+            (consumers > 1
+              ? `, ${consumers} consumers / 1 consumer on PostgreSQL = ${times(rate(`consume-pg-x${consumers}`) / rate("consume-pg"), 2)}`
+              : ""),
+        ]),
+    ...(["amqp", "nats", "redis", "mqtt"] as const)
       .filter((b) => summary[`consume-${b}`] !== undefined)
       .map(
         (b) =>
-          `consume-${b} / ${b}-raw = ${times(b === "amqp" ? ratios.consumeAmqpOverRaw : ratios.consumeNatsOverRaw, 2)} (spool from the broker over the client's own receive-and-ack loop)`,
+          `consume-${b} / ${b}-raw = ${times(rate(`consume-${b}`) / rate(`${b}-raw`), 2)} (spool from the broker over the client's own receive-and-ack loop)`,
       ),
-    ...(watch
+    ...(summary["consume-served"] !== undefined
       ? [
-          `watch mode at ${cell(watch.rate, 0)} messages/s for ${options.watchSeconds} s: arrival in inbox/ to done/ p50 ${cell(watch.p50Ms)} ms, p99 ${cell(watch.p99Ms)} ms, max ${cell(watch.maxMs)} ms`,
+          `consume-served / consume = ${times(ratios.consumeServedOverConsume, 3)}: serving slows consume by ${cell((1 - ratios.consumeServedOverConsume) * 100)}% (consume ${cell(rate("consume"), 0)} messages/s, consume-served ${cell(rate("consume-served"), 0)} while spool serve answered ${servedRate} requests/s)`,
+          ...results.flatMap((m) =>
+            m.served === undefined ? [] : [`consume-served run ${m.run}: ${describeLoad(m.served)}`],
+          ),
         ]
       : []),
+    ...watch.map(
+      (w) =>
+        `watch mode at ${cell(w.rate, 0)} messages/s for ${options.watchSeconds} s: arrival in inbox/ to done/ p50 ${cell(w.p50Ms)} ms, p99 ${cell(w.p99Ms)} ms, max ${cell(w.maxMs)} ms` +
+        (w.fromCtime > 0 ? ` (${w.fromCtime} arrivals in done/ read from ctime: their inotify events were lost)` : ""),
+    ),
     ...(startup
       ? [`start-up (median of 11): lag.sh ${cell(startup.lagMs, 0)} ms, replay.sh ${cell(startup.replayMs, 0)} ms`]
       : []),

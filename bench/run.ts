@@ -3,8 +3,9 @@
 // Generates a queue of N messages (about 5% duplicates, 1% bad files) in a temp directory,
 // then, for each run, gives each contender a fresh copy of that inbox and times it as a
 // separate process: `consume` (durable, default batch size), the per-message-commit baselines
-// (bench/baseline.ts with SQLite's default settings, and with WAL) and the raw floor in C
-// (bench/floor.c). Every end state is checked.
+// (bench/baseline.ts with SQLite's default settings, and with WAL), the raw floors in C
+// (bench/floor.c, one thread, and bench/floor-2t.c, the same work pipelined over two), and consume while `spool serve` answers 50 requests/s on the same root.
+// Every end state is checked.
 // Prints a Markdown table of medians and writes all figures to bench/results/<date>-<N>.json.
 import fs from "node:fs"
 import os from "node:os"
@@ -38,19 +39,34 @@ process.stderr.write(
 
 const startup = measureStartup(base)
 const results: Measured[] = []
-let watch: WatchLatency | undefined
+const watch: WatchLatency[] = []
 try {
   for (let r = 1; r <= runs; r++) {
-    for (const c of ["consume", "consume-1t", "floor", "baseline", "baseline-wal", "consume-pg", ...brokerContenders])
+    for (const c of [
+      "consume",
+      "consume-served",
+      "consume-1t",
+      "floor",
+      "floor-2t",
+      "baseline",
+      "baseline-wal",
+      "consume-pg",
+      ...brokerContenders,
+    ])
       if (only.has(c)) results.push(await runOne(c, r, base, master, expected))
-    if (consumers > 1) results.push(await runOne(`consume-x${consumers}`, r, base, master, expected, consumers))
+    if (consumers > 1 && only.has("consume"))
+      results.push(await runOne(`consume-x${consumers}`, r, base, master, expected, consumers))
+    if (consumers > 1 && only.has("consume-pg"))
+      results.push(await runOne(`consume-pg-x${consumers}`, r, base, master, expected, consumers))
   }
-  if (only.has("watch") && watchSeconds > 0) {
-    watch = await measureWatch(base, watchSeconds, 1000)
-    process.stderr.write(
-      `bench: watch: ${watch.messages} messages at ${fmt(watch.rate, 0)}/s, arrival to done/ p50 ${fmt(watch.p50Ms)} ms p99 ${fmt(watch.p99Ms)} ms\n`,
-    )
-  }
+  if (only.has("watch") && watchSeconds > 0)
+    for (const rate of options.watchRates) {
+      const w = await measureWatch(base, watchSeconds, rate)
+      watch.push(w)
+      process.stderr.write(
+        `bench: watch: ${w.messages} messages at ${fmt(w.rate, 0)}/s, arrival to done/ p50 ${fmt(w.p50Ms)} ms p99 ${fmt(w.p99Ms)} ms max ${fmt(w.maxMs)} ms\n`,
+      )
+    }
 } finally {
   if (!options.keep) fs.rmSync(base, { recursive: true, force: true })
   else process.stderr.write(`bench: data kept in ${base}\n`)

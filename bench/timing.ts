@@ -1,4 +1,4 @@
-// Contenders run as separate processes, timed from outside: wall time and peak RSS.
+// Contenders run as separate processes, timed from outside: wall time, peak RSS and CPU time.
 import fs from "node:fs"
 import os from "node:os"
 import { join } from "node:path"
@@ -7,12 +7,14 @@ import { repo } from "./shell.ts"
 // GNU time reports the peak RSS after exit; without it, /proc is polled while the process runs.
 const hasTime = fs.existsSync("/usr/bin/time")
 
-/** Runs the processes at once; wall time until the last exits, peak RSS of the largest. */
-export async function timed(cmds: string[][]): Promise<{ seconds: number; peakRssMb: number; stdout: string[] }> {
+/** Runs the processes at once; wall time until the last exits, peak RSS of the largest, CPU time (user + system) of all. */
+export async function timed(
+  cmds: string[][],
+): Promise<{ seconds: number; peakRssMb: number; cpuSeconds: number; stdout: string[] }> {
   const timeFiles = cmds.map((_, i) => join(os.tmpdir(), `spool-bench-time-${process.pid}-${i}`))
   const started = performance.now()
   const procs = cmds.map((cmd, i) =>
-    Bun.spawn(hasTime ? ["/usr/bin/time", "-f", "%M", "-o", timeFiles[i] as string, ...cmd] : cmd, {
+    Bun.spawn(hasTime ? ["/usr/bin/time", "-f", "%M %U %S", "-o", timeFiles[i] as string, ...cmd] : cmd, {
       cwd: repo,
       stdin: "ignore",
       stdout: "pipe",
@@ -35,7 +37,14 @@ export async function timed(cmds: string[][]): Promise<{ seconds: number; peakRs
   const seconds = (performance.now() - started) / 1000
   if (poll) clearInterval(poll)
   for (const [i, code] of codes.entries()) if (code !== 0) throw new Error(`${cmds[i]?.join(" ")} exited with ${code}`)
-  const kb = hasTime ? timeFiles.map((f) => Number(fs.readFileSync(f, "utf8").trim().split("\n").pop())) : hwm
+  // GNU time's last line: peak RSS in KB, user and system seconds.
+  const lines = hasTime
+    ? timeFiles.map((f) => (fs.readFileSync(f, "utf8").trim().split("\n").pop() ?? "").split(" "))
+    : []
+  const kb = hasTime ? lines.map((l) => Number(l[0])) : hwm
+  const cpuSeconds = hasTime
+    ? lines.reduce((sum, l) => sum + Number(l[1]) + Number(l[2]), 0)
+    : procs.reduce((sum, p) => sum + (p.resourceUsage()?.cpuTime.total ?? 0) / 1e6, 0)
   for (const f of timeFiles) fs.rmSync(f, { force: true })
-  return { seconds, peakRssMb: Math.max(...kb) / 1024, stdout }
+  return { seconds, peakRssMb: Math.max(...kb) / 1024, cpuSeconds, stdout }
 }
