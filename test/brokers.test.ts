@@ -1,8 +1,11 @@
-// consume --source against the machine's RabbitMQ and NATS JetStream, each test on a queue or
-// stream of its own: generated messages end as the same files dropped into inbox/ do (the same
-// rows, reports and error/ files, names aside), random SIGKILLs during a drain change nothing of
-// that and leave nothing unacknowledged, nor does a connection cut mid-drain, and a message that
-// crashes every consumer is poison.
+// consume --source against the machine's RabbitMQ, NATS JetStream, Redis and Mosquitto, each test on
+// a queue, stream or topic of its own: generated messages end as the same files dropped into inbox/
+// do (the same rows, reports and error/ files, names aside); random SIGKILLs during a drain change
+// nothing of that but the messages they make poison by design (which end as such files do when
+// they crash every consumer) and leave nothing unacknowledged, nor does a connection cut
+// mid-drain; and a message that crashes every consumer is poison. On a classic queue, a quorum
+// queue (which counts deliveries), JetStream, a Redis stream and an MQTT session.
+import { Database } from "bun:sqlite"
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
@@ -18,11 +21,15 @@ import {
   tempAmqpQueue,
   tempDir,
   tempJetStream,
+  tempMqttTopic,
   tempQueue,
+  tempRedisStream,
 } from "@spool/test-support"
 
 const rabbit = await requireServer("RabbitMQ", "127.0.0.1", 5672, "rabbitmq-server")
 const nats = await requireServer("NATS", "127.0.0.1", 4222, "nats-server -js -a 127.0.0.1 -p 4222")
+const mosquitto = await requireServer("Mosquitto", "127.0.0.1", 1883, "mosquitto -d -c /etc/mosquitto/mosquitto.conf")
+const redis = await requireServer("Redis", "127.0.0.1", 6379, "redis-server --daemonize yes --save ''")
 
 /** A queue or stream of one test, and what the test asks of it. */
 interface Broker extends AsyncDisposable {
@@ -30,30 +37,33 @@ interface Broker extends AsyncDisposable {
   publish(bodies: readonly Uint8Array[]): Promise<void>
   /** Messages not yet acknowledged, once no consumer is connected. */
   unacked(): Promise<number>
+  /** The name the `index`-th message published lands under, where the broker picks its id. */
+  landedName?(index: number): string
+}
+
+/** A RabbitMQ queue of `type`; each message gets a message-id of its own: the id a redelivery is recognised by. */
+async function amqpBroker(type: "classic" | "quorum"): Promise<Broker> {
+  const q = await tempAmqpQueue(type)
+  let n = 0
+  return {
+    url: q.url,
+    publish: (bodies) =>
+      q.publish(...bodies.map((b) => ({ body: new TextDecoder("utf-8", { fatal: true }).decode(b), id: `p-${n++}` }))),
+    unacked: () => q.ready(),
+    [Symbol.asyncDispose]: () => q[Symbol.asyncDispose](),
+  }
 }
 
 const brokers = [
-  {
-    name: "RabbitMQ",
-    it: rabbit,
-    async open(): Promise<Broker> {
-      const q = await tempAmqpQueue()
-      let n = 0
-      return {
-        url: q.url,
-        // Each message gets a message-id of its own: the id a redelivery is recognised by.
-        publish: (bodies) =>
-          q.publish(
-            ...bodies.map((b) => ({ body: new TextDecoder("utf-8", { fatal: true }).decode(b), id: `p-${n++}` })),
-          ),
-        unacked: () => q.ready(),
-        [Symbol.asyncDispose]: () => q[Symbol.asyncDispose](),
-      }
-    },
-  },
+  { name: "RabbitMQ", it: rabbit, open: () => amqpBroker("classic"), countsUnread: false },
+  // A quorum queue counts deliveries (x-delivery-count): the poison rule applies to its deliveries
+  // too. Before RabbitMQ 4.3 it counts every return, a killed consumer's prefetched deliveries
+  // that no one read included, so a message prefetched by two killed consumers is poison by design.
+  { name: "a RabbitMQ quorum queue", it: rabbit, open: () => amqpBroker("quorum"), countsUnread: true },
   {
     name: "NATS JetStream",
     it: nats,
+    countsUnread: false,
     async open(): Promise<Broker> {
       const s = await tempJetStream(1000)
       return {
@@ -61,6 +71,40 @@ const brokers = [
         publish: (bodies) => s.publish(...bodies),
         unacked: () => s.unacked(),
         [Symbol.asyncDispose]: () => s[Symbol.asyncDispose](),
+      }
+    },
+  },
+  {
+    name: "Redis Streams",
+    it: redis,
+    countsUnread: false,
+    async open(): Promise<Broker> {
+      const s = await tempRedisStream(1000)
+      const ids: string[] = []
+      return {
+        url: s.url,
+        publish: async (bodies) => void ids.push(...(await s.publish(...bodies))),
+        unacked: () => s.unacked(),
+        landedName: (index) => `redis-${s.stream}-${ids[index]}.json`,
+        [Symbol.asyncDispose]: () => s[Symbol.asyncDispose](),
+      }
+    },
+  },
+  {
+    name: "MQTT",
+    it: mosquitto,
+    countsUnread: false,
+    // MQTT gives a message no identity: the same bytes published twice share a landed name, and a
+    // copy in hand at a kill comes back DUP set and is taken for the copy already committed.
+    isIdentityTheBody: true,
+    async open(): Promise<Broker> {
+      const t = await tempMqttTopic()
+      return {
+        url: t.url(),
+        publish: (bodies) => t.publish(bodies),
+        // The consumer's session, resumed with nothing PUBACKed: what it still holds arrives.
+        unacked: () => t.unacked(),
+        [Symbol.asyncDispose]: () => t[Symbol.asyncDispose](),
       }
     },
   },
@@ -100,14 +144,88 @@ function nameFree(root: string, s: Snapshot) {
   }
 }
 
-/** The end state of the same messages dropped as files into inbox/ and consumed once. */
-async function droppedAsFiles(dir: string) {
+/**
+ * The state with every repeat of the same entry kept once: where a message's identity is its body,
+ * a copy of the same bytes in hand at a kill is recognised as the copy committed before it (no
+ * second effect, no duplicate recorded), so only which distinct deliveries ended where compares.
+ */
+function distinct(state: ReturnType<typeof nameFree>) {
+  const once = (xs: readonly string[]) => [...new Set(xs)].sort()
+  return {
+    ...state,
+    done: once(state.done),
+    error: once(state.error),
+    processedIds: once(state.processedIds),
+    deliveries: Object.fromEntries(Object.entries(state.deliveries).map(([id, hashes]) => [id, once(hashes)])),
+    failures: once(state.failures),
+    // A msg_id whose only repeats are copies of the same bytes may be recorded no duplicate at all.
+    dupTxt: once((state.dupTxt ?? "").split("\n").filter((id) => once(state.deliveries[id] ?? []).length > 1)),
+    errorCsv: once(state.errorCsv),
+  }
+}
+
+/**
+ * The end state of the same messages dropped as files into inbox/ and consumed once; with
+ * `crashOn`, of files consumed until done where those files crash every consumer that reads them
+ * (SPOOL_CRASH_ON), which is what poison stands for.
+ */
+async function droppedAsFiles(dir: string, crashOn: readonly string[] = []) {
   await using ref = await tempDir()
   const root = join(ref.path, "root")
   makeQueueFrom(dir, root)
-  const r = await spool("consume", ["--root", root, "--quiet"])
-  expect(r.exitCode, r.stderr).toBe(0)
+  // Each crashing file kills up to --max-attempts runs before it is poison.
+  for (let run = 0; ; run++) {
+    const r = await spool("consume", ["--root", root, "--quiet"], { SPOOL_CRASH_ON: crashOn.join("/") })
+    if (r.exitCode === 0) break
+    expect(r.exitCode, r.stderr).toBe(137)
+    expect(run, `crashed ${run + 1} times on ${crashOn.length} files`).toBeLessThan((crashOn.length + 1) * maxAttempts)
+  }
   return nameFree(root, snapshot(root))
+}
+
+/** consume's default --max-attempts, which every random-kill run uses. */
+const maxAttempts = 3
+/** The batch size of the random-kill runs. */
+const killBatch = 20
+
+/**
+ * The generated files the random kills made poison by design: a delivery in hand (or, where the
+ * broker counts unread ones, prefetched) at `maxAttempts - 1` kills comes a last time counted
+ * `maxAttempts` by the broker and is refused unread (land.ts: "delivered N times without being
+ * acknowledged"); a landed file in hand at as many kills, its attempts counted from the broker's
+ * count, is refused by recovery (recover.ts: "crashed the consumer on each of N attempts"). Every
+ * poison failure must say one of these, N from `maxAttempts` to one more than the kills, and
+ * there can be no more of them than the kills could have held: a kill
+ * holds at most one batch in hand, and on a broker that counts unread deliveries what it
+ * prefetched towards the next as well.
+ * Each is mapped to the generated file of the same bytes; a poison failure outside that rule, or
+ * one with no such file, fails the test here.
+ */
+function poisonedByKills(root: string, dir: string, kills: number, countsUnread: boolean): string[] {
+  using db = new Database(join(root, "ledger.db"), { readonly: true })
+  const poison = db.query("SELECT file, detail FROM failures WHERE reason = 'poison' ORDER BY file").all() as {
+    file: string
+    detail: string
+  }[]
+  for (const p of poison) {
+    const counted =
+      /^delivered (\d+) times without being acknowledged$/.exec(p.detail) ??
+      /^crashed the consumer on each of (\d+) attempts$/.exec(p.detail)
+    const times = Number(counted?.[1] ?? Number.NaN)
+    expect(times >= maxAttempts && times <= kills + 1, `${p.file}: ${p.detail} (${kills} kills)`).toBe(true)
+  }
+  const heldByAKill = countsUnread ? 2 * killBatch : killBatch
+  expect(poison.length).toBeLessThanOrEqual(Math.floor(kills / (maxAttempts - 1)) * heldByAKill)
+  const files = fs.readdirSync(dir).sort()
+  const taken = new Set<string>()
+  return poison.map((p) => {
+    const bytes = fs.readFileSync(join(root, "error", p.file))
+    // Two generated files of the same bytes are interchangeable once names are factored out.
+    const same = files.find((f) => !taken.has(f) && bytes.equals(fs.readFileSync(join(dir, f))))
+    expect(same, `${p.file}: no generated file has its bytes`).toBeDefined()
+    taken.add(same as string)
+    return same as string
+  })
 }
 
 const consumeSource = (root: string, url: string, more: readonly string[] = [], env?: Record<string, string>) =>
@@ -121,6 +239,8 @@ describe("consume --source, told something it cannot use", () => {
     expect(kafka.stderr).toContain("unknown scheme kafka:")
     expect(kafka.stderr).toContain("amqp://")
     expect(kafka.stderr).toContain("nats://")
+    expect(kafka.stderr).toContain("redis://")
+    expect(kafka.stderr).toContain("mqtt://")
     expect(kafka.stderr).not.toContain("secret")
     const workers = await consumeSource(q.root, "nats://127.0.0.1:4222/?stream=S&consumer=C", ["--concurrency", "2"])
     expect(workers.exitCode).toBe(2)
@@ -157,11 +277,10 @@ for (const broker of brokers)
     )
 
     broker.it(
-      "random SIGKILLs during a drain, then one more run, end in that same state with nothing unacknowledged",
+      "random SIGKILLs during a drain, then one more run, end in that same state (poison by design aside) with nothing unacknowledged",
       async () => {
         await using dir = await tempDir()
         const bodies = await generated(dir.path, 200, 7)
-        const expected = await droppedAsFiles(dir.path)
         await using b = await broker.open()
         await b.publish(bodies)
         await using q = await tempQueue()
@@ -182,7 +301,7 @@ for (const broker of brokers)
               "--source",
               b.url,
               "--batch-size",
-              "20",
+              String(killBatch),
               "--quiet",
             ],
             { cwd: join(import.meta.dir, ".."), stdout: "ignore", stderr: "pipe" },
@@ -196,16 +315,18 @@ for (const broker of brokers)
           clearTimeout(timer)
           if (code === 0 && (await b.unacked()) === 0) break
           expect([0, 137, null]).toContain(proc.signalCode === "SIGKILL" ? 137 : code)
-          // A killed consumer's deliveries come back: at once on RabbitMQ, after ack_wait on JetStream.
+          // A killed consumer's deliveries come back: at once on RabbitMQ and to Redis's same consumer, after ack_wait on JetStream.
           await Bun.sleep(1200)
         }
         const last = await consumeSource(q.root, b.url)
         expect(last.exitCode, last.stderr).toBe(0)
         expect(kills).toBeGreaterThan(0)
         const actual = nameFree(q.root, snapshot(q.root))
-        // A delivery in hand at two kills is poison by design (as for files): none here may be.
-        expect(actual.failures.filter((f) => f.startsWith("poison"))).toEqual([])
-        expect(actual).toEqual(expected)
+        // A delivery in hand at two kills is poison by design (as a file is): the state to reach is
+        // then that of the files dropped into inbox/ where exactly those crash every consumer.
+        const expected = await droppedAsFiles(dir.path, poisonedByKills(q.root, dir.path, kills, broker.countsUnread))
+        if ("isIdentityTheBody" in broker) expect(distinct(actual)).toEqual(distinct(expected))
+        else expect(actual).toEqual(expected)
         expect(await b.unacked()).toBe(0)
       },
       300_000,
@@ -258,7 +379,8 @@ for (const broker of brokers)
         }
         const actual = nameFree(q.root, snapshot(q.root))
         expect(actual.failures.filter((f) => f.startsWith("poison"))).toEqual([])
-        expect(actual).toEqual(expected)
+        if ("isIdentityTheBody" in broker) expect(distinct(actual)).toEqual(distinct(expected))
+        else expect(actual).toEqual(expected)
         expect(await b.unacked()).toBe(0)
       },
       120_000,
@@ -317,7 +439,8 @@ for (const broker of brokers)
         expect(killed.exitCode).toBe(137)
         const before = snapshot(q.root)
         expect(Object.keys(before.done)).toHaveLength(5)
-        const again = await consumeSource(q.root, b.url, ["--idle-wait", "3s"])
+        // Not --quiet: the run's summary line says what it recognised.
+        const again = await spool("consume", ["--root", q.root, "--source", b.url, "--idle-wait", "3s"])
         expect(again.exitCode, again.stderr).toBe(0)
         expect(again.stderr).toContain("redelivered=5")
         const after = snapshot(q.root)
@@ -337,11 +460,14 @@ for (const broker of brokers)
           new TextEncoder().encode(`{"msg_id":"g-${i}","order_no":"A","seq":${i + 1},"amount":1.00}`)
         await b.publish([good(0), good(1), good(2)])
         await using q = await tempQueue()
-        // The landed name of the second message: its AMQP message-id, or its stream sequence.
+        // The landed name of the second message: its AMQP message-id, its stream sequence, its body's hash, or its entry id.
         const landed =
-          broker.name === "RabbitMQ"
-            ? `amqp-${new URL(b.url).searchParams.get("queue")}-p-1.json`
-            : `nats-${new URL(b.url).searchParams.get("stream")}-2.json`
+          b.landedName?.(1) ??
+          (broker.name === "MQTT"
+            ? `mqtt-sha256-${Bun.CryptoHasher.hash("sha256", good(1), "hex")}.json`
+            : broker.name !== "NATS JetStream"
+              ? `amqp-${new URL(b.url).searchParams.get("queue")}-p-1.json`
+              : `nats-${new URL(b.url).searchParams.get("stream")}-2.json`)
         const env = { SPOOL_CRASH_ON: landed }
         let crashes = 0
         for (let round = 0; round < 10; round++) {
@@ -360,3 +486,42 @@ for (const broker of brokers)
       120_000,
     )
   })
+
+describe("consume --source on RabbitMQ, where the queue counts deliveries or not", () => {
+  for (const type of ["quorum", "classic"] as const)
+    rabbit(
+      `a delivery in the hands of consumers killed twice is ${type === "quorum" ? "poison unread at the default --max-attempts (x-delivery-count)" : "processed (a classic queue keeps no count)"}`,
+      async () => {
+        await using b = await amqpBroker(type)
+        const body = (i: number) =>
+          new TextEncoder().encode(`{"msg_id":"k-${i}","order_no":"K","seq":${i + 1},"amount":1.00}`)
+        await b.publish([body(0)])
+        await using q = await tempQueue()
+        // Killed with the delivery landed under tmp/, before anything read it: twice.
+        for (let kill = 0; kill < 2; kill++) {
+          const killed = await consumeSource(q.root, b.url, [], { SPOOL_FAULT: "after-land-write" })
+          expect(killed.exitCode).toBe(137)
+        }
+        await b.publish([body(1), body(2)])
+        const r = await consumeSource(q.root, b.url)
+        expect(r.exitCode, r.stderr).toBe(0)
+        const s = snapshot(q.root)
+        const landed = `amqp-${new URL(b.url).searchParams.get("queue")}-p-0.json`
+        const processed = (s.processed as { msg_id: string }[]).map((row) => row.msg_id).sort()
+        if (type === "quorum") {
+          expect(s.failures).toEqual([{ file: landed, original: landed, reason: "poison" }])
+          using db = new Database(join(q.root, "ledger.db"), { readonly: true })
+          expect(db.query("SELECT detail FROM failures").all()).toEqual([
+            { detail: "delivered 3 times without being acknowledged" },
+          ])
+          expect(processed).toEqual(["k-1", "k-2"])
+        } else {
+          expect(s.failures).toEqual([])
+          expect(processed).toEqual(["k-0", "k-1", "k-2"])
+        }
+        expect(fs.readdirSync(join(q.root, "tmp")).filter((n) => n.endsWith(".land"))).toEqual([])
+        expect(await b.unacked()).toBe(0)
+      },
+      60_000,
+    )
+})

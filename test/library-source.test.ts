@@ -1,5 +1,5 @@
 // The library consuming a broker (createConsumer and createPostgresConsumer with a `source`),
-// against the machine's RabbitMQ and NATS JetStream, each test on a queue or stream of its own:
+// against the machine's RabbitMQ, NATS JetStream, Redis and Mosquitto, each test on a queue, stream or topic of its own:
 // a handler's effect is applied once per msg_id whatever the broker delivers, and a handler that
 // fails transiently is deferred through deferred/ and applied once later, its delivery acked.
 
@@ -13,12 +13,16 @@ import {
   tempAmqpQueue,
   tempDatabase,
   tempJetStream,
+  tempMqttTopic,
   tempQueue,
+  tempRedisStream,
 } from "@spool/test-support"
 import type { SQL } from "bun"
 
 const rabbit = await requireServer("RabbitMQ", "127.0.0.1", 5672, "rabbitmq-server")
 const nats = await requireServer("NATS", "127.0.0.1", 4222, "nats-server -js -a 127.0.0.1 -p 4222")
+const mosquitto = await requireServer("Mosquitto", "127.0.0.1", 1883, "mosquitto -d -c /etc/mosquitto/mosquitto.conf")
+const redis = await requireServer("Redis", "127.0.0.1", 6379, "redis-server --daemonize yes --save ''")
 const pgSkip = await pgUnavailable()
 if (pgSkip) console.warn(pgSkip)
 const pg = pgSkip ? it.skip : it
@@ -60,6 +64,33 @@ const brokers = [
       }
     },
   },
+  {
+    name: "Redis Streams",
+    it: redis,
+    async open(): Promise<Broker> {
+      const s = await tempRedisStream(2000)
+      return {
+        url: s.url,
+        publish: async (bodies) => void (await s.publish(...bodies)),
+        unacked: () => s.unacked(),
+        [Symbol.asyncDispose]: () => s[Symbol.asyncDispose](),
+      }
+    },
+  },
+  {
+    name: "MQTT",
+    it: mosquitto,
+    async open(): Promise<Broker> {
+      const t = await tempMqttTopic()
+      return {
+        url: t.url(),
+        // The same bytes published again are a new delivery (no DUP): the ledger counts a duplicate.
+        publish: (bodies) => t.publish(bodies),
+        unacked: () => t.unacked(),
+        [Symbol.asyncDispose]: () => t[Symbol.asyncDispose](),
+      }
+    },
+  },
 ] as const
 
 const body = (i: number) =>
@@ -77,7 +108,10 @@ interface LibraryConsumer extends AsyncDisposable {
   applied(): Promise<Record<string, number>>
 }
 
-const defer = { firstMs: 200, maxMs: 400 }
+// The first delay counts from the start of the commit that deferred the message, so it outlasts a
+// slow first commit (PostgreSQL's first transaction on a new connection), or the first drain
+// would already try the message again.
+const defer = { firstMs: 1000, maxMs: 1000 }
 
 const ledgers = [
   {
@@ -194,10 +228,15 @@ for (const b of brokers)
             if (flaky.has(msgId) && n <= 2) throw new TransientError(`the rates service is down (try ${n})`)
           })
           const first = await c.drain()
-          expect(first).toMatchObject({ processed: 10, transient: 2 })
+          // Each flaky message is deferred at least once; a drain slower than the delay (a loaded
+          // machine) retries it within the same drain, which defers it again or applies it.
+          expect(first.processed).toBeGreaterThanOrEqual(10)
+          expect(first.deferred).toBeGreaterThanOrEqual(2)
+          expect(first.processed + first.deferred).toBeLessThanOrEqual(14)
           // The deliveries are acknowledged: the files in deferred/ are the messages' home now.
           expect(await broker.unacked()).toBe(0)
-          expect(Object.keys(await c.applied()).sort()).toEqual(ids(12).filter((id) => !flaky.has(id)))
+          const applied = await c.applied()
+          for (const id of ids(12).filter((id) => !flaky.has(id))) expect(applied[id]).toBe(1)
           for (let i = 0; i < 40 && filesIn(c.root, "deferred") > 0; i++) {
             await Bun.sleep(150)
             await c.drain()
@@ -232,3 +271,42 @@ for (const b of brokers)
         60_000,
       )
     })
+
+describe("the library with source: Redis Streams, an effect that fails", () => {
+  const redisAndPg = pgSkip ? it.skip : redis
+
+  redisAndPg(
+    "keeps the entry pending while its effect runs and fails, and acks it only once the failure is committed",
+    async () => {
+      await using stream = await tempRedisStream(2000)
+      await stream.publish(body(0), body(1))
+      await using q = await tempQueue()
+      await using db = await tempDatabase()
+      const pendingDuring: [string, number][] = []
+      const consumer = await createPostgresConsumer({
+        root: q.root,
+        ledger: db.url,
+        source: stream.url,
+        batchSize: 8,
+        idleWaitMs: 500,
+        handle: async (m) => {
+          pendingDuring.push([m.msg_id, (await stream.pending()).length])
+          if (m.msg_id === "m-01") throw new Error("the ledger of record refused it")
+        },
+      })
+      try {
+        expect(await consumer.drain()).toMatchObject({ processed: 1, rejected: 1 })
+      } finally {
+        await consumer.close()
+      }
+      expect(pendingDuring).toEqual([
+        ["m-00", 2],
+        ["m-01", 2],
+      ])
+      expect(filesIn(q.root, "error")).toBe(1)
+      expect(await stream.pending()).toEqual([])
+      expect(await stream.unacked()).toBe(0)
+    },
+    60_000,
+  )
+})

@@ -1,14 +1,26 @@
-// replay of a file a broker delivered, against the machine's RabbitMQ and NATS JetStream, each
-// test on a queue or stream of its own: published back to its origin with --source (the file
+// replay of a file a broker delivered, against the machine's RabbitMQ, NATS JetStream, Redis and
+// Mosquitto, each test on a queue, stream or topic of its own: published back to its origin with --source (the file
 // leaves error/ only once the broker confirmed), consumed once from there, or put into inbox/
 // with --to inbox; without --source, or with the origin gone, nothing changes.
 import { describe, expect } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import { repoRoot, requireServer, run, spool, tempAmqpQueue, tempJetStream, tempQueue } from "@spool/test-support"
+import {
+  repoRoot,
+  requireServer,
+  run,
+  spool,
+  tempAmqpQueue,
+  tempJetStream,
+  tempMqttTopic,
+  tempQueue,
+  tempRedisStream,
+} from "@spool/test-support"
 
 const rabbit = await requireServer("RabbitMQ", "127.0.0.1", 5672, "rabbitmq-server")
 const nats = await requireServer("NATS", "127.0.0.1", 4222, "nats-server -js -a 127.0.0.1 -p 4222")
+const mosquitto = await requireServer("Mosquitto", "127.0.0.1", 1883, "mosquitto -d -c /etc/mosquitto/mosquitto.conf")
+const redis = await requireServer("Redis", "127.0.0.1", 6379, "redis-server --daemonize yes --save ''")
 
 interface Broker extends AsyncDisposable {
   readonly url: string
@@ -54,6 +66,45 @@ const brokers = [
           await s[Symbol.asyncDispose]()
         },
         [Symbol.asyncDispose]: () => s[Symbol.asyncDispose](),
+      }
+    },
+  },
+  {
+    name: "Redis Streams",
+    it: redis,
+    password: undefined,
+    async open(): Promise<Broker> {
+      const s = await tempRedisStream(1000)
+      let isRemoved = false
+      return {
+        url: s.url,
+        publish: async (body) => void (await s.publish(body)),
+        unacked: () => s.unacked(),
+        remove: async () => {
+          isRemoved = true
+          await s[Symbol.asyncDispose]()
+        },
+        [Symbol.asyncDispose]: async () => {
+          if (!isRemoved) await s[Symbol.asyncDispose]()
+        },
+      }
+    },
+  },
+  {
+    name: "MQTT",
+    it: mosquitto,
+    password: undefined,
+    async open(): Promise<Broker> {
+      const t = await tempMqttTopic()
+      return {
+        url: t.url(),
+        publish: (body) => t.publish([body]),
+        unacked: () => t.unacked(),
+        // The consumer's session ended: nothing subscribes to the topic any more.
+        remove: async () => {
+          await t[Symbol.asyncDispose]()
+        },
+        [Symbol.asyncDispose]: () => t[Symbol.asyncDispose](),
       }
     },
   },
@@ -218,8 +269,9 @@ for (const broker of brokers)
         await b.remove()
         const r = await replay.spool(["--root", q.root, "--source", b.url, second as string])
         expect(r.exitCode).not.toBe(0)
-        // Opening the source finds its queue or stream gone, before anything is published.
-        expect(r.stderr).toMatch(/there is no queue|stream "[^"]+" does not exist/)
+        // Opening the source finds its queue or stream gone, before anything is published; an MQTT
+        // broker says at the publish that no subscription took it.
+        expect(r.stderr).toMatch(/there is no queue|stream "[^"]+" does not exist|no subscription takes messages/)
         expect(list(q.root, "error")).toEqual([second as string])
       },
       90_000,

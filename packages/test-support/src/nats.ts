@@ -14,6 +14,15 @@ export interface TempJetStream extends AsyncDisposable {
   publish(...bodies: (string | Uint8Array)[]): Promise<void>
   /** Messages the consumer has not had acknowledged: pending delivery or delivered and unacked. */
   unacked(): Promise<number>
+  /** The durable consumer's counts: delivered and not yet acknowledged, and redelivered by the server. */
+  counts(): Promise<{ ackPending: number; redelivered: number }>
+  /**
+   * Pulls from the durable consumer as another consumer would, for up to `expiresMs`, and naks
+   * what comes: the sequence and delivery count of each message the server handed out meanwhile.
+   */
+  pullAsAnother(max: number, expiresMs: number): Promise<{ seq: number; deliveryCount: number }[]>
+  /** Pulls `max` messages from the durable consumer as another consumer would and never acks them: they stay ack pending until ack_wait. */
+  holdUnacked(max: number): Promise<number>
 }
 
 export async function tempJetStream(ackWaitMs = 1000): Promise<TempJetStream> {
@@ -34,6 +43,25 @@ export async function tempJetStream(ackWaitMs = 1000): Promise<TempJetStream> {
     async unacked() {
       const info = await jsm.consumers.info(name, "spool")
       return info.num_pending + info.num_ack_pending
+    },
+    async counts() {
+      const info = await jsm.consumers.info(name, "spool")
+      return { ackPending: info.num_ack_pending, redelivered: info.num_redelivered }
+    },
+    async pullAsAnother(max, expiresMs) {
+      const consumer = await js.consumers.get(name, "spool")
+      const got: { seq: number; deliveryCount: number }[] = []
+      for await (const m of await consumer.fetch({ max_messages: max, expires: expiresMs })) {
+        got.push({ seq: m.info.streamSequence, deliveryCount: m.info.deliveryCount })
+        m.nak()
+      }
+      return got
+    },
+    async holdUnacked(max) {
+      const consumer = await js.consumers.get(name, "spool")
+      let held = 0
+      for await (const _m of await consumer.fetch({ max_messages: max, expires: 5000 })) if (++held === max) break
+      return held
     },
     async [Symbol.asyncDispose]() {
       await jsm.streams.delete(name).catch(() => {})

@@ -1,6 +1,6 @@
 // The one module that names every source adapter: `--source URL` picks one by its scheme. Each
 // adapter is imported only when its scheme is asked for, so a file queue never loads a broker
-// client (amqplib, the NATS clients).
+// client (amqplib, the NATS clients, MQTT.js).
 import { SpoolError } from "../errors.ts"
 import type { Log } from "../log.ts"
 import type { SourcePort } from "./port.ts"
@@ -11,14 +11,18 @@ export interface OpenSourceOptions {
   readonly log?: Log
   /** The connection's name on the broker (its management UI, `rabbitmqctl`, NATS monitoring). */
   readonly name?: string
+  /** The queue root deliveries land in, where a broker names its consumers (Redis): one name per host and root. */
+  readonly root?: string
 }
 
 /** The schemes `openSource` takes, for messages that list them. */
-export const sourceSchemes = ["amqp:", "amqps:", "nats:"] as const
+export const sourceSchemes = ["amqp:", "amqps:", "nats:", "redis:", "rediss:", "mqtt:", "mqtts:"] as const
 
 /**
  * Opens the source of `url`: `amqp://` or `amqps://` a RabbitMQ queue (`?queue=Q`), `nats://` a
- * JetStream durable pull consumer (`?stream=S&consumer=C`). Any other URL is a usage error.
+ * JetStream durable pull consumer (`?stream=S&consumer=C`), `redis://` or `rediss://` a Redis stream
+ * read through a consumer group (`?stream=S&group=G`), `mqtt://` or `mqtts://` an MQTT 5 persistent
+ * session's QoS 1 subscription (`?topic=F&client=ID`). Any other URL is a usage error.
  */
 export async function openSource(url: string, options: OpenSourceOptions = {}): Promise<SourcePort> {
   const scheme = schemeOf(url)
@@ -35,10 +39,24 @@ export async function openSource(url: string, options: OpenSourceOptions = {}): 
       const { openJetStreamSource } = await import("./nats/source.ts")
       return openJetStreamSource(url, options.name !== undefined ? { name: options.name } : {})
     }
+    case "mqtt:":
+    case "mqtts:": {
+      const { openMqttSource } = await import("./mqtt/source.ts")
+      return openMqttSource(url, options.log !== undefined ? { log: options.log } : {})
+    }
+    case "redis:":
+    case "rediss:": {
+      const { openRedisSource } = await import("./redis/source.ts")
+      return openRedisSource(url, {
+        ...(options.log !== undefined ? { log: options.log } : {}),
+        ...(options.name !== undefined ? { connectionName: options.name } : {}),
+        ...(options.root !== undefined ? { root: options.root } : {}),
+      })
+    }
     default:
       throw new SpoolError(
         "usage",
-        `--source ${JSON.stringify(redact(url))}: ${scheme === undefined ? "not a URL" : `unknown scheme ${scheme}`}; write amqp://USER:PASS@HOST:5672/?queue=QUEUE (RabbitMQ) or nats://HOST:4222/?stream=STREAM&consumer=NAME (NATS JetStream)`,
+        `--source ${JSON.stringify(redact(url))}: ${scheme === undefined ? "not a URL" : `unknown scheme ${scheme}`}; write amqp://USER:PASS@HOST:5672/?queue=QUEUE (RabbitMQ), nats://HOST:4222/?stream=STREAM&consumer=NAME (NATS JetStream), redis://HOST:6379/?stream=STREAM&group=GROUP (Redis Streams) or mqtt://HOST:1883/?topic=FILTER&client=ID (MQTT)`,
       )
   }
 }

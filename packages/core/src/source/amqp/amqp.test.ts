@@ -1,5 +1,6 @@
-// The AMQP source against the machine's RabbitMQ: each test declares a queue of its own and
-// deletes it afterwards.
+// The AMQP source against the machine's RabbitMQ, in what is its own: prefetch, message-ids and
+// headers, quorum counts, refusals. What every source does is in ../contract.test.ts. Each test
+// declares a queue of its own and deletes it afterwards.
 import { afterEach, describe, expect } from "bun:test"
 import { createHash, randomUUID } from "node:crypto"
 import { join } from "node:path"
@@ -58,7 +59,7 @@ afterEach(async () => {
 })
 
 describe.each(["classic", "quorum"] as const)("a %s queue", (type) => {
-  it("hands over at most max, and the broker sends no more until those are acked", async () => {
+  it("holds one batch at most: the broker keeps the rest ready until those are acked", async () => {
     await using q = await tempQueue(type)
     await q.publish(...numbered(10))
     const source = await open(q.url)
@@ -78,29 +79,6 @@ describe.each(["classic", "quorum"] as const)("a %s queue", (type) => {
         (n) => n === 7,
       ),
     ).toBe(7)
-  })
-
-  it("delivers an unacked message again, redelivered and with the same id, and an acked one never", async () => {
-    await using q = await tempQueue(type)
-    await q.publish(...numbered(5))
-    const first = await open(q.url)
-    const batch = await collect(first, 5)
-    expect(ids(batch)).toEqual(["m-00", "m-01", "m-02", "m-03", "m-04"])
-    expect(batch.map((d) => [d.redelivered, d.stableId, d.deliveryCount])).toEqual(
-      Array(5).fill([false, true, undefined]),
-    )
-    await first.ack(batch.slice(0, 2))
-    await first.close()
-    const second = await open(q.url)
-    const again = await collect(second, 3, 5)
-    expect(ids(again)).toEqual(["m-02", "m-03", "m-04"])
-    expect(again.every((d) => d.redelivered)).toBe(true)
-    expect(again.map((d) => new TextDecoder().decode(d.body))).toEqual(
-      ["m-02", "m-03", "m-04"].map((id) => `{"msg_id":"${id}"}`),
-    )
-    await second.ack(again)
-    await second.close()
-    expect(await q.ready()).toBe(0)
   })
 })
 
@@ -175,26 +153,6 @@ it("bounds what it holds by the prefetch option, and subscribes again for a larg
   await growing.ack(large)
   await growing.close()
   expect(await q.ready()).toBe(0)
-})
-
-it("waits at most waitMs for a first delivery, wakes when one is published, and ends on abort", async () => {
-  await using q = await tempQueue()
-  const source = await open(q.url)
-  let started = performance.now()
-  expect(await source.receive(5, 300)).toEqual([])
-  expect(performance.now() - started).toBeGreaterThanOrEqual(290)
-
-  started = performance.now()
-  const waiting = source.receive(5, 10_000)
-  await q.publish({ body: "late", id: "m-late" })
-  expect(ids(await waiting)).toEqual(["m-late"])
-  expect(performance.now() - started).toBeLessThan(5000)
-
-  const controller = new AbortController()
-  started = performance.now()
-  setTimeout(() => controller.abort(), 50)
-  expect(await source.receive(5, 10_000, controller.signal)).toEqual([])
-  expect(performance.now() - started).toBeLessThan(5000)
 })
 
 it("publishes with a confirm, keeping the message-id and the text headers", async () => {

@@ -112,7 +112,7 @@ export function isTransient(error: unknown): boolean {
 }
 
 /** A delivery's reply subject, where its acknowledgements go; the client keeps it off the public type. */
-function replyOf(message: JsMsg): string | undefined {
+export function replyOf(message: JsMsg): string | undefined {
   const reply: unknown = (message as { reply?: unknown }).reply
   return typeof reply === "string" && reply !== "" ? reply : undefined
 }

@@ -1,5 +1,6 @@
-// The JetStream source against the machine's NATS server: each test on a stream of its own,
-// deleted afterwards.
+// The JetStream source against the machine's NATS server, in what is its own: ack_wait, the
+// durable consumer, Nats-Msg-Id, cut connections, process exits. What every source does is in
+// ../contract.test.ts. Each test on a stream of its own, deleted afterwards.
 import { describe, expect } from "bun:test"
 import { AckPolicy, type ConsumerInfo, jetstream, jetstreamManager } from "@nats-io/jetstream"
 import { connect, headers, nanos } from "@nats-io/transport-node"
@@ -67,32 +68,14 @@ describe("JetStream source", () => {
       expect(batch[0]?.origin).toEqual({ source: stream.url(), address: stream.subject })
       const held = await stream.info()
       expect([held.num_ack_pending, held.num_pending]).toEqual([4, 6])
-      // What is there is taken without waiting out waitMs for a full batch.
+      // What is there is taken without waiting out waitMs (a minute) for a full batch.
       const started = Date.now()
-      const rest = await source.receive(100, 10_000)
+      const rest = await source.receive(100, 60_000)
       expect(rest.map(text)).toEqual(["m4", "m5", "m6", "m7", "m8", "m9"])
-      expect(Date.now() - started).toBeLessThan(5000)
+      expect(Date.now() - started).toBeLessThan(30_000)
       await source.ack([...batch, ...rest])
       const after = await stream.info()
       expect([after.num_ack_pending, after.num_pending, after.ack_floor.stream_seq]).toEqual([0, 0, 10])
-    },
-    slow,
-  )
-
-  it(
-    "returns [] after waitMs when nothing comes, and at once when the signal aborts",
-    async () => {
-      await using stream = await tempStream()
-      const source = await stream.open()
-      let started = Date.now()
-      expect(await source.receive(5, 1500)).toEqual([])
-      expect(Date.now() - started).toBeGreaterThanOrEqual(1400)
-      expect(Date.now() - started).toBeLessThan(4000)
-      const abort = new AbortController()
-      setTimeout(() => abort.abort(), 200)
-      started = Date.now()
-      expect(await source.receive(5, 30_000, abort.signal)).toEqual([])
-      expect(Date.now() - started).toBeLessThan(5000)
     },
     slow,
   )
@@ -150,62 +133,6 @@ describe("JetStream source", () => {
   )
 
   it(
-    "release redelivers at once with deliveryCount 2 and the same id, and a delayed one not before its delay",
-    async () => {
-      await using stream = await tempStream()
-      await stream.publish(1)
-      const source = await stream.open()
-      const [d1] = await source.receive(1, 2000)
-      if (d1 === undefined) throw new Error("nothing received")
-      await source.release([d1])
-      let started = Date.now()
-      const [d2] = await source.receive(1, 10_000)
-      expect(Date.now() - started).toBeLessThan(5000)
-      expect([d2?.id, d2?.deliveryCount, d2?.redelivered]).toEqual([d1.id, 2, true])
-      await source.release(d2 ? [d2] : [], 2500)
-      started = Date.now()
-      expect(await source.receive(1, 1000)).toEqual([])
-      const [d3] = await source.receive(1, 5000)
-      expect(Date.now() - started).toBeGreaterThanOrEqual(2000)
-      expect([d3?.id, d3?.deliveryCount]).toEqual([d1.id, 3])
-      await source.ack(d3 ? [d3] : [])
-    },
-    slow,
-  )
-
-  it(
-    "keepAlive keeps a batch in hand past ack_wait from another consumer, while one without it is redelivered",
-    async () => {
-      await using stream = await tempStream()
-      await stream.publish(2)
-      const holder = await stream.open({ ackWaitMs: 1000 })
-      const other = await stream.open()
-      const [kept] = await holder.receive(1, 2000)
-      const [neglected] = await holder.receive(1, 2000)
-      if (kept === undefined || neglected === undefined) throw new Error("nothing received")
-      const until = Date.now() + 3500
-      const keeping = (async () => {
-        while (Date.now() < until) {
-          await holder.keepAlive([kept])
-          await Bun.sleep(250)
-        }
-      })()
-      const seenByOther: Delivery[] = []
-      while (Date.now() < until) {
-        const batch = await other.receive(10, 1000)
-        seenByOther.push(...batch)
-        await other.ack(batch)
-      }
-      await keeping
-      expect(seenByOther.map((d) => d.id)).toEqual([neglected.id])
-      expect(seenByOther[0]?.deliveryCount).toBe(2)
-      await holder.ack([kept])
-      expect((await stream.info()).num_ack_pending).toBe(0)
-    },
-    slow,
-  )
-
-  it(
     "survives connections cut from the server side mid-batch and mid-wait: nothing lost, nothing doubled",
     async () => {
       await using proxy = await tcpProxy(4222)
@@ -253,14 +180,15 @@ describe("JetStream source", () => {
       await using proxy = await tcpProxy(4222)
       await using stream = await tempStream(proxy.port)
       await stream.publish(1)
-      const source = await stream.open({ ackWaitMs: 30_000, timeoutMs: 1000 })
+      // ack_wait far above what the test takes: a redelivery that waited it out would take two minutes.
+      const source = await stream.open({ ackWaitMs: 120_000, timeoutMs: 1000 })
       const [held] = await source.receive(1, 2000)
       if (held === undefined) throw new Error("nothing received")
       proxy.cut()
       const started = Date.now()
       await source.release([held])
-      const [again] = await source.receive(1, 20_000)
-      expect(Date.now() - started).toBeLessThan(10_000)
+      const [again] = await source.receive(1, 150_000)
+      expect(Date.now() - started).toBeLessThan(60_000)
       expect([again?.id, again?.deliveryCount]).toEqual([held.id, 2])
       expect(proxy.forwarded).toBeGreaterThanOrEqual(2)
       await source.ack(again ? [again] : [])
@@ -368,36 +296,20 @@ describe("JetStream source", () => {
   )
 
   it(
-    "close waits for the acks in flight, then closes: nothing is left pending and receive refuses",
-    async () => {
-      await using stream = await tempStream()
-      await stream.publish(3)
-      const source = await stream.open()
-      const batch = await source.receive(3, 2000)
-      const acking = source.ack(batch)
-      await source.close()
-      await acking
-      expect((await stream.info()).num_ack_pending).toBe(0)
-      await expect(source.receive(1, 1000)).rejects.toThrow("is closed")
-    },
-    slow,
-  )
-
-  it(
     "close leaves nothing behind that holds the process open",
     async () => {
       await using stream = await tempStream()
       await stream.publish(2)
       const script =
         `const { openJetStreamSource } = await import(${JSON.stringify(`${import.meta.dir}/source.ts`)});` +
-        `const source = await openJetStreamSource(${JSON.stringify(stream.url())}, { timeoutMs: 20000 });` +
+        `const source = await openJetStreamSource(${JSON.stringify(stream.url())}, { timeoutMs: 90000 });` +
         "await source.ack(await source.receive(2, 1000)); await source.close(); console.log(Date.now())"
       const child = Bun.spawn(["bun", "-e", script], { stdout: "pipe", stderr: "inherit" })
       const closedAt = Number((await new Response(child.stdout).text()).trim())
       await child.exited
       expect(child.exitCode).toBe(0)
-      // Far under the 20 s timeout close bounds its drain with.
-      expect(Date.now() - closedAt).toBeLessThan(5000)
+      // Far under the 90 s timeout close bounds its drain with.
+      expect(Date.now() - closedAt).toBeLessThan(45_000)
       expect((await stream.info()).num_ack_pending).toBe(0)
     },
     slow,

@@ -1,6 +1,8 @@
 // A NATS JetStream source: deliveries pulled from a durable pull consumer, exactly as many as a
 // batch takes (pull.ts), acknowledged with confirmed acks that survive a dropped connection
 // (acks.ts). A delivery's id is its stream sequence, the same on every redelivery.
+
+import { fileURLToPath } from "node:url"
 import {
   type Consumer,
   JetStreamApiCodes,
@@ -19,9 +21,10 @@ import {
 } from "@nats-io/transport-node"
 import { fault } from "../../_fault.ts"
 import { SpoolError } from "../../errors.ts"
-import { type Delivery, type Origin, replayHeader, type SourcePort } from "../port.ts"
-import { Acknowledger, isTransient } from "./acks.ts"
+import { type Delivery, type KeeperSpec, type Origin, replayHeader, type SourcePort } from "../port.ts"
+import { Acknowledger, isTransient, replyOf } from "./acks.ts"
 import { ensureConsumer, isApiError } from "./consumer.ts"
+import type { JetStreamKeeperOptions } from "./keeper.ts"
 import { Link } from "./link.ts"
 import { minExpiresMs, pullOnce } from "./pull.ts"
 import { type JetStreamUrl, parseJetStreamUrl } from "./url.ts"
@@ -85,6 +88,7 @@ export async function openJetStreamSource(url: string, options: JetStreamSourceO
       ackWaitMs: (info.config.ack_wait ?? nanos(30_000)) / 1_000_000,
       timeoutMs,
       outageMs: options.outageMs ?? 60_000,
+      keeper: keeperOf(parsed, options.name ?? "spool", timeoutMs),
     })
   } catch (error) {
     await nc.close()
@@ -99,6 +103,7 @@ class NatsJetStreamSource implements JetStreamSource {
   readonly describe: string
   readonly ackWaitMs: number
   readonly keepAliveWithinMs: number
+  readonly keeper: KeeperSpec
   private readonly timeoutMs: number
   private readonly outageMs: number
   private readonly messages = new WeakMap<Delivery, JsMsg>()
@@ -109,11 +114,12 @@ class NatsJetStreamSource implements JetStreamSource {
     private readonly link: Link,
     private readonly js: JetStreamClient,
     private readonly consumer: Consumer,
-    tuning: { ackWaitMs: number; timeoutMs: number; outageMs: number },
+    tuning: { ackWaitMs: number; timeoutMs: number; outageMs: number; keeper: KeeperSpec },
   ) {
     this.describe = url.describe
     this.ackWaitMs = tuning.ackWaitMs
     this.keepAliveWithinMs = tuning.ackWaitMs
+    this.keeper = tuning.keeper
     this.timeoutMs = tuning.timeoutMs
     this.outageMs = tuning.outageMs
     this.acks = new Acknowledger(link, tuning.timeoutMs, tuning.outageMs)
@@ -252,6 +258,7 @@ class NatsJetStreamSource implements JetStreamSource {
     const { info } = message
     const headers = textHeaders(message.headers)
     const replayOf = headers?.[replayHeader]
+    const reply = replyOf(message)
     const delivery: Delivery = {
       id: `${info.stream}:${replayOf === undefined ? info.streamSequence : `replay-${replayOf}`}`,
       stableId: true,
@@ -259,6 +266,7 @@ class NatsJetStreamSource implements JetStreamSource {
       deliveryCount: info.deliveryCount,
       redelivered: info.redelivered,
       origin: { source: this.describe, address: message.subject, ...(headers !== undefined ? { headers } : {}) },
+      ...(reply !== undefined ? { keepToken: reply } : {}),
     }
     this.messages.set(delivery, message)
     return delivery
@@ -277,6 +285,19 @@ class NatsJetStreamSource implements JetStreamSource {
   private unreachable(): SpoolError {
     return new SpoolError("io", `NATS at ${this.describe} has been unreachable for ${this.outageMs / 1000} s`)
   }
+}
+
+/** The keeper of a source at `url`: ./keeper.ts, connecting as the source does. */
+function keeperOf(url: JetStreamUrl, name: string, timeoutMs: number): KeeperSpec {
+  const options: JetStreamKeeperOptions = {
+    server: url.server,
+    name,
+    timeoutMs,
+    ...(url.user !== undefined ? { user: url.user } : {}),
+    ...(url.pass !== undefined ? { pass: url.pass } : {}),
+    ...(url.token !== undefined ? { token: url.token } : {}),
+  }
+  return { module: fileURLToPath(new URL("./keeper.ts", import.meta.url)), options }
 }
 
 /**

@@ -1,4 +1,5 @@
-// How long to wait between attempts to reach the broker again, and when to stop trying.
+// How long to wait between attempts to reach a broker again, and when to stop trying: shared by
+// the source adapters that reconnect by themselves.
 
 /** How a lost broker is tried again. */
 export interface ReconnectPolicy {
