@@ -16,7 +16,16 @@ async function step(title: string, cmd: string[]): Promise<number> {
 const bin = (c: string) => join(repo, "packages/consumer/bin", `${c}.ts`)
 let failed = 0
 failed |=
-  (await step("create the queue and copy the sample into inbox/", ["bun", bin("setup"), "--root", root])) !== 0 ? 1 : 0
+  (await step("create the queue and copy the sample into inbox/", [
+    "bun",
+    bin("setup"),
+    "--root",
+    root,
+    "--from",
+    join(repo, "fixtures"),
+  ])) !== 0
+    ? 1
+    : 0
 failed |= (await step("drain inbox/ into the ledger", ["bun", bin("consume"), "--root", root])) !== 0 ? 1 : 0
 failed |= (await step("work out the message structure", ["bun", bin("schema"), "--root", root])) !== 0 ? 1 : 0
 failed |= (await step("check per-order sequences", ["bun", bin("order-check"), "--root", root])) !== 0 ? 1 : 0

@@ -62,7 +62,7 @@ const cases = [
         expect(await claimsOfA()).toEqual(names)
 
         const second = await startConsume(q.root, args, { SPOOL_CLOCK_OFFSET: b }).finished
-        expect(second.stderr).not.toContain('"event":"recovered"')
+        expect(second.stderr).not.toContain('"msg":"recovered"')
         expect(second.exitCode).toBe(0)
         // A's claims are still A's, its files still in processing/.
         expect(await claimsOfA()).toEqual(names)

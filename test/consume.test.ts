@@ -9,7 +9,9 @@ import { list, type RunResult, snapshot, spool, tempQueue } from "@spool/test-su
 
 /** The summary line consume ends its stderr with; `seconds` is the only field that varies. */
 function summaryLine(fields: string): RegExp {
-  return new RegExp(`(^|\n)spool: done ${fields.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")} seconds=\\d+(\\.\\d+)?\n$`)
+  return new RegExp(
+    `(^|\n)time=\\S+ level=notice msg=done ${fields.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")} seconds=\\d+(\\.\\d+)?\n$`,
+  )
 }
 
 function query<T>(root: string, sql: string): T[] {
@@ -66,7 +68,7 @@ describe("bun run consume on the sample", () => {
     const r = await spool("consume", ["--root", q.root])
     expectOk(
       r,
-      "files=20 processed=15 duplicates=3 conflicts=0 rejected=2 reasons='missing-field 1, parse 1' recovered=0",
+      "files=20 processed=15 duplicates=3 conflicts=0 rejected=2 reasons.missing-field=1 reasons.parse=1 recovered=0",
     )
     expect(list(join(q.root, "inbox"))).toEqual([])
     expect(list(join(q.root, "processing"))).toEqual([])
@@ -142,7 +144,7 @@ describe("bun run consume on hand-made messages", () => {
     const r = await spool("consume", ["--root", q.root])
     expectOk(
       r,
-      "files=5 processed=1 duplicates=0 conflicts=0 rejected=4 reasons='invalid-field 3, parse 1' recovered=0",
+      "files=5 processed=1 duplicates=0 conflicts=0 rejected=4 reasons.invalid-field=3 reasons.parse=1 recovered=0",
     )
     expect(list(join(q.root, "done"))).toEqual(["ok.json"])
     // A float would round this to 12345678901234568; the ledger keeps what was written.
@@ -196,7 +198,7 @@ describe("bun run consume on hand-made messages", () => {
     fs.writeFileSync(join(q.root, "error", "bad~1.json"), "older still")
     q.put("bad.json", "not json")
     const r = await spool("consume", ["--root", q.root])
-    expectOk(r, "files=1 processed=0 duplicates=0 conflicts=0 rejected=1 reasons='parse 1' recovered=0")
+    expectOk(r, "files=1 processed=0 duplicates=0 conflicts=0 rejected=1 reasons.parse=1 recovered=0")
     expect(list(join(q.root, "error"))).toEqual(["bad.json", "bad~1.json", "bad~2.json"])
     expect(fs.readFileSync(join(q.root, "error", "bad.json"), "utf8")).toBe("older bytes")
     expect(fs.readFileSync(join(q.root, "error", "bad~1.json"), "utf8")).toBe("older still")
@@ -250,10 +252,10 @@ describe("bun run consume on orphans in processing/ (no claim row)", () => {
       expect(list(join(q.root, "error", "d.json"))).toEqual(["inner.json"])
       expect(fs.readFileSync(join(q.root, "error.csv"), "utf8")).toBe("file,reason\nd.json,not-regular\n")
     }
-    expect(b.stderr).toContain("spool: warn: recovered file=old.json step=")
-    expect(b.stderr).toContain("spool: warn: recovered file=d.json step=")
-    expect(b.stderr.match(/spool: warn: left-in-processing count=3 /g)).toHaveLength(1)
-    expect(b.stderr).toMatch(/spool: done files=2 .*recovered=2 deferred=1 seconds=/)
+    expect(b.stderr).toContain("level=warn msg=recovered file=old.json step=")
+    expect(b.stderr).toContain("level=warn msg=recovered file=d.json step=")
+    expect(b.stderr.match(/level=warn msg=left-in-processing count=3 /g)).toHaveLength(1)
+    expect(b.stderr).toMatch(/level=notice msg=done files=2 .*recovered=2 too_young=1 seconds=/)
     // Once old enough, the young orphan is taken, as a young inbox/ file is.
     const hourAgo = new Date(Date.now() - 3_600_000)
     fs.utimesSync(join(orphans.root, "processing", "fresh.json"), hourAgo, hourAgo)

@@ -90,7 +90,9 @@ for (const backend of await ledgerBackends())
         const r = await q.command("list")
         expect(r.stderr).toBe("")
         expect(r.exitCode).toBe(0)
-        const lines = r.stdout.trimEnd().split("\n").sort()
+        const all = r.stdout.trimEnd().split("\n")
+        expect(all.at(-1)).toMatch(/^-- 4 files, \d+ bytes \(inbox 1, processing 2, deferred 0, error 1\)$/)
+        const lines = all.slice(0, -1).sort()
         expect(lines).toHaveLength(4)
         expect(lines[0]).toMatch(/^error +\d+s +9 {2}bad\.json {2}reason=parse class=format$/)
         expect(lines[1]).toMatch(/^inbox +\d+s +\d+ {2}waiting\.json$/)
@@ -120,7 +122,8 @@ for (const backend of await ledgerBackends())
         expect(text.stderr).toBe("")
         expect(text.exitCode).toBe(0)
         const lines = text.stdout.trimEnd().split("\n")
-        expect(lines).toHaveLength(2)
+        expect(lines).toHaveLength(3)
+        expect(lines[2]).toMatch(/^-- 2 files, \d+ bytes \(deferred 2\)$/)
         expect(lines.find((l) => l.includes("later.json"))).toMatch(
           /^deferred +\d+s +\d+ {2}later\.json {2}attempts=3 next=2030-01-01T01:00:00\.000Z$/,
         )
@@ -229,6 +232,26 @@ for (const backend of await ledgerBackends())
       const s = JSON.parse((await q.command("show", ["--json", "p.json"])).stdout)
       expect(s).toMatchObject({ kind: "file", locations: ["processing"], msgIds: [] })
       expect(s.history.claims).toMatchObject([{ file: "p.json", owner: "host-a:4242", attempts: 2, state: "claimed" }])
+    })
+
+    it("prints a totals line for an empty listing too", async () => {
+      const r = await q.command("list", ["inbox"])
+      expect(r.stdout).toBe("-- 0 files, 0 bytes (inbox 0)\n")
+      expect(r.stderr).toBe("")
+      expect(r.exitCode).toBe(0)
+    })
+
+    it("prints the message itself with --body: the file's bytes, or a msg_id's processed file", async () => {
+      const bad = await q.command("show", ["--body", "bad.json"])
+      expect(bad.stdout).toEndWith("\n-- body of error/bad.json, 9 bytes --\n{not json\n")
+      expect(bad.exitCode).toBe(0)
+      const byId = await q.command("show", ["--body", "m-1"])
+      expect(byId.stdout).toEndWith(
+        `-- body of done/a.json, ${JSON.stringify(message("m-1", 10)).length} bytes --\n${JSON.stringify(message("m-1", 10))}\n`,
+      )
+      const json = JSON.parse((await q.command("show", ["--json", "--body", "fix.json"])).stdout)
+      expect(json.body).toEqual({ dir: "done", file: "fix.json", text: JSON.stringify(message("m-2", 5)) })
+      expect((await q.command("show", ["bad.json"])).stdout).not.toContain("-- body of")
     })
 
     it("exits 1 for a name or id neither the directories nor the ledger know, changing nothing", async () => {

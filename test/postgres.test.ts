@@ -100,6 +100,27 @@ pg("the PostgreSQL ledger (--ledger / SPOOL_LEDGER_URL)", () => {
     expect(refused.exitCode).toBe(1)
   })
 
+  // Each claim row lives for one batch; the dead ones slow every statement that finds claims
+  // by root until a vacuum, which autovacuum may bring late or never (it is off on some servers).
+  it("vacuums the claims table itself as a long run forgets its claims", async () => {
+    await using t = await tempDir()
+    generateMessages(join(t.path, "src"), 25_000, 9)
+    const root = join(t.path, "q")
+    makeQueueFrom(join(t.path, "src"), root)
+    await using db = await tempDatabase()
+    const r = await startConsume(root, ["--ledger", db.url]).finished
+    expect(r.exitCode).toBe(0)
+    const sql = new SQL({ url: db.url, max: 1 })
+    try {
+      const [row] =
+        await sql`SELECT vacuum_count::int AS n, n_live_tup::int AS live FROM pg_stat_user_tables WHERE relname = 'claims'`
+      expect(row.n).toBeGreaterThanOrEqual(1)
+      expect(row.live).toBeLessThan(5_000)
+    } finally {
+      await sql.close()
+    }
+  }, 120_000)
+
   it("works on a queue made by hand with only the four directories, adding deferred/", async () => {
     await using db = await tempDatabase()
     await using dir = await tempDir()
@@ -334,7 +355,7 @@ describe("schema migrations", () => {
     const r = await spool("consume", ["--root", q.root])
     expect(r.exitCode).toBe(0)
     const after = new Database(join(q.root, "ledger.db"), { readonly: true })
-    expect(after.query("PRAGMA user_version").get()).toEqual({ user_version: 6 })
+    expect(after.query("PRAGMA user_version").get()).toEqual({ user_version: 7 })
     // Version 3 dropped two indexes that every message paid for and no query of spool's needs.
     expect(
       after.query("SELECT name FROM sqlite_master WHERE name IN ('claims_owner', 'processed_order_seq')").all(),
@@ -346,6 +367,9 @@ describe("schema migrations", () => {
     expect(after.query("SELECT COUNT(*) AS n FROM horizon").get()).toEqual({ n: 0 })
     // Version 6 keeps the origin of each delivery a broker sent; a file queue writes none.
     expect(after.query("SELECT COUNT(*) AS n FROM origins").get()).toEqual({ n: 0 })
+    // Version 7 logs deletions and marks a deleted file's failure; a consume writes neither.
+    expect(after.query("SELECT COUNT(*) AS n FROM deletions").get()).toEqual({ n: 0 })
+    expect(after.query("SELECT COUNT(*) AS n FROM failures WHERE deleted_at IS NOT NULL").get()).toEqual({ n: 0 })
     after.close()
     const oc = await spool("order-check", ["--root", q.root])
     expect(oc.stdout).toBe("OK\n")
@@ -370,8 +394,15 @@ describe("schema migrations", () => {
         { version: 4 },
         { version: 5 },
         { version: 6 },
+        { version: 7 },
+        { version: 8 },
       ])
+      // Version 8 dropped the two indexes SQLite's version 3 dropped.
+      expect(
+        await sql`SELECT indexname FROM pg_indexes WHERE indexname IN ('claims_owner', 'processed_order_seq')`,
+      ).toEqual([])
       expect(await sql`SELECT count(*)::int AS n FROM origins`).toEqual([{ n: 0 }])
+      expect(await sql`SELECT count(*)::int AS n FROM deletions`).toEqual([{ n: 0 }])
       expect(await sql`SELECT msg_id, amount FROM processed ORDER BY msg_id`).toEqual([
         { msg_id: "new", amount: "2.5" },
         { msg_id: "old", amount: "1.10" },

@@ -27,14 +27,18 @@ describe("consume's progress bar", () => {
     await using q = await tempQueue({ seed: { ...many(60), "bad.json": "{" } })
     const r = await consumeOnTerminal(["--root", q.root, "--batch-size", "5"], { NO_COLOR: "1" })
     expect(r.stdout).toMatch(frame)
-    expect(r.stdout).toContain("\r\x1b[Kspool: done files=61 processed=60")
+    // The summary line starts where the bar was cleared (CR, then erase to end of line).
+    const cleared = r.stdout.split("\r\x1b[K").slice(1)
+    expect(cleared.find((l) => l.includes("msg=done"))).toMatch(
+      /^time=\S+ level=notice msg=done files=61 processed=60 /,
+    )
     // NO_COLOR: the bar is drawn with # and -, no colour codes.
     expect(r.stdout.replaceAll("\x1b[K", "")).not.toContain("\x1b[")
     // The log line for the bad file is on a line of its own, not glued to a frame.
-    const logLine = r.stdout.split(/\r?\n/).find((l) => l.includes("spool: warn: rejected file=bad.json"))
+    const logLine = r.stdout.split(/\r?\n/).find((l) => l.includes("msg=rejected file=bad.json"))
     // What the terminal shows after the last carriage return of that line: the log line alone.
-    expect(logLine?.split("\r").at(-1)?.replace("\x1b[K", "")).toStartWith(
-      "spool: warn: rejected file=bad.json reason=parse",
+    expect(logLine?.split("\r").at(-1)?.replace("\x1b[K", "")).toMatch(
+      /^time=\S+ level=info msg=rejected file=bad\.json reason=parse/,
     )
     expect(r.exitCode).toBe(0)
     expect(list(join(q.root, "done"))).toHaveLength(60)
@@ -69,7 +73,7 @@ describe("consume's progress bar", () => {
     expect(r.stderr).not.toContain("\r")
     expect(r.stderr).not.toContain("\x1b")
     expect(r.stderr).not.toContain("files/s")
-    expect(r.stderr).toMatch(/^spool: done files=60 processed=60 /)
+    expect(r.stderr).toMatch(/^time=\S+ level=notice msg=done files=60 processed=60 /)
     expect(r.exitCode).toBe(0)
   })
 })

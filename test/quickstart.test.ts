@@ -3,7 +3,7 @@ import { Database } from "bun:sqlite"
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import { list, run, tempDir } from "@spool/test-support"
+import { fixturesDir, list, run, tempDir } from "@spool/test-support"
 
 function processedRows(root: string): number {
   const db = new Database(join(root, "ledger.db"), { readonly: true })
@@ -19,7 +19,7 @@ describe("quick start", () => {
     await using d = await tempDir()
     const root = join(d.path, "spool")
 
-    const setup = await run(["bun", "run", "setup", "--root", root])
+    const setup = await run(["bun", "run", "setup", "--root", root, "--from", fixturesDir])
     expect(setup.stdout).toBe("")
     expect(setup.stderr).toContain(`setup: queue ready at ${root}; copied 20 message(s)`)
     expect(setup.exitCode).toBe(0)
@@ -27,7 +27,7 @@ describe("quick start", () => {
     const consume = await run(["bun", "run", "consume", "--root", root])
     expect(consume.stdout).toBe("")
     expect(consume.stderr).toMatch(
-      /spool: done files=20 processed=15 duplicates=3 conflicts=0 rejected=2 reasons='missing-field 1, parse 1' recovered=0 seconds=[\d.]+\n$/,
+      /level=notice msg=done files=20 processed=15 duplicates=3 conflicts=0 rejected=2 reasons.missing-field=1 reasons.parse=1 recovered=0 seconds=[\d.]+\n$/,
     )
     expect(consume.exitCode).toBe(0)
 
@@ -59,7 +59,7 @@ describe("quick start", () => {
     expect(demo.stdout).toMatch(/processed\s+15 rows/)
     expect(demo.stdout).toMatch(/dup\.txt\s+m-1001-02 m-1002-02 m-1004-01\n/)
     expect(demo.stdout).toMatch(/order-check\s+OK\n/)
-    expect(demo.stderr).toMatch(/spool: done files=20 processed=15 duplicates=3 /)
+    expect(demo.stderr).toMatch(/msg=done files=20 processed=15 duplicates=3 /)
     expect(demo.exitCode).toBe(0)
     expect(processedRows(root)).toBe(15)
   })

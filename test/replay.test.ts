@@ -570,7 +570,17 @@ for (const backend of await ledgerBackends())
         ["a negative --max-replays", ["--max-replays", "-1", "--all"]],
         ["a --max-replays that is not a number", ["--max-replays", "three", "--all"]],
         ["options without a selection", ["--dry-run"]],
+        ["an unknown --reason, as an unknown --class is", ["--reason", "pars"]],
+        ["an unknown --class", ["--class", "foo"]],
       ]
+      it("names the reasons for an unknown --reason and suggests the nearest", async () => {
+        await using q = await drained()
+        const r = await replay([...q.args, "--reason", "pars"])
+        expect(r.stderr).toStartWith("replay: --reason takes one of parse, missing-field, invalid-field, ")
+        expect(r.stderr).toContain('not "pars" (did you mean parse?)')
+        expect(r.exitCode).toBe(2)
+      })
+
       it.each(isBuilt ? usageErrors : usageErrors.slice(0, 1))(
         "refuses %s as a usage error (exit 2) and changes nothing",
         async (_case, args) => {

@@ -3,9 +3,9 @@
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import type { ValueOption } from "@spool/cli"
+import { exitCodesLine, type Options, runCommand, type ValueOption } from "@spool/cli"
 import { commands } from "@spool/spool"
-import { list, repoRoot, run, tempQueue } from "@spool/test-support"
+import { captured, fixturesDir, list, repoRoot, run, tempQueue } from "@spool/test-support"
 
 const version = JSON.parse(fs.readFileSync(join(repoRoot, "package.json"), "utf8")).version as string
 const bin = join(repoRoot, "packages/spool/bin/spool.ts")
@@ -87,7 +87,7 @@ describe("spool", () => {
 
   it("runs each tool as its own entry point does: setup, consume, stats, lag, replay", async () => {
     await using q = await tempQueue()
-    const setup = await spool(["setup", "--root", q.root])
+    const setup = await spool(["setup", "--root", q.root, "--from", fixturesDir])
     expect(setup.stderr).toContain("copied 20 message(s)")
     expect(setup.exitCode).toBe(0)
     expect((await spool(["lag", q.root, "19"])).stdout).toBe("inbox=20 processing=0 error=0\n")
@@ -123,7 +123,7 @@ describe("spool", () => {
 const required: Record<string, string[][]> = { lag: [["Q"], ["1"]], compact: [["--older-than", "90d"]] }
 
 const durationOptions = specs.flatMap(([name, spec]) =>
-  Object.entries(spec.options)
+  Object.entries(spec.options as Options)
     .filter(([, o]) => o.kind === "duration")
     .map(([option, o]) => [name, option, o as ValueOption] as const),
 )
@@ -132,7 +132,7 @@ const isPluginOption = (name: string, option: string) =>
   name === "lag" && (option === "warning-age" || option === "critical-age")
 
 describe("every duration option of every command", () => {
-  it("is found: compact's, consume's, stats' and lag's", () => {
+  it("is found: compact's, consume's, stats', lag's, delete's and serve's", () => {
     expect(durationOptions.map(([n, o]) => `${n} --${o}`)).toEqual([
       "consume --min-age",
       "consume --defer-first",
@@ -149,6 +149,9 @@ describe("every duration option of every command", () => {
       "lag --stalled-after",
       "lag --warning-age",
       "lag --critical-age",
+      "delete --older-than",
+      "serve --window",
+      "serve --stalled-after",
     ])
   })
 
@@ -174,4 +177,39 @@ describe("every duration option of every command", () => {
     expect(list(q.root)).toEqual(["deferred", "done", "error", "inbox", "processing", "tmp"])
     expect(list(join(q.root, "inbox"))).toEqual(["a.json"])
   })
+})
+
+describe("every command's --help", () => {
+  it.each(specs)("spool %s --help ends with two or three examples, each a line the command takes", async (name, s) => {
+    const r = await spool([name, "--help"])
+    expect(r.exitCode).toBe(0)
+    const examples = r.stdout.slice(r.stdout.lastIndexOf("\nExamples:\n"))
+    const lines = examples.split("\n").filter((l) => l.startsWith(`  spool ${name} `))
+    expect(lines.length).toBeGreaterThanOrEqual(2)
+    expect(lines.length).toBeLessThanOrEqual(3)
+    expect(r.stdout).toEndWith(`${lines.at(-1)}\n      ${s.examples.at(-1)?.does}\n`)
+    // Each example's arguments, up to any shell redirection, are a line the command parses.
+    for (const e of s.examples) {
+      const args = e.args.split(" ").filter(Boolean)
+      const end = args.findIndex((a) => ["<", ">", "|", "||"].includes(a))
+      const parsed = await captured(() => runCommand(s, end < 0 ? args : args.slice(0, end), () => 0))
+      expect({ example: e.args, stderr: parsed.stderr, code: parsed.code }).toEqual({
+        example: e.args,
+        stderr: "",
+        code: 0,
+      })
+    }
+  })
+
+  it.each(specs)(
+    "spool %s --help lists every exit code it can return, 4 only where a signal interrupts it",
+    async (name, s) => {
+      const r = await spool([name, "--help"])
+      expect(r.stdout).toContain(`\n\n${exitCodesLine(s.exitCodes)}\n\n`)
+      expect((s.exitCodes as readonly number[]).includes(4)).toBe(name === "consume" || name === "compact")
+      expect((s.exitCodes as readonly number[]).includes(1)).toBe(
+        !["setup", "consume", "schema", "compact", "list", "completion", "man"].includes(name),
+      )
+    },
+  )
 })

@@ -60,8 +60,8 @@ describe("consume's start-up", () => {
     expect(fs.readdirSync(join(q.root, "done")).sort()).toEqual(["a.json", "b.json"])
     expect(fs.readdirSync(join(q.root, "error")).sort()).toEqual(["c.json", "d.json", "e.json"])
     // The rejections' details are the schema's own words.
-    expect(r.stderr).toContain("detail='seq must be at least 1 (was 0)'")
-    expect(r.stderr).toContain("detail='missing order_no, seq, amount'")
+    expect(r.stderr).toContain('detail="seq must be at least 1 (was 0)"')
+    expect(r.stderr).toContain('detail="missing order_no, seq, amount"')
   })
 
   it("sees the plugin stop a process that does import what it denies", async () => {

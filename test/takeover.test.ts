@@ -125,7 +125,7 @@ for (const backend of backends) {
         await ledger.close()
 
         // B took over what A held and finished everything; A applied and moved nothing B owned.
-        expect(bOutput).toContain('"event":"recovered"')
+        expect(bOutput).toContain('"msg":"recovered"')
         expect(list(join(q.root, "done"))).toEqual(names)
         expect(list(join(q.root, "processing"))).toEqual([])
         expect(list(join(q.root, "inbox"))).toEqual([])
@@ -171,7 +171,7 @@ for (const backend of backends) {
         }
         const [code, aErr] = await Promise.all([a.exited, new Response(a.stderr).text()])
         expect({ code, aErr }).toMatchObject({ code: 0 })
-        expect(aErr).toContain('"event":"moved-by-other"')
+        expect(aErr).toContain('"msg":"moved-by-other"')
 
         expect(list(join(q.root, "done"))).toEqual(names)
         expect(list(join(q.root, "processing"))).toEqual([])

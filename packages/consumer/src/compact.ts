@@ -43,6 +43,14 @@ export const spec = {
     delete: flag("delete old done/ files instead of archiving them"),
     "dry-run": { ...dryRun, help: "say what would be removed, change nothing" },
   },
+  exitCodes: [0, 2, 3, 4],
+  examples: [
+    { args: "--root /srv/spool/orders --older-than 90d --dry-run", does: "say what 90 days of retention would remove" },
+    {
+      args: "--root /srv/spool/orders --older-than 90d --horizon 365d",
+      does: "archive done/ files older than 90 days, forget keys older than a year",
+    },
+  ],
 } satisfies CommandSpec
 
 /** `bun run compact`: retention for done/ and the ledger. */
@@ -50,7 +58,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   // Held from before the arguments are read: a signal at any instant stops the run as documented.
   const stop = holdStopRequest()
   const isStopRequested = () => stop.signal.aborted
-  return runCommand(spec, argv, async ({ values: v }) => {
+  return runCommand(spec, argv, async ({ values: v, quiet }) => {
     const olderThan = v["older-than"]
     if (olderThan === undefined) throw new SpoolError("usage", "--older-than is required, e.g. --older-than 90d")
     const horizon = v.horizon
@@ -114,9 +122,10 @@ export async function main(argv: readonly string[]): Promise<number> {
       const summary = await ledger.compact(iso(cutoff), keyCutoff, iso(now), { dryRun: isDry })
       const verb = isDry ? "would remove" : "removed"
       const where = url === undefined ? "" : ` in ${redact(url)} (every root)`
-      process.stdout.write(
-        `compact: ${verb} ${files} done/ file(s) (${v.delete ? "deleted" : "archived"}), ${summary.duplicates} duplicate record(s), ${summary.failures} replayed failure(s), ${summary.replays} replay record(s), ${summary.origins} origin record(s), ${summary.keys} idempotency key(s)${where}\n`,
-      )
+      if (!quiet)
+        process.stdout.write(
+          `compact: ${verb} ${files} done/ file(s) (${v.delete ? "deleted" : "archived"}), ${summary.duplicates} duplicate record(s), ${summary.failures} replayed failure(s), ${summary.replays} replay record(s), ${summary.origins} origin record(s), ${summary.keys} idempotency key(s)${where}\n`,
+        )
       return ExitCode.ok
     } finally {
       await ledger.close()

@@ -35,10 +35,10 @@ import {
   type SourcePort,
   SpoolError,
   scanDir,
+  watch,
   writeReports,
 } from "@spool/core/engine"
 import { createProgress, noProgress, type Progress } from "./progress.ts"
-import { watch } from "./watch.ts"
 import { runWorkers } from "./workers.ts"
 
 /** `bun run consume`'s options and help. */
@@ -53,7 +53,7 @@ export const spec = {
     "cleanly: exit 0 in watch mode, 4 for a one-shot drain that stopped before inbox/ was empty.\n" +
     "With --watch it keeps running: it drains, then waits for new files (inotify events on inbox/, plus\n" +
     "a rescan every --rescan as a safety net) and drains again, recovering dead consumers' claims each time.\n" +
-    "With --source URL it consumes a broker instead of inbox/ (amqp://, amqps://, nats://; docs/brokers.md):\n" +
+    "With --source URL it consumes a broker instead of inbox/ (amqp://, amqps://, nats://, mqtt://, mqtts://; docs/brokers.md):\n" +
     "each delivery lands as a file in processing/, goes the way files go, and is acknowledged once moved;\n" +
     "it drains until the broker has nothing for --idle-wait, or with --watch runs until stopped.",
   options: {
@@ -91,7 +91,7 @@ export const spec = {
     ),
     source: text(
       "URL",
-      "consume a broker instead of inbox/: amqp://USER:PASS@HOST:5672/?queue=Q or nats://HOST:4222/?stream=S&consumer=C",
+      "consume a broker instead of inbox/: amqp://USER:PASS@HOST:5672/?queue=Q, nats://HOST:4222/?stream=S&consumer=C, redis://HOST:6379/?stream=S&group=G or mqtt://HOST:1883/?topic=F&client=ID",
     ),
     "idle-wait": duration("with --source: a drain ends when the broker has nothing for this long", {
       default: "1s",
@@ -102,9 +102,10 @@ export const spec = {
       default: "5s",
       min: 1,
     }),
-    "batch-window": duration("with --watch: after a new file, wait this long to take the burst in one drain", {
-      default: "50ms",
-    }),
+    "batch-window": duration(
+      "with --watch: after a new file, wait this long before taking it (default none: what arrives during a commit is taken in the next)",
+      { default: "0ms" },
+    ),
     concurrency: integer(
       `run N consumer processes on this root, at most ${maxConcurrency()} here (4 per core); the exit code is the worst one's`,
       { default: "1", min: 1 },
@@ -113,18 +114,28 @@ export const spec = {
       "start a new, empty ledger although done/ or error/ holds files (the ledger was lost and starting over is intended: messages processed before can be processed again)",
     ),
     "no-progress": flag("no progress bar (it is only ever drawn when stderr is a terminal)"),
-    quiet: flag("warnings (rejections, conflicts, recoveries) and the one-line summary only", { short: "q" }),
-    verbose: flag("also one line per claimed file and per duplicate", { short: "v" }),
-    "log-format": choice(
-      "FORMAT",
-      ["text", "json"],
-      "text, or json: one object per line (time, level, event, fields)",
-      {
-        default: "text",
-      },
+    quiet: flag(
+      "nothing on success: only conflicts, recoveries, refusals and failures (rejected files are counted in error.csv)",
+      { short: "q" },
     ),
+    verbose: flag("also one line per claimed file and per duplicate", { short: "v" }),
+    "log-format": choice("FORMAT", ["text", "json"], "text, or json: one object per line (time, level, msg, fields)", {
+      default: "text",
+    }),
     "stats-json": text("FILE", "after the run, write the summary and each batch's duration in ms to FILE (for bench/)"),
   },
+  exitCodes: [0, 2, 3, 4],
+  examples: [
+    {
+      args: "--root /srv/spool/orders -q",
+      does: "drain inbox/ once, silent unless something needs a person (for cron)",
+    },
+    { args: "--root /srv/spool/orders --watch", does: "keep consuming new files until SIGTERM (for systemd)" },
+    {
+      args: "--root /srv/spool/orders --source amqp://guest:guest@localhost/orders",
+      does: "consume a RabbitMQ queue, each delivery acknowledged after its commit",
+    },
+  ],
 } satisfies CommandSpec
 
 /** `bun run consume`: one-shot drain of a queue. */
@@ -223,7 +234,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     const ledger = await openLedger(queue, opening)
     let source: SourcePort | undefined
     try {
-      if (sourceUrl !== undefined) source = await openSource(sourceUrl, { log })
+      if (sourceUrl !== undefined) source = await openSource(sourceUrl, { log, root: queue.root })
     } catch (error) {
       await ledger.close()
       throw error
@@ -269,20 +280,18 @@ export async function main(argv: readonly string[]): Promise<number> {
       progress.finish()
       if (!isWatching || source) await writeReports(queue, ledger)
       const seconds = ((performance.now() - started) / 1000).toFixed(2)
-      const reasons = Object.entries(summary.rejectedBy)
-        .map(([r, n]) => `${r} ${n}`)
-        .join(", ")
+      const hasReasons = Object.keys(summary.rejectedBy).length > 0
       log.notice("done", {
         files: summary.claimed,
         processed: summary.processed,
         duplicates: summary.duplicates,
         conflicts: summary.conflicts,
         rejected: summary.rejected,
-        ...(reasons && { reasons }),
+        ...(hasReasons && { reasons: summary.rejectedBy }),
         recovered: summary.recovered,
         ...(summary.lost > 0 && { lost: summary.lost }),
         ...(summary.deferred > 0 && { deferred: summary.deferred }),
-        ...(summary.transient > 0 && { transient: summary.transient }),
+        ...(summary.tooYoung > 0 && { too_young: summary.tooYoung }),
         ...(source && { redelivered: summary.redelivered }),
         seconds: Number(seconds),
         ...(isStopRequested() && { stopped: "by signal" }),

@@ -29,6 +29,14 @@ export const spec = {
     root,
     name: text("NAME", "its file name in inbox/, ending in .json; required with -, allowed with one FILE"),
   },
+  exitCodes: [0, 1, 2, 3],
+  examples: [
+    { args: "--root /srv/spool/orders order-1.json order-2.json", does: "put two messages into inbox/ atomically" },
+    {
+      args: "--root /srv/spool/orders --name order-3.json - < order.json",
+      does: "put a message read from stdin, under the name order-3.json",
+    },
+  ],
 } satisfies CommandSpec
 
 interface Input {
@@ -39,7 +47,7 @@ interface Input {
 
 /** `bun run enqueue`: atomic producer-side writes into a queue's inbox. */
 export async function main(argv: readonly string[]): Promise<number> {
-  return runCommand(spec, argv, async ({ values, positionals }) => {
+  return runCommand(spec, argv, async ({ values, positionals, quiet }) => {
     if (positionals.length === 0) throw new SpoolError("usage", "give at least one FILE, or - with --name")
     if (values.name !== undefined && positionals.length > 1)
       throw new SpoolError("usage", "--name names one message; give exactly one FILE or -")
@@ -78,8 +86,9 @@ export async function main(argv: readonly string[]): Promise<number> {
           )
         throw error
       }
-      if (isQueued) process.stdout.write(`${quoteName(i.name)}\n`)
-      else {
+      if (isQueued) {
+        if (!quiet) process.stdout.write(`${quoteName(i.name)}\n`)
+      } else {
         process.stderr.write(
           `enqueue: ${quoteName(`inbox/${i.name}`)} appeared meanwhile; ${quoteName(i.source)} was not enqueued\n`,
         )

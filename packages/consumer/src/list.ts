@@ -18,6 +18,7 @@ import {
   SpoolError,
   scanDir,
 } from "@spool/core/engine"
+import { formatTotals, jsonWriter, silentWriter, textWriter } from "./list-output.ts"
 
 /** What list knows of a processing/ file's claim; null fields where the ledger has none. */
 export interface ListedClaim {
@@ -105,7 +106,8 @@ export const spec = {
     "attempts, for error/ the latest unreplayed failure's reason and class, for deferred/ the transient\n" +
     "failures so far and the next attempt's time. An inbox/ age is since the file\n" +
     "was written or replayed (mtime), any other since it was moved there (ctime). Read-only: creates no\n" +
-    "ledger, and with none yet shows no owners or reasons.",
+    "ledger, and with none yet shows no owners or reasons. The last line gives the totals: files and bytes\n" +
+    "listed, and the files of each directory.",
   arguments: [{ name: "DIR...", help: `${queueDirs.join(", ")} (default: ${defaultDirs.join(", ")})` }],
   options: {
     root,
@@ -113,11 +115,17 @@ export const spec = {
     json: { ...json, help: "one JSON array of entries on stdout instead of lines" },
     limit: integer("at most N entries of each directory; the rest are counted on stderr", { min: 1 }),
   },
+  exitCodes: [0, 2, 3],
+  examples: [
+    { args: "--root /srv/spool/orders", does: "every file waiting, claimed, failed or deferred, and the totals" },
+    { args: "--root /srv/spool/orders error", does: "the files in error/ with their reasons" },
+    { args: "--root /srv/spool/orders --json deferred", does: "the deferred files as JSON, with their next attempts" },
+  ],
 } satisfies CommandSpec
 
 /** `spool list`: the entries of the queue's directories, with what the ledger knows of each. */
 export async function main(argv: readonly string[]): Promise<number> {
-  return runCommand(spec, argv, async ({ values: v, positionals }) => {
+  return runCommand(spec, argv, async ({ values: v, positionals, quiet }) => {
     const dirs = positionals.length === 0 ? defaultDirs : [...new Set(positionals.map(toDir))]
     const queue = openQueue(resolveRoot(v.root))
     const needsLedger = dirs.some((d) => views[d].annotator !== undefined)
@@ -125,12 +133,26 @@ export async function main(argv: readonly string[]): Promise<number> {
       ? await openExistingLedger(queue, { url: resolveLedgerUrl(v.ledger), readonly: true })
       : undefined
     try {
-      const out = v.json ? jsonWriter() : textWriter()
+      const out = quiet ? silentWriter : v.json ? jsonWriter() : textWriter()
+      const totals = new Map<QueueDir, { files: number; bytes: number }>(dirs.map((d) => [d, { files: 0, bytes: 0 }]))
+      const counted = async (entries: readonly ListEntry[]) => {
+        for (const e of entries) {
+          const t = totals.get(e.dir)
+          if (t !== undefined) {
+            t.files++
+            t.bytes += e.size
+          }
+        }
+        await out.write(entries)
+      }
+      let unlisted = 0
       for (const dir of dirs) {
-        const more = await listDir(queue, dir, ledger, v.limit, out.write)
-        if (more > 0) await Bun.write(Bun.stderr, `list: ${dir}/ has ${more} more (--limit ${v.limit})\n`)
+        const more = await listDir(queue, dir, ledger, v.limit, counted)
+        unlisted += more
+        if (more > 0 && !quiet) await Bun.write(Bun.stderr, `list: ${dir}/ has ${more} more (--limit ${v.limit})\n`)
       }
       await out.end()
+      if (!quiet && !v.json) await Bun.write(Bun.stdout, formatTotals(totals, unlisted))
     } finally {
       await ledger?.close()
     }
@@ -148,7 +170,7 @@ function toDir(text: string): QueueDir {
  * Streams the entries of one directory to `write`, a chunk at a time, each chunk annotated from
  * the ledger; returns how many entries past `limit` it counted without listing them.
  */
-async function listDir(
+export async function listDir(
   queue: Queue,
   dir: QueueDir,
   ledger: LedgerPort | undefined,
@@ -264,61 +286,4 @@ function deferralsOf(ledger: LedgerPort | undefined): Annotator {
             },
     }),
   )
-}
-
-interface Writer {
-  readonly write: (entries: readonly ListEntry[]) => Promise<void>
-  readonly end: () => Promise<void>
-}
-
-/** One line per entry. */
-function textWriter(): Writer {
-  return {
-    write: async (entries) => {
-      if (entries.length > 0) await Bun.write(Bun.stdout, `${entries.map(formatEntry).join("\n")}\n`)
-    },
-    end: async () => {},
-  }
-}
-
-/** One JSON array, an entry per line, written as the directories are read. */
-function jsonWriter(): Writer {
-  let isFirst = true
-  return {
-    write: async (entries) => {
-      if (entries.length === 0) return
-      const text = entries.map((e) => JSON.stringify(e)).join(",\n")
-      await Bun.write(Bun.stdout, `${isFirst ? "[\n" : ",\n"}${text}`)
-      isFirst = false
-    },
-    end: () => Bun.write(Bun.stdout, isFirst ? "[]\n" : "\n]\n").then(() => {}),
-  }
-}
-
-/** The text line of one entry: directory, age, size, name, then the ledger's facts as key=value. */
-export function formatEntry(e: ListEntry): string {
-  const facts: string[] = []
-  if (e.type !== "file") facts.push(`type=${e.type}`)
-  if (e.claim !== undefined)
-    facts.push(
-      e.claim === null
-        ? "claim=none"
-        : `owner=${e.claim.owner === null ? "gone" : quoteName(e.claim.owner)} attempts=${e.claim.attempts}${e.claim.state === "committed" ? " committed" : ""}`,
-    )
-  if (e.failure !== undefined)
-    facts.push(e.failure === null ? "reason=unknown" : `reason=${e.failure.reason} class=${e.failure.class}`)
-  if (e.deferral !== undefined)
-    facts.push(
-      e.deferral === null ? "deferral=none" : `attempts=${e.deferral.attempts} next=${e.deferral.nextAttemptAt}`,
-    )
-  const line = `${e.dir.padEnd(10)} ${formatAge(e.ageSeconds).padStart(4)} ${String(e.size).padStart(9)}  ${quoteName(e.name)}`
-  return facts.length === 0 ? line : `${line}  ${facts.join(" ")}`
-}
-
-/** An age in its largest whole unit: `45s`, `12m`, `3h`, `5d`. */
-export function formatAge(seconds: number): string {
-  if (seconds < 60) return `${seconds}s`
-  if (seconds < 3600) return `${Math.floor(seconds / 60)}m`
-  if (seconds < 86400) return `${Math.floor(seconds / 3600)}h`
-  return `${Math.floor(seconds / 86400)}d`
 }

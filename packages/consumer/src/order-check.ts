@@ -22,11 +22,16 @@ export const spec = {
     "have a gap in 1..max(seq). Copies the SQL to ROOT/order-check.sql (run it yourself with\n" +
     "sqlite3 ROOT/ledger.db < ROOT/order-check.sql) and writes ROOT/order-result.txt: OK, or the problems.",
   options: { root, ledger },
+  exitCodes: [0, 1, 2, 3],
+  examples: [
+    { args: "--root /srv/spool/orders", does: "print OK or the orders whose seqs are duplicated or have gaps" },
+    { args: "--root /srv/spool/orders -q || mail -s 'order gaps' ops", does: "mail only when an order has a problem" },
+  ],
 } satisfies CommandSpec
 
 /** `bun run order-check`: per-order sequence gaps and duplicates. Exit 1 when any are found. */
 export async function main(argv: readonly string[]): Promise<number> {
-  return runCommand(spec, argv, async ({ values }) => {
+  return runCommand(spec, argv, async ({ values, quiet }) => {
     const queue = openQueue(resolveRoot(values.root))
     const ledger = await openLedger(queue, { url: resolveLedgerUrl(values.ledger) })
     try {
@@ -34,7 +39,8 @@ export async function main(argv: readonly string[]): Promise<number> {
       writeFileAtomic(join(queue.root, reportFiles.orderCheck), orderCheckSql)
       const text = formatOrderResult(problems)
       writeFileAtomic(join(queue.root, reportFiles.orderResult), text)
-      process.stdout.write(text)
+      // Quiet: the problems are still said, since they need a person; OK is not.
+      if (!quiet || problems.length > 0) process.stdout.write(text)
       return problems.length === 0 ? ExitCode.ok : ExitCode.check
     } finally {
       await ledger.close()

@@ -74,8 +74,8 @@ describe("createProgress", () => {
   it("clears the bar before a log line and draws it again after", () => {
     const { progress, out } = fakeTerminal()
     progress.update(4)
-    progress.write("spool: warn: conflict file=a.json\n")
-    expect(out[1]).toBe("\r\x1b[Kspool: warn: conflict file=a.json\n")
+    progress.write("time=2026-12-02T15:00:00.000Z level=warn msg=conflict file=a.json\n")
+    expect(out[1]).toBe("\r\x1b[Ktime=2026-12-02T15:00:00.000Z level=warn msg=conflict file=a.json\n")
     expect(out[2]).toContain(" 4/10 ")
   })
 

@@ -1,6 +1,6 @@
 import fs from "node:fs"
 import { join } from "node:path"
-import { type CommandSpec, json, ledger, root, runCommand } from "@spool/cli"
+import { type CommandSpec, flag, json, ledger, root, runCommand } from "@spool/cli"
 import {
   type ClaimEntry,
   classOf,
@@ -18,11 +18,12 @@ import {
   resolveRoot,
   SpoolError,
 } from "@spool/core/engine"
+import { bodyOf, formatBody, noBodyLine } from "./show-body.ts"
 
 /** `spool show`'s options and help. */
 export const spec = {
   name: "show",
-  usage: "bun run show [--root DIR] [--ledger URL] [--json] [--] FILE|MSG_ID",
+  usage: "bun run show [--root DIR] [--ledger URL] [--json] [--body] [--] FILE|MSG_ID",
   summary: "Everything the ledger knows of one file or one message, in time order.",
   description:
     "For a FILE (a name in one of the queue's directories, or one the ledger recorded): where it is now,\n" +
@@ -30,13 +31,26 @@ export const spec = {
     "history. For a MSG_ID: its processed row (file, time, stored result), every duplicate and conflicting\n" +
     "delivery, the failures of files with the same bytes (the ledger knows a failed file by its sha256,\n" +
     "not its msg_id) and their replays, and the claims of the files that delivered it. A name is taken\n" +
-    "as a FILE when the directories or the ledger know it as one. Read-only. Exit 1 when neither knows it.",
+    "as a FILE when the directories or the ledger know it as one. Read-only. Exit 1 when neither knows it,\n" +
+    "or when --body is asked for and no file of it is left in the queue's directories.",
   arguments: [{ name: "FILE|MSG_ID", help: "a file name (the name itself, not its quoted spelling) or a msg_id" }],
   options: {
     root,
     ledger,
     json: { ...json, help: "one JSON object on stdout: what was found, and the timeline" },
+    body: flag(
+      "also print the message: the file's bytes (for a MSG_ID, of the file it was processed from, else a delivery); with --json, as body",
+    ),
   },
+  exitCodes: [0, 1, 2, 3],
+  examples: [
+    {
+      args: "--root /srv/spool/orders evt-broken-0001.json",
+      does: "where the file is and what the ledger recorded of it",
+    },
+    { args: "--root /srv/spool/orders --body evt-broken-0001.json", does: "also print the message itself" },
+    { args: "--root /srv/spool/orders m-1001-02", does: "everything known of one msg_id" },
+  ],
 } satisfies CommandSpec
 
 /** A claim as show prints it. */
@@ -54,7 +68,7 @@ export interface ShownClaim {
 /** One event of a timeline. */
 export interface TimelineEvent {
   readonly at: string
-  readonly event: "processed" | "duplicate" | "conflict" | "failed" | "replayed" | "claimed"
+  readonly event: "processed" | "duplicate" | "conflict" | "failed" | "replayed" | "deleted" | "claimed"
   readonly file: string
   readonly msgId?: string
   readonly reason?: string
@@ -83,7 +97,7 @@ const maxHashedBytes = 64 * 1024 * 1024
 
 /** `spool show FILE|MSG_ID`: one file's or one message's history. Exit 1 when nothing knows it. */
 export async function main(argv: readonly string[]): Promise<number> {
-  return runCommand(spec, argv, async ({ values: v, positionals }) => {
+  return runCommand(spec, argv, async ({ values: v, positionals, quiet }) => {
     const [query, extra] = positionals
     if (query === undefined || query === "" || extra !== undefined)
       throw new SpoolError("usage", "show takes one FILE or MSG_ID")
@@ -102,7 +116,17 @@ export async function main(argv: readonly string[]): Promise<number> {
       )
       return ExitCode.check
     }
-    process.stdout.write(v.json ? `${JSON.stringify(report, null, 2)}\n` : formatReport(report))
+    const body = v.body ? bodyOf(queue, report) : undefined
+    if (!quiet && v.json) {
+      const text = body === undefined ? undefined : new TextDecoder().decode(body.bytes)
+      const shown = body === undefined ? report : { ...report, body: { dir: body.dir, file: body.file, text } }
+      process.stdout.write(`${JSON.stringify(shown, null, 2)}\n`)
+    } else if (!quiet) process.stdout.write(formatReport(report))
+    if (!quiet && !v.json && body !== undefined) process.stdout.write(formatBody(body))
+    if (v.body && body === undefined) {
+      process.stderr.write(noBodyLine(report))
+      return ExitCode.check
+    }
     return ExitCode.ok
   })
 }
@@ -260,6 +284,9 @@ export function timelineOf(h: LedgerHistory, claims: readonly ShownClaim[]): Tim
       }),
     ),
     ...h.replays.map((r): TimelineEvent => ({ at: r.replayedAt, event: "replayed", file: r.file })),
+    ...h.failures.flatMap((f): TimelineEvent[] =>
+      f.deletedAt === null ? [] : [{ at: f.deletedAt, event: "deleted", file: f.file }],
+    ),
     ...claims.map(
       (c): TimelineEvent => ({
         at: c.claimedAt,

@@ -41,7 +41,7 @@ export function statsMetrics(stats: Stats, root: string, windowText: string): st
     ])
     .gauge(
       "spool_open_failures",
-      "Failures not replayed since, by reason and class: what error/ should hold.",
+      "The files in error/, by the reason and class of their failure (unknown: none recorded).",
       byReason(stats.openFailures, at),
     )
     .gauge("spool_deferred", "Transient failures waiting in deferred/ for their next attempt.", [

@@ -7,7 +7,9 @@ import {
   type LedgerPort,
   type LedgerStats,
   openExistingLedger,
+  openFailuresIn,
   openQueue,
+  type Queue,
   redact,
   resolveLedgerUrl,
   resolveRoot,
@@ -48,11 +50,23 @@ export const spec = {
       "exit 1 when the window's duplicate rate is above R (a fraction such as 0.05, or a percentage such as 5%)",
     ),
   },
+  exitCodes: [0, 1, 2, 3],
+  examples: [
+    { args: "--root /srv/spool/orders --window 1h", does: "the ledger's counts, all time and over the last hour" },
+    {
+      args: "--root /srv/spool/orders --format prometheus --textfile /var/lib/node_exporter/textfile/spool.prom",
+      does: "write the metrics for node_exporter",
+    },
+    {
+      args: "--root /srv/spool/orders --window 1h --max-duplicate-rate 5% -q",
+      does: "exit 1, saying why, when more than 5% were redeliveries",
+    },
+  ],
 } satisfies CommandSpec
 
 /** `bun run stats`: ledger statistics as a table, JSON or metrics; exit 1 above --max-duplicate-rate. */
 export async function main(argv: readonly string[]): Promise<number> {
-  return runCommand(spec, argv, async ({ values: v, texts }) => {
+  return runCommand(spec, argv, async ({ values: v, texts, quiet }) => {
     const windowMs = v.window
     const windowText = texts.window ?? `${windowMs}ms`
     const format = v.json ? "json" : (v.format ?? "table")
@@ -64,7 +78,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     const queue = openQueue(resolveRoot(v.root))
     const since = new Date(wallClock() - windowMs)
     const url = resolveLedgerUrl(v.ledger)
-    const stats = await statsOf(await openExistingLedger(queue, { url, readonly: true }), since)
+    const stats = await statsOf(queue, await openExistingLedger(queue, { url, readonly: true }), since)
     const rate = stats.recent.duplicateRate
     const isOverRate = maxRate !== undefined && rate !== null && rate > maxRate
     if (format === "json") {
@@ -75,12 +89,12 @@ export async function main(argv: readonly string[]): Promise<number> {
         failuresByClass: { allTime: byClass(stats.allTime), recent: byClass(stats.recent) },
         ...(maxRate !== undefined && { maxDuplicateRate: maxRate, ok: !isOverRate }),
       }
-      process.stdout.write(`${JSON.stringify(out, null, 2)}\n`)
+      if (!quiet) process.stdout.write(`${JSON.stringify(out, null, 2)}\n`)
     } else if (format === "prometheus") {
       const metrics = statsMetrics(stats, queue.root, windowText)
-      if (v.textfile === undefined) process.stdout.write(metrics)
-      else writeTextfile(v.textfile, metrics)
-    } else {
+      if (v.textfile !== undefined) writeTextfile(v.textfile, metrics)
+      else if (!quiet) process.stdout.write(metrics)
+    } else if (!quiet) {
       process.stdout.write(formatStats(stats, url === undefined ? queue.ledger : redact(url), windowText))
     }
     if (isOverRate)
@@ -114,12 +128,20 @@ export function byClass(p: StatsPeriod): Record<ErrorClass, number> {
   return out
 }
 
-/** The ledger's statistics, closing it; zeros where there is no ledger yet. */
-async function statsOf(ledger: LedgerPort | undefined, since: Date): Promise<Stats> {
-  if (ledger === undefined) return { ...emptyStats(since), deferrals: { deferred: 0, due: 0 } }
+/**
+ * The ledger's statistics, closing it; zeros where there is no ledger yet. The open failures are
+ * the files in error/ by reason, not the ledger's open rows: a file removed by hand is not open.
+ */
+export async function statsOf(queue: Queue, ledger: LedgerPort | undefined, since: Date): Promise<Stats> {
+  if (ledger === undefined)
+    return { ...emptyStats(since), openFailures: openFailuresIn(queue, new Map()), deferrals: { deferred: 0, due: 0 } }
   try {
     const stats = await ledger.stats(since)
-    return { ...stats, deferrals: await ledger.deferralCounts(new Date(wallClock()).toISOString()) }
+    return {
+      ...stats,
+      openFailures: openFailuresIn(queue, await ledger.failureReasons()),
+      deferrals: await ledger.deferralCounts(new Date(wallClock()).toISOString()),
+    }
   } finally {
     await ledger.close()
   }
@@ -164,7 +186,7 @@ export function formatStats(stats: Stats, ledgerPath: string, windowText: string
     ...table,
     "",
     `distinct duplicate msg_ids: ${stats.duplicateIds}`,
-    `failures not replayed: ${open || "none"}`,
+    `failures in error/: ${open || "none"}`,
     `deferred now: ${stats.deferrals.deferred} (${stats.deferrals.due} due)`,
     `last processed: ${stats.lastProcessedAt ?? "never"}`,
     "",

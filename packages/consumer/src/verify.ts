@@ -26,11 +26,16 @@ export const spec = {
     ledger,
     json: { ...json, help: "one JSON object on stdout: root, ledger, backend, ok, checks" },
   },
+  exitCodes: [0, 1, 2, 3],
+  examples: [
+    { args: "--root /srv/spool/orders", does: "check the ledger, one line per check" },
+    { args: "--root /srv/spool/orders --json", does: "the same as one JSON object" },
+  ],
 } satisfies CommandSpec
 
 /** `bun run verify`: the ledger's integrity and spool's consistency checks. Exit 1 when one fails. */
 export async function main(argv: readonly string[]): Promise<number> {
-  return runCommand(spec, argv, async ({ values: v }) => {
+  return runCommand(spec, argv, async ({ values: v, quiet }) => {
     const queue = openQueue(resolveRoot(v.root))
     const url = resolveLedgerUrl(v.ledger)
     const ledger = await openLedger(queue, { url, readonly: true })
@@ -42,6 +47,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     }
     const where = url === undefined ? queue.ledger : redact(url)
     const failed = checks.filter((c) => c.status === "failed")
+    if (quiet && failed.length === 0) return ExitCode.ok
     if (v.json) {
       const out = { root: queue.root, ledger: where, backend: ledger.backend, ok: failed.length === 0, checks }
       process.stdout.write(`${JSON.stringify(out, null, 2)}\n`)

@@ -21,13 +21,13 @@ SELECT
   (SELECT max(processed_at) FROM processed) AS last_processed_at;
 
 -- name: failures
--- Files sent to error/, by reason; `open` counts those not replayed since (still in error/,
--- unless moved by hand).
+-- Files sent to error/, by reason; `open` counts those neither replayed nor deleted since
+-- (still in error/, unless removed by hand: the stats command counts the files in error/ instead).
 SELECT
   reason,
   count(*) AS total,
   count(*) FILTER (WHERE failed_at >= :since) AS recent,
-  count(*) FILTER (WHERE replayed_at IS NULL) AS open
+  count(*) FILTER (WHERE replayed_at IS NULL AND deleted_at IS NULL) AS open
 FROM failures
 GROUP BY reason
 ORDER BY total DESC, reason;

@@ -7,13 +7,17 @@
 // claims marked, the horizon asked, no processed row inserted yet), `before-recovery` (a run's
 // consumer registered, recovery about to list the claims), `before-attempt` (a file recovery
 // retries alone, read, its attempt not yet counted), `after-publish` (a source's publish confirmed
-// by the broker: a replay whose file is still in error/),
+// by the broker: a replay whose file is still in error/), `after-land-write` (a batch of broker
+// deliveries claimed and written under tmp/, not yet renamed into processing/),
 // optionally `step@N` for the N-th time the step is reached. SPOOL_FAULT_SIGNAL=SIGSTOP stops
 // the process there instead (a stall: a paused VM, a hung mount), for a test to resume with
 // SIGCONT. SPOOL_CRASH_ON=name kills the process whenever it reads that file (a poison
 // message); several names are separated by `/`, the one character no file name holds.
 // SPOOL_CLOCK_OFFSET=+5m (or -5m, 100d, ...) sets spool's reading of this host's clock that far
-// from the kernel's: a host whose clock is wrong. All are read once, at start-up.
+// from the kernel's: a host whose clock is wrong. SPOOL_BOOT_ID=ID stands in for the kernel's
+// boot id (/proc/sys/kernel/random/boot_id): a test that cuts the power of a test file system
+// starts the consumers after each cut with a new one, as a real reboot would, so every owner from
+// before the cut counts as dead. All are read once, at start-up.
 const steps = [
   "after-claim",
   "after-commit",
@@ -25,6 +29,7 @@ const steps = [
   "before-recovery",
   "before-attempt",
   "after-publish",
+  "after-land-write",
 ] as const
 
 /** The protocol steps a test can crash at. */
@@ -43,6 +48,12 @@ if (offset === null)
   throw new Error(
     `SPOOL_CLOCK_OFFSET=${process.env.SPOOL_CLOCK_OFFSET}: expected a signed duration, such as +5m or -100d`,
   )
+const bootId = process.env.SPOOL_BOOT_ID
+// A space would split it from the pid namespace that owner.ts appends to it.
+if (bootId !== undefined && !/^[\w-]+$/.test(bootId))
+  throw new Error(`SPOOL_BOOT_ID=${bootId}: expected letters, digits, - and _ (a boot id such as a UUID)`)
+/** The boot id this process takes for the kernel's, if a test set one (SPOOL_BOOT_ID). */
+export const bootIdOverride: string | undefined = bootId
 const units = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const
 /** How far this process's reading of the wall clock is from the kernel's, in milliseconds. */
 export const clockOffsetMs = (offset[1] === "-" ? -1 : 1) * Number(offset[2]) * units[offset[3] as keyof typeof units]

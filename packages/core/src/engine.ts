@@ -16,7 +16,14 @@ export { emptySummary } from "./consume/summary.ts"
 export { ExitCode, errnoOf, exitCodeFor, SpoolError } from "./errors.ts"
 export type { Binding } from "./ledger/binding.ts"
 export type { ClaimEntry, HistoryKeys, LedgerHistory } from "./ledger/history.ts"
-export type { AcceptedOutcome, ClaimRow, FailureOrigin, FailureRecord } from "./ledger/model.ts"
+export type {
+  AcceptedOutcome,
+  ClaimRow,
+  DeletionDir,
+  DeletionRecord,
+  FailureOrigin,
+  FailureRecord,
+} from "./ledger/model.ts"
 export type { OpenLedgerOptions } from "./ledger/open.ts"
 export {
   checkRootLedger,
@@ -37,14 +44,18 @@ export type { Log, LogFormat, LogLevel } from "./log.ts"
 export { createLog, isColorWanted } from "./log.ts"
 export type { Message } from "./message/decode.ts"
 export type { ErrorClass } from "./message/reasons.ts"
-export { classOf } from "./message/reasons.ts"
+export { classOf, reasonNames } from "./message/reasons.ts"
 export { enqueueBytes, seedFrom } from "./queue/enqueue.ts"
-export { renameNoReplace, writeFileAtomic } from "./queue/files.ts"
+export { renameNoReplace, unlinkDurably, writeFileAtomic } from "./queue/files.ts"
 export { alternateName, quoteName } from "./queue/names.ts"
 export type { Queue, QueueDir } from "./queue/root.ts"
 export { createQueue, isMessageName, judgeEntry, openQueue, queueDirs, resolveRoot, scanDir } from "./queue/root.ts"
 export { Exposition, escapeLabel, formatNumber, writeTextfile } from "./report/metrics.ts"
-export { formatOrderResult, reportFiles, writeReports } from "./report/reports.ts"
+export { formatOrderResult, openFailuresIn, reportFiles, writeReports } from "./report/reports.ts"
+export type { Backlog } from "./source/backlog.ts"
+export { backlogTimeoutMs, describeSource, readBacklog } from "./source/backlog.ts"
 export { openSource } from "./source/open.ts"
 export type { Origin, SourcePort } from "./source/port.ts"
 export { replayHeader } from "./source/port.ts"
+export type { WatchOptions } from "./watch.ts"
+export { watch } from "./watch.ts"

@@ -4,6 +4,7 @@
 export { collectGarbageEvery } from "./collect.ts"
 export type { ConsumeSummary } from "./consume/summary.ts"
 export { SpoolError } from "./errors.ts"
+export type { LogFunction, Logger, LoggerLevel } from "./logger.ts"
 export { Message } from "./message/type.ts"
 export { decodeMessage, messageSchema, validateMessage } from "./message/validate.ts"
 export type { Queue } from "./queue/root.ts"

@@ -13,6 +13,9 @@ function emitAll(log: ReturnType<typeof createLog>) {
   log.warn("conflict", { file: "c.json", msg_id: "m-2" })
 }
 
+/** A text line without its time, which differs on every run. */
+const untimed = (line: string | undefined) => line?.replace(/^time=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z /, "")
+
 describe("createLog", () => {
   it.each([
     ["quiet", ["conflict"]],
@@ -21,60 +24,80 @@ describe("createLog", () => {
   ] as const)("at level %s writes exactly the events it should", (level, events) => {
     const { log, lines } = capture(level, "json")
     emitAll(log)
-    expect(lines.map((l) => JSON.parse(l).event)).toEqual([...events])
+    expect(lines.map((l) => JSON.parse(l).msg)).toEqual([...events])
   })
 
-  it("writes JSON lines that parse and carry time, level, event and the fields", () => {
+  it("writes JSON lines that parse and carry time, level, msg and the fields, an object kept an object", () => {
     const { log, lines } = capture("verbose", "json")
     log.info("rejected", { file: "x y.json", reason: "parse", detail: 'bad "json"\n', attempts: 2 })
-    expect(lines).toHaveLength(1)
+    log.notice("done", { files: 2, reasons: { parse: 1, "missing-field": 1 } })
+    expect(lines).toHaveLength(2)
     expect(lines[0]?.endsWith("\n")).toBe(true)
     const record = JSON.parse(lines[0] as string)
     expect(record).toMatchObject({
       level: "info",
-      event: "rejected",
+      msg: "rejected",
       file: "x y.json",
       reason: "parse",
       detail: 'bad "json"\n',
       attempts: 2,
     })
     expect(Number.isNaN(Date.parse(record.time))).toBe(false)
-    expect(Object.keys(record).slice(0, 3)).toEqual(["time", "level", "event"])
+    expect(Object.keys(record).slice(0, 3)).toEqual(["time", "level", "msg"])
+    expect(JSON.parse(lines[1] as string).reasons).toEqual({ parse: 1, "missing-field": 1 })
   })
 
-  it("keeps one line per record even when a field holds a newline", () => {
+  it("starts every text line with its time, level and message, the level on every level", () => {
+    const { log, lines } = capture("verbose", "text")
+    emitAll(log)
+    log.notice("done", { files: 3 })
+    expect(lines.map((l) => l.split(" ").slice(1, 3).join(" "))).toEqual([
+      "level=debug msg=claimed",
+      "level=info msg=duplicate",
+      "level=warn msg=conflict",
+      "level=notice msg=done",
+    ])
+    for (const line of lines) {
+      const time = /^time=(\S+) /.exec(line)?.[1] ?? ""
+      expect(new Date(time).toISOString()).toBe(time)
+    }
+  })
+
+  it("keeps one line per record even when a field holds a newline, and a value cannot forge a field", () => {
     const { log, lines } = capture("info", "text")
-    log.info("rejected", { file: "evil\nspool: warn: fake.json", reason: "parse" })
+    log.info("rejected", { file: "evil\nlevel=warn msg=fake.json", reason: "parse" })
     expect(lines).toHaveLength(1)
     expect(lines[0]?.split("\n")).toHaveLength(2)
-    expect(lines[0]).toBe("spool: rejected file='evil'$'\\n''spool: warn: fake.json' reason=parse\n")
+    expect(untimed(lines[0])).toBe('level=info msg=rejected file="evil\\nlevel=warn msg=fake.json" reason=parse\n')
   })
 
-  it("does not let a field named event or level replace the real ones", () => {
+  it("does not let a field named msg, time or level replace the real ones", () => {
     const { log, lines } = capture("info", "json")
-    log.warn("conflict", { event: "forged", level: "info", file: "a.json" })
-    expect(JSON.parse(lines[0] as string)).toMatchObject({ event: "conflict", level: "warn", file: "a.json" })
+    log.warn("conflict", { msg: "forged", level: "info", time: "never", file: "a.json" })
+    expect(JSON.parse(lines[0] as string)).toMatchObject({ msg: "conflict", level: "warn", file: "a.json" })
+    expect(JSON.parse(lines[0] as string).time).not.toBe("never")
   })
 
   it.each([
-    ["a bare word unquoted", { file: "a.json" }, "spool: warn: recovered file=a.json\n"],
+    ["a bare word unquoted", { file: "a.json" }, "file=a.json"],
+    ["a space quoted, numbers and booleans bare", { file: "a b.json", n: 3, ok: true }, 'file="a b.json" n=3 ok=true'],
+    ["an empty string quoted, undefined left out, null bare", { file: "", x: undefined, y: null }, 'file="" y=null'],
     [
-      "a space quoted, numbers and booleans bare",
-      { file: "a b.json", n: 3, ok: true },
-      "spool: warn: recovered file='a b.json' n=3 ok=true\n",
+      "an object's fields as dotted keys",
+      { reasons: { parse: 1, "missing-field": 2 } },
+      "reasons.parse=1 reasons.missing-field=2",
     ],
-    [
-      "an empty string quoted, undefined left out, null bare",
-      { file: "", x: undefined, y: null },
-      "spool: warn: recovered file='' y=null\n",
-    ],
-    ["an object as JSON", { dest: { to: "done" } }, 'spool: warn: recovered dest={"to":"done"}\n'],
-    ["an equals sign quoted", { k: "a=b" }, "spool: warn: recovered k='a=b'\n"],
-    ["a double quote single-quoted", { k: 'say "x"' }, "spool: warn: recovered k='say \"x\"'\n"],
-  ])("formats text fields: %s", (_label, fields, expected) => {
+    ["an array as quoted JSON", { ids: ["a", "b"] }, 'ids="[\\"a\\",\\"b\\"]"'],
+    ["an equals sign quoted", { k: "a=b" }, 'k="a=b"'],
+    ["a double quote escaped", { k: 'say "x"' }, 'k="say \\"x\\""'],
+    ["a backslash bare, and escaped once quoted", { k: "C:\\x", j: "a \\b" }, 'k=C:\\x j="a \\\\b"'],
+    ["a control character quoted and escaped", { k: "a\x1bb", t: "x\ty" }, 'k="a\\u001bb" t="x\\ty"'],
+    ["an error as its message", { error: new Error("disk full") }, 'error="disk full"'],
+    ["a bidi override and a no-break space escaped", { k: "a\u202eb", n: "1\u00a02" }, 'k="a\\u202eb" n="1\\u00a02"'],
+  ])("formats text fields by logfmt's rules: %s", (_label, fields, expected) => {
     const { log, lines } = capture("info", "text")
     log.warn("recovered", fields)
-    expect(lines).toEqual([expected])
+    expect(lines.map(untimed)).toEqual([`level=warn msg=recovered ${expected}\n`])
   })
 
   it("omits undefined fields and turns bigints and errors into strings in JSON", () => {
@@ -90,7 +113,7 @@ describe("createLog", () => {
     const lines: string[] = []
     const log = createLog("info", "text", { write: (l) => lines.push(l), color: false, fields: { worker: 2 } })
     log.info("drained", { files: 3 })
-    expect(lines).toEqual(["spool: drained files=3 worker=2\n"])
+    expect(lines.map(untimed)).toEqual(["level=info msg=drained files=3 worker=2\n"])
   })
 
   it("colours the level only when asked to", () => {
@@ -98,8 +121,8 @@ describe("createLog", () => {
     const coloured = capture("info", "text", true)
     plain.log.warn("conflict")
     coloured.log.warn("conflict")
-    expect(plain.lines[0]).toBe("spool: warn: conflict\n")
-    expect(coloured.lines[0]).toContain("\x1b[33mwarn\x1b[39m")
+    expect(untimed(plain.lines[0])).toBe("level=warn msg=conflict\n")
+    expect(coloured.lines[0]).toContain("level=\x1b[33mwarn\x1b[39m")
   })
 })
 

@@ -8,12 +8,12 @@ import type { AcceptedOutcome } from "./ledger/model.ts"
 import { openPostgresLedger, openSqliteLedger, resolveLedgerUrl } from "./ledger/open.ts"
 import { type PostgresEffect, type PostgresLedger, redact } from "./ledger/postgres/ledger.ts"
 import type { Effect, SqliteLedger } from "./ledger/sqlite/ledger.ts"
-import type { Log } from "./log.ts"
+import { type LibraryLog, type LogFunction, type Logger, logThrough } from "./logger.ts"
 import type { Message, MessageType } from "./message/validate.ts"
 import { openQueue, type Queue, resolveRoot } from "./queue/root.ts"
 import type { SourcePort } from "./source/port.ts"
 import type { DeferPolicy } from "./transient.ts"
-import { ConsumerSource, Drains, drainOnce, type HandledOutcome, Results } from "./typed-drain.ts"
+import { ConsumerSource, type DrainSettings, Drains, drainOnce, type HandledOutcome, Results } from "./typed-drain.ts"
 
 export type { HandledOutcome } from "./typed-drain.ts"
 
@@ -53,7 +53,8 @@ export interface ConsumerOptions<T extends Message> {
   readonly root?: string
   /**
    * Consume a broker instead of inbox/: a source URL as `spool consume --source` takes
-   * (`amqp://USER:PASS@HOST:5672/?queue=Q`, `nats://HOST:4222/?stream=S&consumer=C`), opened at
+   * (`amqp://USER:PASS@HOST:5672/?queue=Q`, `nats://HOST:4222/?stream=S&consumer=C`,
+   * `redis://HOST:6379/?stream=S&group=G`, `mqtt://HOST:1883/?topic=F&client=ID`), opened at
    * the first drain and closed with the consumer, or a source you opened (`openSource`), which
    * stays yours to close. Each delivery lands as a file in the root and is acknowledged once
    * its outcome is committed; the root keeps the ledger, error/, deferred/ and the reports.
@@ -83,7 +84,15 @@ export interface ConsumerOptions<T extends Message> {
    * cap and the maximum age (in ms), each defaulting to `defaultDeferPolicy`'s (5 min, 1 h, 5 days).
    */
   readonly defer?: Partial<DeferPolicy>
-  readonly log?: Log
+  /**
+   * Where the consumer logs: a pino-compatible logger (`{ debug, info, warn }`, each called as
+   * `(fields, msg)`; a pino logger as it is) or a function `(level, msg, fields)`. Default: silent.
+   */
+  readonly logger?: Logger | LogFunction
+  /** watch() of inbox/: drain at least this often without a file-system event (ms, default 5000). */
+  readonly rescanMs?: number
+  /** watch() of inbox/: after a new file, wait this long before taking it (ms, default 0: what arrives during a commit is taken in the next batch). */
+  readonly batchWindowMs?: number
   /**
    * Called once per message that passed validation, after its batch committed and before its
    * file moves: a redelivery gets the first processing's stored result here. Informational:
@@ -148,8 +157,10 @@ export interface SpoolConsumer extends Disposable, AsyncDisposable {
    */
   drain(signal?: AbortSignal): Promise<ConsumeSummary>
   /**
-   * With a source: receives until `signal` aborts, then finishes and acknowledges the batch in
-   * hand, and rewrites the reports. One drain or watch at a time on a source.
+   * Consumes until `signal` aborts, then finishes the batch in hand and rewrites the reports:
+   * inbox/ drained again whenever a file arrives (or every `rescanMs`, or when a deferred file
+   * falls due), as `consume --watch`; with a source, its deliveries received and acknowledged.
+   * One drain or watch at a time on a source.
    */
   watch(signal: AbortSignal): Promise<ConsumeSummary>
   /**
@@ -165,7 +176,7 @@ export interface PostgresConsumer extends AsyncDisposable {
   readonly ledger: PostgresLedger
   /** Drains inbox/ (or the source, until idle) once and rewrites the reports; stops at a batch boundary when `signal` aborts. */
   drain(signal?: AbortSignal): Promise<ConsumeSummary>
-  /** With a source: receives until `signal` aborts, as SpoolConsumer's watch. */
+  /** Consumes inbox/ (or the source) until `signal` aborts, as SpoolConsumer's watch. */
   watch(signal: AbortSignal): Promise<ConsumeSummary>
   /** Waits for the drains in flight, then closes the source opened from a URL and the ledger's connections. */
   close(): Promise<void>
@@ -195,10 +206,17 @@ export function createConsumer<T extends Message>(config: ConsumerConfig<T> = {}
     }
   }
   const handle = config.handle
-  const results = new Results(ledger, config.onOutcome)
-  const effect: Effect | undefined = handle && ((o, db) => results.keep(o, handle(exactOf<T>(o), db, deliveryOf(o))))
+  const settings = drainSettings(config)
+  const results = new Results(ledger, config.onOutcome, settings.log)
+  const effect: Effect | undefined =
+    handle &&
+    ((o, db) =>
+      results.keep(
+        o,
+        results.attempt(o, () => handle(exactOf<T>(o), db, deliveryOf(o))),
+      ))
   const drains = new Drains()
-  const source = new ConsumerSource(config.source, config.log)
+  const source = new ConsumerSource(config.source, settings.log, queue.root)
   const closing = () =>
     drains.close(async () => {
       try {
@@ -207,7 +225,7 @@ export function createConsumer<T extends Message>(config: ConsumerConfig<T> = {}
         ledger.close()
       }
     })
-  const run = runner(drains, source, (r) => drainOnce(queue, ledger, config, effect, results, r))
+  const run = runner(drains, source, (r) => drainOnce(queue, ledger, settings, effect, results, r))
   return {
     queue,
     ledger,
@@ -254,11 +272,13 @@ export async function createPostgresConsumer<T extends Message>(
     }
   }
   const handle = config.handle
-  const results = new Results(ledger, config.onOutcome)
+  const settings = drainSettings(config)
+  const results = new Results(ledger, config.onOutcome, settings.log)
   const effect: PostgresEffect | undefined =
-    handle && (async (o, tx) => results.keep(o, await handle(exactOf<T>(o), tx, deliveryOf(o))))
+    handle &&
+    (async (o, tx) => results.keep(o, await results.attemptAsync(o, () => handle(exactOf<T>(o), tx, deliveryOf(o)))))
   const drains = new Drains()
-  const source = new ConsumerSource(config.source, config.log)
+  const source = new ConsumerSource(config.source, settings.log, queue.root)
   const close = () =>
     drains.close(async () => {
       try {
@@ -267,7 +287,7 @@ export async function createPostgresConsumer<T extends Message>(
         await ledger.close()
       }
     })
-  const run = runner(drains, source, (r) => drainOnce(queue, ledger, config, effect, results, r))
+  const run = runner(drains, source, (r) => drainOnce(queue, ledger, settings, effect, results, r))
   return { queue, ledger, ...run, close, [Symbol.asyncDispose]: close }
 }
 
@@ -286,21 +306,12 @@ function runner(
       )
     return drains.start(async () => {
       const port = await source.port()
-      return drain({ ...(signal && { signal }), ...(port && { source: port, untilStopped }) })
+      return drain({ ...(signal && { signal }), ...(port && { source: port }), untilStopped })
     })
   }
   return {
     drain: (signal) => start(signal, false),
-    watch: (signal) => {
-      if (!source.isSet)
-        return Promise.reject(
-          new SpoolError(
-            "usage",
-            "watch takes a source (source: URL); a consumer of inbox/ drains, on the schedule you choose, or run `spool consume --watch`",
-          ),
-        )
-      return start(signal, true)
-    },
+    watch: (signal) => start(signal, true),
   }
 }
 
@@ -321,6 +332,12 @@ function refuseOtherLedger(queue: Queue): void {
     "unsafe-ledger",
     `createConsumer runs its handler on the SQLite ledger in the root, but ${why}; build this consumer with createPostgresConsumer, whose handler runs on the PostgreSQL ledger${isBoundToPostgres ? "" : ", or unset SPOOL_LEDGER_URL for a SQLite root"}. Nothing was opened or created`,
   )
+}
+
+/** The consumer's settings for each drain, its logger turned into spool's log. */
+function drainSettings<T extends Message>(config: ConsumerOptions<T>): DrainSettings<T> & { log?: LibraryLog } {
+  const { logger, ...rest } = config
+  return { ...rest, ...(logger && { log: logThrough(logger) }) }
 }
 
 function deliveryOf(o: AcceptedOutcome): Delivery {

@@ -6,13 +6,15 @@ import { SpoolError } from "./errors.ts"
 import type { AcceptedOutcome, Outcome, Verdict } from "./ledger/model.ts"
 import type { AnyEffect, LedgerPort } from "./ledger/port.ts"
 import { parseResult, resultText } from "./ledger/verdicts.ts"
-import type { Log } from "./log.ts"
+import { type Log, silentLog } from "./log.ts"
+import type { LibraryLog } from "./logger.ts"
 import type { Message, MessageType } from "./message/validate.ts"
 import type { Queue } from "./queue/root.ts"
 import { writeReports } from "./report/reports.ts"
 import { openSource } from "./source/open.ts"
 import type { SourcePort } from "./source/port.ts"
-import type { DeferPolicy } from "./transient.ts"
+import { type DeferPolicy, TransientError } from "./transient.ts"
+import { watch } from "./watch.ts"
 
 /** What became of one message of a batch once its batch committed, as `onOutcome` is told. */
 export interface HandledOutcome {
@@ -25,6 +27,11 @@ export interface HandledOutcome {
    * (`processed`), or the first processing's (`duplicate`, `conflict`); undefined for none.
    */
   readonly result: unknown
+  /**
+   * What the handler threw, with its message and stack: for `handler-rejected`, and for
+   * `deferred` and `expired` (its TransientError). Undefined when the handler returned.
+   */
+  readonly error?: Error
 }
 
 /** The consume settings a typed consumer passes on to each drain. */
@@ -37,6 +44,8 @@ export interface DrainSettings<T extends Message> {
   readonly durable?: boolean
   readonly defer?: Partial<DeferPolicy>
   readonly idleWaitMs?: number
+  readonly rescanMs?: number
+  readonly batchWindowMs?: number
   readonly log?: Log
   readonly onOutcome?: (outcome: HandledOutcome) => void | PromiseLike<void>
 }
@@ -49,16 +58,46 @@ export class Results {
   readonly #ledger: LedgerPort<never>
   readonly #onOutcome: DrainSettings<Message>["onOutcome"]
   readonly #returned = new Map<string, unknown>()
+  readonly #errors = new Map<string, Error>()
+  readonly #log: LibraryLog | undefined
 
-  constructor(ledger: LedgerPort<never>, onOutcome: DrainSettings<Message>["onOutcome"]) {
+  constructor(ledger: LedgerPort<never>, onOutcome: DrainSettings<Message>["onOutcome"], log?: LibraryLog) {
     this.#ledger = ledger
     this.#onOutcome = onOutcome
+    this.#log = log
   }
 
   /** Keeps what a handler returned for its outcome, and returns it for the ledger to store. */
   keep(o: AcceptedOutcome, result: unknown): unknown {
     if (this.#onOutcome !== undefined) this.#returned.set(o.claimId, result)
     return result
+  }
+
+  /** Runs a synchronous handler, keeping what it throws for its outcome (and throwing it on). */
+  attempt<R>(o: AcceptedOutcome, handle: () => R): R {
+    try {
+      return handle()
+    } catch (error) {
+      throw this.#thrown(o, error)
+    }
+  }
+
+  /** Runs an asynchronous handler, keeping what it throws or rejects with for its outcome. */
+  async attemptAsync<R>(o: AcceptedOutcome, handle: () => R | PromiseLike<R>): Promise<R> {
+    try {
+      return await handle()
+    } catch (error) {
+      throw this.#thrown(o, error)
+    }
+  }
+
+  #thrown(o: AcceptedOutcome, error: unknown): unknown {
+    const err = error instanceof Error ? error : new Error(String(error), { cause: error })
+    if (this.#onOutcome !== undefined) this.#errors.set(o.claimId, err)
+    // A TransientError is a deferral, which the engine logs; anything else is the handler's bug or
+    // a permanent refusal, said with its stack (pino's err serializer prints it).
+    if (!(error instanceof TransientError)) this.#log?.error("handler-failed", { file: o.name, msg_id: o.msgId, err })
+    return error
   }
 
   /** The engine's onCommit: each accepted outcome's verdict and stored result, to onOutcome. */
@@ -75,10 +114,14 @@ export class Results {
             : verdict === "duplicate" || verdict === "conflict"
               ? await this.#ledger.resultOf(o.msgId)
               : undefined
-        await onOutcome({ file: o.name, msgId: o.msgId, verdict, result })
+        const error = this.#errors.get(o.claimId)
+        await onOutcome({ file: o.name, msgId: o.msgId, verdict, result, ...(error && { error }) })
       }
     } finally {
-      for (const o of outcomes) this.#returned.delete(o.claimId)
+      for (const o of outcomes) {
+        this.#returned.delete(o.claimId)
+        this.#errors.delete(o.claimId)
+      }
     }
   }
 }
@@ -91,12 +134,14 @@ export class ConsumerSource {
   readonly #given: SourcePort | undefined
   readonly #url: string | undefined
   readonly #log: Log | undefined
+  readonly #root: string
   #opened: Promise<SourcePort> | undefined
 
-  constructor(source: string | SourcePort | undefined, log: Log | undefined) {
+  constructor(source: string | SourcePort | undefined, log: Log | undefined, root: string) {
     if (typeof source === "string") this.#url = source
     else this.#given = source
     this.#log = log
+    this.#root = root
   }
 
   get isSet(): boolean {
@@ -107,7 +152,7 @@ export class ConsumerSource {
   async port(): Promise<SourcePort | undefined> {
     if (this.#given !== undefined) return this.#given
     if (this.#url === undefined) return undefined
-    this.#opened ??= openSource(this.#url, this.#log === undefined ? {} : { log: this.#log })
+    this.#opened ??= openSource(this.#url, { root: this.#root, ...(this.#log === undefined ? {} : { log: this.#log }) })
     try {
       return await this.#opened
     } catch (error) {
@@ -125,9 +170,13 @@ export class ConsumerSource {
   }
 }
 
+/** How long a watch of inbox/ waits between drains without an event, and after one (as `consume --watch`'s defaults). */
+const watchDefaults = { rescanMs: 5000, batchWindowMs: 0 }
+
 /**
  * One drain: the engine with the consumer's settings, then the reports. With a source, it
  * receives until the source has had nothing for `idleWaitMs`, or, `untilStopped`, until `signal`.
+ * Without one, `untilStopped` watches inbox/ until `signal`, as `consume --watch` does.
  */
 export async function drainOnce<T extends Message, E extends AnyEffect>(
   queue: Queue,
@@ -137,13 +186,9 @@ export async function drainOnce<T extends Message, E extends AnyEffect>(
   results: Results,
   run: { readonly signal?: AbortSignal; readonly source?: SourcePort; readonly untilStopped?: boolean },
 ): Promise<ConsumeSummary> {
-  const summary = await consume<T, E>({
-    queue,
-    ledger,
+  const settings = {
     ...(config.type && { type: config.type }),
     ...(effect && { effect }),
-    ...(run.signal && { signal: run.signal }),
-    ...(run.source && { source: run.source, untilStopped: run.untilStopped === true }),
     ...(config.idleWaitMs !== undefined && { idleWaitMs: config.idleWaitMs }),
     ...(config.batchSize !== undefined && { batchSize: config.batchSize }),
     ...(config.maxAttempts !== undefined && { maxAttempts: config.maxAttempts }),
@@ -151,8 +196,26 @@ export async function drainOnce<T extends Message, E extends AnyEffect>(
     ...(config.minAgeMs !== undefined && { minAgeMs: config.minAgeMs }),
     ...(config.durable !== undefined && { durable: config.durable }),
     ...(config.defer && { defer: config.defer }),
-    ...(config.log && { log: config.log }),
     ...(config.onOutcome && { onCommit: results.committed }),
+  }
+  if (run.untilStopped && run.source === undefined && run.signal !== undefined)
+    // watch() rewrites the reports itself: after a drain that changed something, and before it returns.
+    return watch<E, T>({
+      queue,
+      ledger,
+      ...settings,
+      log: config.log ?? silentLog,
+      signal: run.signal,
+      rescanMs: config.rescanMs ?? watchDefaults.rescanMs,
+      batchWindowMs: config.batchWindowMs ?? watchDefaults.batchWindowMs,
+    })
+  const summary = await consume<T, E>({
+    queue,
+    ledger,
+    ...settings,
+    ...(run.signal && { signal: run.signal }),
+    ...(run.source && { source: run.source, untilStopped: run.untilStopped === true }),
+    ...(config.log && { log: config.log }),
   })
   await writeReports(queue, ledger)
   return summary

@@ -27,6 +27,7 @@ export type LedgerCommand =
   | "list"
   | "show"
   | "replay"
+  | "delete"
 
 /** A temp queue whose ledger is on one backend: ROOT/ledger.db, or a temp PostgreSQL database. */
 export interface BackendQueue extends AsyncDisposable {
@@ -178,6 +179,7 @@ const bins: Record<LedgerCommand, string> = {
   list: "packages/consumer/bin/list.ts",
   show: "packages/consumer/bin/show.ts",
   replay: "scripts/replay.ts",
+  delete: "scripts/delete.ts",
 }
 
 function backendQueue(

@@ -87,7 +87,9 @@ async function claimStates(root: string, ledgerUrl?: string): Promise<ClaimState
     }
   }
   if (!fs.existsSync(join(root, "ledger.db"))) return []
-  const db = new Database(join(root, "ledger.db"))
+  // Read-only: a read needs no write access, and the last connection to close a ledger read-write
+  // checkpoints it, which would change what the next run finds.
+  const db = new Database(join(root, "ledger.db"), { readonly: true })
   try {
     db.exec("PRAGMA busy_timeout = 10000")
     return db.query(claimStatesSql).all() as ClaimState[]

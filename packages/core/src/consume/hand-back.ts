@@ -3,8 +3,8 @@ import { SpoolError } from "../errors.ts"
 import { renameNoReplace } from "../queue/files.ts"
 import { clockNow } from "../queue/io-thread.ts"
 import { type Context, type Item, now } from "./context.ts"
+import type { Intake } from "./intake.ts"
 import { destOf, moveOut, preferredName } from "./move.ts"
-import type { Pipeline } from "./pipeline.ts"
 
 /**
  * After a fatal error (disk full, ledger gone read-only) leave as little as possible in
@@ -12,8 +12,8 @@ import type { Pipeline } from "./pipeline.ts"
  * be done here waits in processing/ with its claim, and recovery finishes it on the next
  * start. Returns how many of this run's files wait so.
  */
-export async function handBack(c: Context, pipeline: Pipeline | undefined): Promise<number> {
-  await pipeline?.halt()
+export async function handBack(c: Context, intake: Intake | undefined): Promise<number> {
+  await intake?.halt()
   let isFlushed = false
   try {
     // retryAlone's commits are not yet durable: no committed file moves before they are.

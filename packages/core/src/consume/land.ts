@@ -20,14 +20,17 @@ export interface Arrival {
 
 /**
  * The name a delivery lands under: `<scheme>-<id>.json` (`nats-ORDERS-17.json`), the queue
- * added for AMQP, whose ids are the publishers' (`amqp-orders-p-1.json`). Every byte outside
+ * added for AMQP, whose ids are the publishers' (`amqp-orders-p-1.json`), and the stream for
+ * Redis, whose entry ids each stream numbers alone (`redis-orders-1700000000000-0.json`). Every byte outside
  * `[A-Za-z0-9._~+=@,-]` is written %XX, `%` included, so two ids never share a name and the name
  * is a storable, visible file name with no `/`. One past 255 bytes keeps its head and ends in a
  * hash of the whole: still one name per id.
  */
 export function landedName(d: Delivery): string {
   const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(d.origin.source)?.[1]?.toLowerCase() ?? "source"
-  const scope = scheme === "amqp" || scheme === "amqps" ? `amqp-${d.origin.address}` : scheme
+  // Where ids are only unique within the address (a queue's message-ids, a stream's entry ids), the address is part of the name.
+  const scoped = addressScoped[scheme]
+  const scope = scoped === undefined ? scheme : `${scoped}-${d.origin.address}`
   const stem = `${scope}-${d.id.replaceAll(":", "-")}`
   const name = `${escapeName(stem)}.json`
   if (fitsNameMax(name)) return name
@@ -36,6 +39,13 @@ export function landedName(d: Delivery): string {
   // Never cut an escape in half.
   head = head.replace(/%[0-9A-F]?$/, "")
   return `${head}~${digest}.json`
+}
+
+const addressScoped: Readonly<Record<string, string>> = {
+  amqp: "amqp",
+  amqps: "amqp",
+  redis: "redis",
+  rediss: "redis",
 }
 
 function escapeName(text: string): string {
@@ -100,15 +110,24 @@ export async function landClaimed(
   const gone: Claim[] = []
   const poisonAt = Math.max(c.maxAttempts, 2)
   const tmps = await writeAll(c, claims, byName)
+  if (claims.length > 0) fault("after-land-write")
   for (const [i, claim] of claims.entries()) {
     const a = byName.get(claim.name) as Arrival
     const tmp = tmps[i] as string
-    if (renameNoReplace(tmp, join(c.queue.processing, claim.name)) !== "moved") {
+    const moved = renameNoReplace(tmp, join(c.queue.processing, claim.name))
+    if (moved !== "moved") {
       fs.rmSync(tmp, { force: true })
-      c.log.warn("stray-file", {
-        file: claim.name,
-        problem: "processing/ already holds a file of this name with no claim; the delivery is handed back",
-      })
+      if (moved === "missing")
+        c.log.warn("vanished", {
+          file: claim.name,
+          problem:
+            "its body under tmp/ was removed by another consumer's recovery (this one stalled past its lease); the delivery is handed back",
+        })
+      else
+        c.log.warn("stray-file", {
+          file: claim.name,
+          problem: "processing/ already holds a file of this name with no claim; the delivery is handed back",
+        })
       gone.push(claim)
       continue
     }
@@ -120,6 +139,8 @@ export async function landClaimed(
         `delivered ${claim.attempts} times without being acknowledged`,
         null,
       )
+    else if (a.delivery.refusal !== undefined)
+      item.outcome = c.decider.reject(item, a.delivery.refusal.reason, a.delivery.refusal.detail, a.hash)
     else {
       item.read = { ok: true, bytes: a.delivery.body }
       item.hash = a.hash
@@ -134,13 +155,28 @@ export async function landClaimed(
 }
 
 /**
+ * The name a claim's body is written under in tmp/: its claim id, which names its owner, so that
+ * a leftover of a consumer killed mid-landing is known by the claim (see removeAbandonedLandings).
+ */
+export function landingTmpName(claimId: string): string {
+  return `${claimId}${landingSuffix}`
+}
+
+/** The claim id of a landing's tmp/ file, or undefined for any other file there. */
+export function landingClaimId(tmpName: string): string | undefined {
+  return tmpName.endsWith(landingSuffix) ? tmpName.slice(0, -landingSuffix.length) : undefined
+}
+
+const landingSuffix = ".land"
+
+/**
  * Writes every claim's body under tmp/, fsynced when durable, and returns their paths in claim
  * order. One fsync at a time costs a journal commit per delivery; several in flight share one,
  * which makes landing a batch several times faster. On a failure every file written is removed
  * and the first error thrown: nothing of the batch reaches processing/.
  */
 async function writeAll(c: Context, claims: readonly Claim[], byName: ReadonlyMap<string, Arrival>): Promise<string[]> {
-  const tmps = claims.map((claim) => join(c.queue.tmp, `${process.pid}.${claim.claimId}.land`))
+  const tmps = claims.map((claim) => join(c.queue.tmp, landingTmpName(claim.claimId)))
   let next = 0
   const errors: unknown[] = []
   const worker = async () => {

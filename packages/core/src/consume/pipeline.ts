@@ -1,13 +1,13 @@
 import { type ClaimInReply, IoError, IoThread } from "../queue/io-thread.ts"
 import { type Claimed, claimedIn, claimThroughIo, markInProcessing } from "./claim.ts"
-import { commit } from "./commit.ts"
-import type { Context } from "./context.ts"
+import type { Context, Item } from "./context.ts"
 import { type Moving, moveDeferredAside, moveThroughIo, settleMoves } from "./move.ts"
 
 /**
- * The protocol on two threads: the I/O thread moves batch k+1 into processing/ and reads it
- * while this thread judges and commits batch k, then moves batch k out while this thread
- * claims batch k+2. Started once a pass claims a full batch (with the pipeline on).
+ * The directory queue's protocol on two threads: the I/O thread moves batch k+1 into
+ * processing/ and reads it while this thread judges and commits batch k, then moves batch k
+ * out while this thread claims batch k+2. Started once a pass claims a full batch (with the
+ * pipeline on); consume/directory.ts drives it.
  */
 export class Pipeline {
   readonly #c: Context
@@ -36,25 +36,34 @@ export class Pipeline {
 
   /**
    * The pipelined protocol, for one batch: claim it (the same transaction forgets the claims
-   * whose moves have finished), hand its renames into processing/ and its reads to the I/O
-   * thread, and meanwhile judge, commit and hand over the moves of the batch claimed before.
-   * Every step of the protocol keeps its order for each batch; only different batches overlap.
+   * whose moves have finished) and hand its renames into processing/ and its reads to the I/O
+   * thread; meanwhile the batch claimed before is taken in and returned, for the engine to
+   * judge and commit while the I/O thread works, and then to hand to `moveOut`. Every step of
+   * the protocol keeps its order for each batch; only different batches overlap.
    */
-  async claim(names: readonly string[], regular: ReadonlySet<string>): Promise<void> {
+  async claim(names: readonly string[], regular: ReadonlySet<string>): Promise<Item[] | undefined> {
     await settleMoves(this.#c, this.#moving, false)
     const batch = await claimThroughIo(this.#c, this.#io, names, regular, this.#readShare)
     const previous = this.#claimed
     this.#claimed = batch
-    if (previous !== undefined) await this.#judge(previous)
-    // Let signal handlers run between batches: SIGTERM is honoured at a batch boundary.
-    await new Promise((r) => setImmediate(r))
+    return previous === undefined ? undefined : await this.#takeIn(previous)
   }
 
-  /** Finishes the pipeline: judges the last claimed batch and waits for every move out. */
-  async drain(): Promise<void> {
+  /** The last batch claimed, taken in for the engine to commit; then `settle` waits for every move out. */
+  async last(): Promise<Item[] | undefined> {
     const last = this.#claimed
     this.#claimed = undefined
-    if (last !== undefined) await this.#judge(last)
+    return last === undefined ? undefined : await this.#takeIn(last)
+  }
+
+  /** Hands a committed batch its moves out: deferred files on this thread, the rest on the I/O thread. */
+  async moveOut(held: readonly Item[], committedAt: number): Promise<void> {
+    const rest = await moveDeferredAside(this.#c, held, committedAt)
+    this.#moving.push(moveThroughIo(this.#c, this.#io, rest, committedAt))
+  }
+
+  /** Waits for every move out handed to the I/O thread, and completes them. */
+  async settle(): Promise<void> {
     await settleMoves(this.#c, this.#moving, true)
   }
 
@@ -81,8 +90,8 @@ export class Pipeline {
     this.#io.close()
   }
 
-  /** Judges and commits a batch the I/O thread has claimed, then hands it its moves out. */
-  async #judge({ items, reply }: Claimed): Promise<void> {
+  /** Takes in a batch the I/O thread has claimed: the files now in processing/, with what it read of them. */
+  async #takeIn({ items, reply }: Claimed): Promise<Item[] | undefined> {
     let r: ClaimInReply
     try {
       const waitedFrom = performance.now()
@@ -93,11 +102,6 @@ export class Pipeline {
       markInProcessing(items, error instanceof IoError ? error.status : undefined)
       throw error
     }
-    const held = await claimedIn(this.#c, items, r)
-    if (held === undefined) return
-    this.#c.passClaimed = true
-    const committedAt = await commit(this.#c, held)
-    const rest = await moveDeferredAside(this.#c, held, committedAt)
-    this.#moving.push(moveThroughIo(this.#c, this.#io, rest, committedAt))
+    return await claimedIn(this.#c, items, r)
   }
 }

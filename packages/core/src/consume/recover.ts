@@ -1,12 +1,14 @@
 import fs from "node:fs"
 import { join } from "node:path"
 import { fault } from "../_fault.ts"
-import type { ClaimRow } from "../ledger/model.ts"
+import type { Claim, ClaimRow } from "../ledger/model.ts"
+import { renameNoReplaceAt } from "../queue/files.ts"
 import { clockNow } from "../queue/io-thread.ts"
 import { ownerLiveness } from "../queue/owner.ts"
 import { judgeEntry, scanDir } from "../queue/root.ts"
 import { commit, commitAlone } from "./commit.ts"
 import { type Context, type Item, now } from "./context.ts"
+import { landingClaimId } from "./land.ts"
 import { moveHere, moveOut } from "./move.ts"
 import { defaults } from "./options.ts"
 import { countClaimed } from "./summary.ts"
@@ -21,6 +23,7 @@ import { countClaimed } from "./summary.ts"
  */
 export async function recover(c: Context): Promise<void> {
   fault("before-recovery")
+  await removeAbandonedLandings(c)
   await adoptDead(c)
   await takeOrphans(c)
   // The rows of consumers that died without unregistering (killed, or the machine rebooted),
@@ -31,6 +34,43 @@ export async function recover(c: Context): Promise<void> {
   const me = c.owner.ownerId
   const gone = (await c.ledger.listConsumers()).filter((o) => o.ownerId !== me && ownerLiveness(o) === "dead")
   await c.ledger.forgetConsumers(gone.map((o) => o.ownerId))
+}
+
+/**
+ * Removes the bodies a consumer killed mid-landing left under tmp/ (`<claimId>.land`, written
+ * after their claims committed, never renamed into processing/): the broker delivers them again,
+ * since nothing acknowledged them. Several consumers, on several hosts with PostgreSQL, may share
+ * the root, so a file is removed only when no live owner holds its claim, judged as claims are
+ * (adoptDead). tmp/ is read before the claims are listed: a landing file exists only once its
+ * claim has committed, so a live landing's claim is always in the listing; and one whose claim
+ * was finished since was renamed away before, and its removal finds nothing.
+ */
+async function removeAbandonedLandings(c: Context): Promise<void> {
+  const leftovers = namesIn(c.queue.tmp).flatMap((name) => {
+    const claimId = landingClaimId(name)
+    return claimId === undefined ? [] : [{ name, claimId }]
+  })
+  if (leftovers.length === 0) return
+  const held = new Set(
+    (await c.ledger.listClaims())
+      .filter((r) => r.ownerId === c.owner.ownerId || isOwnerAlive(c, r))
+      .map((r) => r.claimId),
+  )
+  for (const { name, claimId } of leftovers) {
+    if (held.has(claimId)) continue
+    fs.rmSync(join(c.queue.tmp, name), { force: true })
+    c.log.warn("recovered", { file: name, step: "landed under tmp/, never renamed; the broker delivers it again" })
+  }
+}
+
+/** The names in a directory; none where it does not exist (a queue made by hand has no tmp/ until it lands something). */
+function namesIn(dir: string): string[] {
+  try {
+    return fs.readdirSync(dir)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return []
+    throw error
+  }
 }
 
 /** Adopts the claims of dead owners: moves on what they committed, retries what they did not. */
@@ -130,8 +170,13 @@ async function takeOrphans(c: Context): Promise<void> {
     if (fate !== "take") continue
     const claim = await c.ledger.claimOrphan(e.name, me, now())
     if (!claim) continue
-    if (!exists(join(c.queue.processing, e.name))) {
-      // Finished by its owner between our listing and our claim.
+    const pickup = !exists(join(c.queue.processing, e.name))
+      ? "gone"
+      : e.isFile()
+        ? await returnLostPickup(c, claim)
+        : "not-a-pickup"
+    if (pickup !== "not-a-pickup") {
+      // Finished by its owner between our listing and our claim, or returned to deferred/.
       await c.ledger.dropClaims([claim])
       continue
     }
@@ -146,6 +191,37 @@ async function takeOrphans(c: Context): Promise<void> {
     countClaimed(c.summary, c.log, batch)
     await moveHere(c, batch, await commit(c, batch))
   }
+}
+
+/**
+ * An orphan may be a deferred file's pickup whose claim a power cut lost: the claim row (and
+ * the deferrals row made the claim's) ride on the next commit, while the rename deferred/ ->
+ * processing/ was made durable at once. Its deferrals row still names it, and deferred/ no
+ * longer holds it. Such a file goes back to deferred/, its attempts and due time as they were,
+ * rather than being taken afresh as a new delivery (which would defer it under a new name
+ * beside its stale row). Runs while this consumer's claim on the name keeps any other pickup
+ * of it out. "gone" when the file left processing/ meanwhile (finished by its owner).
+ */
+async function returnLostPickup(c: Context, claim: Claim): Promise<"returned" | "not-a-pickup" | "gone"> {
+  const d = (await c.ledger.deferralsAt([claim.name])).get(claim.name)
+  if (d === undefined || exists(join(c.queue.deferred, claim.name))) return "not-a-pickup"
+  if (d.payloadHash !== undefined) {
+    let bytes: Uint8Array
+    try {
+      bytes = fs.readFileSync(join(c.queue.processing, claim.name))
+    } catch {
+      return "not-a-pickup" // unreadable: the inbox/ rules judge it
+    }
+    if (Bun.CryptoHasher.hash("sha256", bytes, "hex") !== d.payloadHash) return "not-a-pickup"
+  }
+  const moved = renameNoReplaceAt(c.dirs.processing, claim.name, c.dirs.deferred, claim.name)
+  if (moved === "exists") return "not-a-pickup"
+  if (moved === "missing") return "gone"
+  // Durable before the claim that kept others out is dropped.
+  c.sync("processing", "deferred")
+  c.log.warn("recovered", { file: claim.name, step: "picked up from deferred/, its claim lost; back in deferred/" })
+  c.summary.recovered++
+  return "returned"
 }
 
 /**

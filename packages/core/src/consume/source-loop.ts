@@ -1,17 +1,19 @@
 import { landingKey } from "../ledger/model.ts"
 import type { Delivery, SourcePort } from "../source/port.ts"
-import { commit } from "./commit.ts"
 import { type Context, now } from "./context.ts"
-import { type Arrival, arrivals, isRecognisable, landClaimed, toLanding } from "./land.ts"
+import { type Batch, dueBatches, type Intake } from "./intake.ts"
+import { KeeperThread } from "./keeper.ts"
+import { type Arrival, arrivals, isRecognisable, landClaimed, landedName, toLanding } from "./land.ts"
 import { moveHere } from "./move.ts"
 import { defaults } from "./options.ts"
 import { countClaimed } from "./summary.ts"
 
 /**
- * Consumes a broker source instead of scanning inbox/: batch after batch is received, landed as
- * claimed files in processing/, and taken through the same steps as files (decide, commit, move),
- * and only then acknowledged. Ends when a receive waits `idleWaitMs` for nothing (a drain), or,
+ * A broker as an intake (intake.ts): batch after batch is received, landed as claimed files in
+ * processing/, taken by the engine through the same steps as files (decide, commit, move), and
+ * only then acknowledged. Ends when a receive waits `idleWaitMs` for nothing (a drain), or,
  * with `untilStopped`, when the run is stopped; the batch in hand is finished and acknowledged.
+ * The keeper thread, where the source has one, runs from the intake's start to its close.
  *
  * The protocol of one batch, and what holds after each step:
  * 1. receive: up to a batch of deliveries, unacknowledged: a crash from here to step 6 makes the
@@ -21,91 +23,152 @@ import { countClaimed } from "./summary.ts"
  *    acknowledged in step 6 with no new row, counted as `redelivered`. Only a delivery whose id
  *    is stable, or that the source flags redelivered, is recognised (see isRecognisable).
  * 3. claim: one transaction claims the batch's names with the source's delivery count as
- *    attempts and writes each origin (`claimLanded`). A name held by another live consumer (its
- *    earlier delivery still in hand) is handed back, to come again later.
- * 4. land: each body is written under tmp/ and renamed no-replace into processing/, then
- *    processing/ is fsynced: as after a file's claim, a file in processing/ has its claim row,
- *    and recovery of a dead consumer treats it as any claimed file. A delivery counted
- *    `--max-attempts` times is poison, refused unread.
+ *    attempts and writes each origin (`claimLanded`), durable before it returns when the run is
+ *    (SQLite commits it at synchronous=FULL; a PostgreSQL commit is): a landed file never
+ *    outlives its claim and origins rows, even across a power cut, or recovery would take it for
+ *    a new file and the broker's redelivery would be counted a duplicate instead of recognised.
+ *    A name held by another live consumer (its earlier delivery still in hand) is handed back, to
+ *    come again later.
+ * 4. land: each body is written under tmp/ as `<claimId>.land` and renamed no-replace into
+ *    processing/, then processing/ is fsynced: as after a file's claim, a file in processing/
+ *    has its claim row, and recovery of a dead consumer treats it as any claimed file, and
+ *    removes its leftovers in tmp/. A delivery counted `--max-attempts` times is poison, refused
+ *    unread.
  * 5. decide, commit, move: consume/commit.ts and consume/move.ts as for files, deferral through
  *    deferred/ included. After the move the outcome is durable and the file has left processing/.
  * 6. ack: the batch's deliveries are acknowledged; an ack lost here is step 2's next time.
  * A stop before step 3 hands the batch back unacknowledged; once claimed, the batch is finished.
  */
-export async function consumeSource(c: Context, source: SourcePort, takeDue: () => Promise<void>): Promise<void> {
-  const idleWaitMs = c.options.idleWaitMs ?? defaults.idleWaitMs
-  let aside: Delivery[] = []
-  while (!c.isStopping) {
-    await takeDue()
-    const received = await source.receive(Math.max(1, c.batchSize - aside.length), idleWaitMs, c.options.signal)
-    const batch = [...aside, ...received]
-    aside = []
-    if (c.isStopping) {
-      await source.release(batch)
-      return
-    }
-    if (batch.length === 0) {
-      if (c.options.untilStopped === true) continue
-      return
-    }
-    aside = await takeBatch(c, source, batch)
-    // Let signal handlers run between batches: a stop is honoured at a batch boundary.
-    await new Promise((r) => setImmediate(r))
+export class SourceIntake implements Intake {
+  readonly #c: Context
+  readonly #source: SourcePort
+  readonly #keeper: KeeperThread | undefined
+
+  constructor(c: Context, source: SourcePort) {
+    this.#c = c
+    this.#source = source
+    const within = source.keepAliveWithinMs
+    this.#keeper =
+      source.keeper === undefined || within === undefined
+        ? undefined
+        : new KeeperThread(source.keeper, keepEveryMs(within), c.log)
+    // Started with the run: by the first batch it should be keeping already.
+    this.#keeper?.start()
   }
-  if (aside.length > 0) await source.release(aside)
+
+  async *batches(): AsyncGenerator<Batch, void, undefined> {
+    const c = this.#c
+    const source = this.#source
+    const idleWaitMs = c.options.idleWaitMs ?? defaults.idleWaitMs
+    let aside: Delivery[] = []
+    while (!c.isStopping) {
+      yield* dueBatches(c, now())
+      const received = await source.receive(Math.max(1, c.batchSize - aside.length), idleWaitMs, c.options.signal)
+      const batch = [...aside, ...received]
+      aside = []
+      if (c.isStopping) {
+        await source.release(batch)
+        return
+      }
+      if (batch.length === 0) {
+        if (c.options.untilStopped === true) continue
+        return
+      }
+      aside = yield* this.#take(batch)
+    }
+    if (aside.length > 0) await source.release(aside)
+  }
+
+  async halt(): Promise<void> {}
+
+  async close(): Promise<void> {
+    await this.#keeper?.close()
+  }
+
+  /**
+   * Steps 2 to 4 for one batch, yielded for step 5, and step 6 in its `settle`. Returns the
+   * deliveries held back for the next batch: a later delivery of a name that one of this batch
+   * lands under (one claim per name at a time).
+   */
+  async *#take(batch: readonly Delivery[]): AsyncGenerator<Batch, Delivery[], undefined> {
+    const c = this.#c
+    const source = this.#source
+    const keeper = this.#keeper
+    const first = new Map<string, Arrival>()
+    const aside: Delivery[] = []
+    for (const a of arrivals(batch)) {
+      if (first.has(a.name)) aside.push(a.delivery)
+      else first.set(a.name, a)
+    }
+    const stopKeepingAlive = keepAlive(c, source, batch, keeper)
+    try {
+      // Before a handler can hold the main thread, the keeper thread must be keeping the batch.
+      if (keeper !== undefined && source.keepAliveWithinMs !== undefined)
+        await keeper.untilReady(source.keepAliveWithinMs)
+      const asked = [...first.values()].filter((a) => isRecognisable(a.delivery))
+      const known = await c.ledger.committedLandings(asked.map((a) => ({ name: a.name, payloadHash: a.hash })))
+      const recognised = asked.filter((a) => known.has(landingKey(a.name, a.hash)))
+      const fresh = [...first.values()].filter((a) => !recognised.includes(a))
+      for (const a of recognised)
+        c.log.debug("redelivered", { file: a.name, problem: "committed before; acknowledged again, nothing recorded" })
+      const claims =
+        fresh.length === 0
+          ? []
+          : await c.ledger.claimLanded(c.owner.ownerId, fresh.map(toLanding), now(), c.moved.splice(0))
+      const held = await landClaimed(c, claims, first)
+      const landed = new Set(held.map((i) => i.name))
+      const back = fresh.filter((a) => !landed.has(a.name)).map((a) => a.delivery)
+      if (held.length > 0) countClaimed(c.summary, c.log, held)
+      yield {
+        held,
+        settle: async (committedAt) => {
+          if (held.length > 0) await moveHere(c, held, committedAt as number)
+          await source.ack([...recognised, ...fresh.filter((a) => landed.has(a.name))].map((a) => a.delivery))
+          c.summary.redelivered += recognised.length
+          // Another consumer holds their names: their earlier delivery is in its hands. Not sooner than its lease's heartbeat.
+          for (const d of back)
+            c.log.debug("handed-back", {
+              file: landedName(d),
+              problem: "another consumer holds this name; it comes again later",
+            })
+          if (back.length > 0) await source.release(back, c.moveGuardMs)
+        },
+      }
+      return aside
+    } finally {
+      stopKeepingAlive()
+    }
+  }
 }
 
 /**
- * Steps 2 to 6 for one batch. Returns the deliveries held back for the next batch: a later
- * delivery of a name that one of this batch lands under (one claim per name at a time).
+ * Keeps a batch's deliveries this consumer's while it is in hand, well within the source's
+ * window: from the keeper thread where the source has one (a synchronous handler or commit
+ * holding the main thread cannot stop it), and from a timer here whenever that thread is not
+ * keeping (not started yet, failed, or no keeper at all).
  */
-async function takeBatch(c: Context, source: SourcePort, batch: readonly Delivery[]): Promise<Delivery[]> {
-  const first = new Map<string, Arrival>()
-  const aside: Delivery[] = []
-  for (const a of arrivals(batch)) {
-    if (first.has(a.name)) aside.push(a.delivery)
-    else first.set(a.name, a)
-  }
-  const stopKeepingAlive = keepAlive(c, source, batch)
-  try {
-    const asked = [...first.values()].filter((a) => isRecognisable(a.delivery))
-    const known = await c.ledger.committedLandings(asked.map((a) => ({ name: a.name, payloadHash: a.hash })))
-    const recognised = asked.filter((a) => known.has(landingKey(a.name, a.hash)))
-    const fresh = [...first.values()].filter((a) => !recognised.includes(a))
-    for (const a of recognised)
-      c.log.debug("redelivered", { file: a.name, problem: "committed before; acknowledged again, nothing recorded" })
-    const claims =
-      fresh.length === 0
-        ? []
-        : await c.ledger.claimLanded(c.owner.ownerId, fresh.map(toLanding), now(), c.moved.splice(0))
-    const held = await landClaimed(c, claims, first)
-    const landed = new Set(held.map((i) => i.name))
-    const back = fresh.filter((a) => !landed.has(a.name)).map((a) => a.delivery)
-    if (held.length > 0) {
-      countClaimed(c.summary, c.log, held)
-      await moveHere(c, held, await commit(c, held))
-    }
-    await source.ack([...recognised, ...fresh.filter((a) => landed.has(a.name))].map((a) => a.delivery))
-    c.summary.redelivered += recognised.length
-    // Another consumer holds their names: their earlier delivery is in its hands. Not sooner than its lease's heartbeat.
-    if (back.length > 0) await source.release(back, c.moveGuardMs)
-    return aside
-  } finally {
-    stopKeepingAlive()
+function keepAlive(
+  c: Context,
+  source: SourcePort,
+  batch: readonly Delivery[],
+  keeper: KeeperThread | undefined,
+): () => void {
+  const within = source.keepAliveWithinMs
+  if (within === undefined) return () => {}
+  const held = keeper?.hold(batch)
+  const timer = setInterval(() => {
+    if (held !== undefined && keeper?.isKeeping === true) return
+    source.keepAlive(batch).catch((error: unknown) => {
+      c.log.warn("keep-alive-failed", { error: error instanceof Error ? error.message : String(error) })
+    })
+  }, keepEveryMs(within))
+  return () => {
+    clearInterval(timer)
+    keeper?.drop(held)
   }
 }
 
-/** Keeps a batch's deliveries this consumer's while it is in hand, well within the source's window. */
-function keepAlive(c: Context, source: SourcePort, batch: readonly Delivery[]): () => void {
-  const within = source.keepAliveWithinMs
-  if (within === undefined) return () => {}
-  const timer = setInterval(
-    () => {
-      source.keepAlive(batch).catch((error: unknown) => {
-        c.log.warn("keep-alive-failed", { error: error instanceof Error ? error.message : String(error) })
-      })
-    },
-    Math.max(50, within / 3),
-  )
-  return () => clearInterval(timer)
+/** Three keep-alives per window: one lost or late still leaves the delivery in hand. */
+function keepEveryMs(withinMs: number): number {
+  return Math.max(50, withinMs / 3)
 }

@@ -18,13 +18,13 @@ export interface ConsumeSummary {
    */
   lost: number
   batches: number
+  /** Files sent to deferred/: their effect failed transiently (TransientError), to be tried again when due. */
+  deferred: number
   /**
    * Files left for being younger than minAgeMs: by the last pass over inbox/, and by recovery
    * among the orphans in processing/.
    */
-  deferred: number
-  /** Files sent to deferred/: their effect failed transiently (TransientError), to be tried again when due. */
-  transient: number
+  tooYoung: number
   /** Broker deliveries committed before whose ack was lost: acknowledged again, nothing recorded. */
   redelivered: number
 }
@@ -42,7 +42,7 @@ export function emptySummary(): ConsumeSummary {
     lost: 0,
     batches: 0,
     deferred: 0,
-    transient: 0,
+    tooYoung: 0,
     redelivered: 0,
   }
 }
@@ -82,8 +82,9 @@ export function countVerdict(summary: ConsumeSummary, log: Log, o: Outcome, v: V
       log.debug("duplicate", { file: o.name, msg_id: o.kind === "accepted" ? o.msgId : undefined })
       return
     case "deferred":
-      summary.transient++
-      log.warn("deferred", {
+      summary.deferred++
+      // An expected outcome, retried by itself and counted in the summary: nothing for a person to do.
+      log.info("deferred", {
         file: o.name,
         msg_id: o.kind === "accepted" ? o.msgId : undefined,
         problem: "the handler failed transiently; moved to deferred/ to be tried again",
@@ -97,8 +98,9 @@ export function countVerdict(summary: ConsumeSummary, log: Log, o: Outcome, v: V
         o.kind === "rejected" ? (o.reason as Reason) : v === "beyond-horizon" || v === "expired" ? v : "handler"
       summary.rejected++
       summary.rejectedBy[reason] = (summary.rejectedBy[reason] ?? 0) + 1
-      if (o.kind === "rejected") log.warn("rejected", { file: o.name, reason, detail: o.detail })
-      else log.warn("rejected", { file: o.name, reason, msg_id: o.kind === "accepted" ? o.msgId : undefined })
+      // An expected outcome (counted, listed in error.csv): at -q a run with 1% bad files stays silent.
+      if (o.kind === "rejected") log.info("rejected", { file: o.name, reason, detail: o.detail })
+      else log.info("rejected", { file: o.name, reason, msg_id: o.kind === "accepted" ? o.msgId : undefined })
     }
   }
 }

@@ -6,7 +6,7 @@
 import fs from "node:fs"
 import { join } from "node:path"
 import { SpoolError } from "../errors.ts"
-import { writeFileAtomic } from "../queue/files.ts"
+import { fsyncDirAt, writeFileAtomic } from "../queue/files.ts"
 
 /** The ledger a root is bound to. */
 export type Binding =
@@ -72,7 +72,9 @@ function parseBinding(text: string, path: string): Binding {
 
 /** Records `binding` as the root's ledger (atomically: readers see the old record or the new). */
 export function writeBinding(root: string, binding: Binding): void {
-  fs.mkdirSync(join(root, ".spool"), { recursive: true, mode: 0o755 })
+  // A new .spool/ is a new entry of the root: fsynced, or a power cut could take the record
+  // with it (writeFileAtomic fsyncs .spool/ itself, not the root).
+  if (fs.mkdirSync(join(root, ".spool"), { recursive: true, mode: 0o755 }) !== undefined) fsyncDirAt(root)
   const record =
     binding.backend === "sqlite"
       ? { backend: "sqlite" }

@@ -10,6 +10,7 @@ import { queuePaths } from "../queue/root.ts"
 import { claims } from "./contract/claims.test.ts"
 import { commits } from "./contract/commits.test.ts"
 import { deferrals } from "./contract/deferrals.test.ts"
+import { deletions } from "./contract/deletions.test.ts"
 import { failures } from "./contract/failures.test.ts"
 import type { LedgerBackend, LedgerUnderTest } from "./contract/fixture.test.ts"
 import { landings } from "./contract/landings.test.ts"
@@ -164,7 +165,7 @@ const ledgerBackends: readonly LedgerBackend[] = [
   },
 ]
 
-const areas = { claims, commits, recovery, deferrals, failures, operator, landings }
+const areas = { claims, commits, recovery, deferrals, deletions, failures, operator, landings }
 
 for (const b of ledgerBackends)
   (b.skip === undefined ? describe : describe.skip)(`the ledger contract on ${b.name}`, () => {

@@ -45,6 +45,8 @@ interface FailureEntry {
   readonly claimId: string
   readonly failedAt: string
   readonly replayedAt: string | null
+  /** When `delete` removed its file from error/; null while it was not deleted. */
+  readonly deletedAt: string | null
 }
 
 /** A replay of a file from error/ back to inbox/. */
@@ -113,6 +115,7 @@ interface RawFailure {
   claim_id: string
   failed_at: string
   replayed_at: string | null
+  deleted_at: string | null
 }
 
 /** A selected replays row. */
@@ -160,6 +163,7 @@ export function toHistory(rows: {
       claimId: r.claim_id,
       failedAt: r.failed_at,
       replayedAt: r.replayed_at,
+      deletedAt: r.deleted_at,
     })),
     replays: rows.replays.map((r) => ({
       file: r.file,

@@ -140,6 +140,18 @@ export type ReplayRecord =
   | { readonly kind: "replayed"; readonly isRecordMarked: boolean }
   | { readonly kind: "too-often"; readonly count: number }
 
+/** Where `delete` removes files from: error/, or deferred/ when named explicitly. */
+export type DeletionDir = "error" | "deferred"
+
+/**
+ * What a deletion's ledger half did: `deleted` with the failure reason it closed (error/) or the
+ * deferred message's msg_id (deferred/), when the ledger had one; `in-use` when a consumer holds
+ * the deferred file's claim right now (nothing was changed).
+ */
+export type DeletionRecord =
+  | { readonly kind: "deleted"; readonly reason?: string; readonly msgId?: string }
+  | { readonly kind: "in-use" }
+
 /** A redelivery whose content differs from the processed message with the same msg_id. */
 export interface ConflictRow {
   readonly msg_id: string
@@ -244,6 +256,8 @@ export interface Deferral {
   readonly lastError: string
   /** The claim that holds the file now: the one that deferred it, or the one that picked it up. */
   readonly claimId: string
+  /** The sha256 of the file's bytes (absent in rows written before it was kept). */
+  readonly payloadHash?: string
 }
 
 /** A deferrals row as both backends select it. */
@@ -255,6 +269,7 @@ export interface RawDeferral {
   next_attempt_at: string
   last_error: string
   claim_id: string
+  payload_hash: string | null
 }
 
 /** A selected deferrals row as the engine sees it. */
@@ -267,5 +282,6 @@ export function toDeferral(r: RawDeferral): Deferral {
     nextAttemptAt: r.next_attempt_at,
     lastError: r.last_error,
     claimId: r.claim_id,
+    ...(r.payload_hash !== null && { payloadHash: r.payload_hash }),
   }
 }

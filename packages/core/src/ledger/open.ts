@@ -3,7 +3,7 @@
 import fs from "node:fs"
 import { join } from "node:path"
 import { SpoolError } from "../errors.ts"
-import { renameNoReplace } from "../queue/files.ts"
+import { fsyncDirAt, renameNoReplace } from "../queue/files.ts"
 import type { Queue } from "../queue/root.ts"
 import { type Binding, checkBinding, type RootBinding, readBinding, rootIdFile, writeBinding } from "./binding.ts"
 import type { LedgerPort } from "./port.ts"
@@ -159,16 +159,35 @@ function rootId(queue: Queue): string {
   const path = join(queue.root, rootIdFile)
   const read = () => fs.readFileSync(path, "utf8").trim()
   const found = readRootId(queue)
-  if (found !== undefined) return found
+  if (found !== undefined) return durable(queue.root, found)
   // Beside the target, not in tmp/: a queue made by hand may have only the four directories.
   const tmp = join(queue.root, `${rootIdFile}.${process.pid}.${crypto.randomUUID()}.tmp`)
-  fs.writeFileSync(tmp, `${crypto.randomUUID()}\n`, { mode: 0o644 })
+  // Its bytes are fsynced before it gets the name: a name a power cut keeps never holds less.
+  const fd = fs.openSync(tmp, "wx", 0o644)
+  try {
+    fs.writeSync(fd, `${crypto.randomUUID()}\n`)
+    fs.fsyncSync(fd)
+  } finally {
+    fs.closeSync(fd)
+  }
   try {
     renameNoReplace(tmp, path)
   } finally {
     fs.rmSync(tmp, { force: true })
   }
-  return read()
+  return durable(queue.root, read())
+}
+
+/**
+ * Returns `id` once ROOT/.spool-root-id is durably in the root directory. The ledger keeps its
+ * rows under the id through a power cut of this disk (a PostgreSQL server keeps its power): an
+ * id lost with the cut would give the root a new one, and every claim, key and outcome of the
+ * old one would be another root's, its messages taken again. The root is fsynced by every
+ * process that uses the id, not only by the one that made it, which may have died first.
+ */
+function durable(root: string, id: string): string {
+  fsyncDirAt(root)
+  return id
 }
 
 /**

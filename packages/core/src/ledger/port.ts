@@ -11,6 +11,8 @@ import type {
   CompactSummary,
   ConflictRow,
   Deferral,
+  DeletionDir,
+  DeletionRecord,
   FailureOrigin,
   FailureRecord,
   Landing,
@@ -57,7 +59,9 @@ export interface LedgerPort<E extends AnyEffect = never> {
   claim(ownerId: string, names: readonly string[], now: string, forget?: readonly Claim[]): Awaitable<Claim[]>
   /**
    * Claims landed broker deliveries as `claim` claims names: each free name's claim row with the
-   * landing's attempts, and its origins row, in one transaction (which forgets `forget`).
+   * landing's attempts, and its origins row, in one transaction (which forgets `forget`),
+   * committed durably before it returns when the ledger is durable: the engine lands the files
+   * only after it, and a landed file must never outlive its rows.
    */
   claimLanded(ownerId: string, landings: readonly Landing[], now: string, forget?: readonly Claim[]): Awaitable<Claim[]>
   /**
@@ -135,6 +139,8 @@ export interface LedgerPort<E extends AnyEffect = never> {
   failureReasons(): Awaitable<Map<string, string>>
   /** How many replays this root has logged under `file` (a bulk replay's --max-replays count). */
   replayCount(file: string): Awaitable<number>
+  /** The sources (URLs without their passwords) of the broker deliveries whose origins this root still keeps, sorted. */
+  landedSources(): Awaitable<string[]>
   /** Marks the latest unreplayed failure record of `file` replayed and logs the replay; false when it had none. */
   markReplayed(file: string, now: string): Awaitable<boolean>
   /**
@@ -145,6 +151,13 @@ export interface LedgerPort<E extends AnyEffect = never> {
    * its record unmarked, so the message is consumed again, never lost.
    */
   recordReplay(file: string, now: string, move: () => void, maxReplays?: number): Awaitable<ReplayRecord>
+  /**
+   * The ledger's half of a deletion, around its unlink: in one transaction, serialized with
+   * consumers, closes the latest open failure of `file` (error/) or forgets its deferrals row
+   * (deferred/; refused as `in-use` while a consumer's claim holds it), logs the deletion, and
+   * runs `remove` (the unlink, made durable) before COMMIT. A `remove` that throws rolls it back.
+   */
+  recordDeletion(file: string, dir: DeletionDir, now: string, remove: () => void): Awaitable<DeletionRecord>
   /**
    * Runs `fn` (which reads the ledger and writes the reports) under this root's report lock, so
    * writers of one root's reports run one after the other and the last report written reflects

@@ -12,15 +12,16 @@ export const statements = {
   deleteConsumer: "DELETE FROM consumers WHERE owner_id = $1",
   renameFailure: "UPDATE failures SET file = $1 WHERE claim_id = $2",
   forgetDuplicates: "DELETE FROM duplicates WHERE seen_at < $1",
-  forgetReplayedFailures: "DELETE FROM failures WHERE replayed_at IS NOT NULL AND replayed_at < $1",
+  /** Failures whose file left error/ (replayed or deleted) before the cutoff. */
+  forgetReplayedFailures: "DELETE FROM failures WHERE replayed_at < $1 OR deleted_at < $1",
   forgetReplays: "DELETE FROM replays WHERE replayed_at < $1",
   /**
    * A landed delivery's origin is needed while its message may still come back: redelivered (its
-   * claim in hand or deferred) or replayed (its failure still in error/, unreplayed). Past the
+   * claim in hand or deferred) or replayed (its failure still in error/, neither replayed nor deleted). Past the
    * retention, a done or replayed one is forgotten with the rest of its history.
    */
   forgetOrigins: `DELETE FROM origins WHERE landed_at < $1
-    AND NOT EXISTS (SELECT 1 FROM failures f WHERE f.claim_id = origins.claim_id AND f.replayed_at IS NULL)
+    AND NOT EXISTS (SELECT 1 FROM failures f WHERE f.claim_id = origins.claim_id AND f.replayed_at IS NULL AND f.deleted_at IS NULL)
     AND NOT EXISTS (SELECT 1 FROM claims c WHERE c.claim_id = origins.claim_id)
     AND NOT EXISTS (SELECT 1 FROM deferrals r WHERE r.claim_id = origins.claim_id)`,
   /** Each order's highest pruned seq, kept so that a redelivery of a pruned key is not taken as new. */

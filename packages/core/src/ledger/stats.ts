@@ -29,7 +29,7 @@ export interface LedgerStats {
   readonly recent: StatsPeriod
   /** Distinct msg_ids ever seen as duplicates (the lines of dup.txt). */
   readonly duplicateIds: number
-  /** Failures not replayed since, by reason: what error/ should hold. */
+  /** Failures neither replayed nor deleted since, by reason; the stats command counts the files in error/ instead. */
   readonly openFailures: Readonly<Record<string, number>>
   readonly lastProcessedAt: string | null
 }

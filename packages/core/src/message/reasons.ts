@@ -26,6 +26,9 @@ export type ErrorClass = "format" | "business"
 /** A reason a file can be in error/ for. */
 export type Reason = keyof typeof reasons
 
+/** Every reason, in the table's order (format ones first). */
+export const reasonNames = Object.keys(reasons) as readonly Reason[]
+
 /** The class of `reason`; a reason this spool does not know (written by a newer one) counts as business. */
 export function classOf(reason: string): ErrorClass {
   return Object.hasOwn(reasons, reason) ? reasons[reason as Reason] : "business"

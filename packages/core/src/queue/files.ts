@@ -284,6 +284,27 @@ export function fsyncDir(fd: number): void {
   fs.fsyncSync(fd)
 }
 
+/** Fsyncs the directory at `path` (opened and closed for it): its entries are durable when this returns. */
+export function fsyncDirAt(path: string): void {
+  const fd = openDir(path)
+  try {
+    fsyncDir(fd)
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
+/** Removes `dir/name` (a link itself, never its target) and fsyncs `dir`, so the removal is durable when this returns. */
+export function unlinkDurably(dir: string, name: string): void {
+  fs.unlinkSync(join(dir, name))
+  const fd = openDir(dir)
+  try {
+    fsyncDir(fd)
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
 /** Opens a directory for fsync; the descriptor is kept for the run. */
 export function openDir(path: string): number {
   return fs.openSync(path, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY)

@@ -1,5 +1,6 @@
 import fs from "node:fs"
 import { hostname } from "node:os"
+import { bootIdOverride } from "../_fault.ts"
 
 /** Who holds a claim: enough to tell, after a crash, whether that process still runs. */
 export interface Owner {
@@ -26,7 +27,7 @@ const readText = (path: string): string | undefined => {
   }
 }
 
-const thisBoot = (readText("/proc/sys/kernel/random/boot_id") ?? "no-boot-id").trim()
+const thisBoot = (bootIdOverride ?? readText("/proc/sys/kernel/random/boot_id") ?? "no-boot-id").trim()
 /** `pid:[4026531836]`: which pid numbers this process sees; containers have their own. */
 const thisPidNamespace = (() => {
   try {

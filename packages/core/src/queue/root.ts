@@ -2,7 +2,8 @@ import { CString, dlopen, FFIType, type Pointer, read, toArrayBuffer } from "bun
 import fs from "node:fs"
 import { dirname, join, resolve } from "node:path"
 import { errnoOf, SpoolError } from "../errors.ts"
-import { type OpenDir, renameNoReplaceAt } from "./files.ts"
+import { enclosingRoot, insideQueuePhrase } from "./enclosing.ts"
+import { fsyncDirAt, type OpenDir, renameNoReplaceAt } from "./files.ts"
 import { alternateName, quoteName } from "./names.ts"
 
 /**
@@ -41,18 +42,6 @@ export function resolveRoot(
   return enclosingRoot(cwd) ?? resolve(cwd, "spool")
 }
 
-/** `dir` or its nearest ancestor that looks like a queue root (openQueue then checks it fully). */
-function enclosingRoot(dir: string): string | undefined {
-  for (let d = resolve(dir); ; d = dirname(d)) {
-    if (["inbox", "processing", "done", "error"].every((q) => isDirectory(join(d, q)))) return d
-    if (dirname(d) === d) return undefined
-  }
-}
-
-function isDirectory(path: string): boolean {
-  return fs.statSync(path, { throwIfNoEntry: false })?.isDirectory() === true
-}
-
 /** The paths of a queue root, without touching the filesystem. */
 export function queuePaths(root: string): Queue {
   const r = resolve(root)
@@ -87,7 +76,8 @@ export function openQueue(root: string): Queue {
       if (errnoOf(error) === "ENOENT" || errnoOf(error) === "ENOTDIR")
         throw new SpoolError(
           "not-a-queue",
-          `${q.root} is not a spool queue: ${d}/ is missing; create it with: bun run setup --root ${q.root}`,
+          insideQueuePhrase(q.root) ??
+            `${q.root} is not a spool queue: ${d}/ is missing; create it with: bun run setup --root ${q.root}`,
         )
       throw new SpoolError("io", `cannot read ${q[d]}: ${String(error)}`, { cause: error })
     }
@@ -113,6 +103,9 @@ function addDeferred(q: Queue): void {
   if (!fs.existsSync(q.inbox)) return
   try {
     fs.mkdirSync(q.deferred, { mode: 0o755 })
+    // Files deferred into it are made durable by fsyncs of deferred/ itself; its own name in
+    // the root must be durable first, or a power cut takes it with every deferred message.
+    fsyncDirAt(q.root)
   } catch {}
 }
 
@@ -153,10 +146,20 @@ function refuseLinkedDirs(q: Queue): void {
 /** Creates a queue root (idempotent) and checks it; refuses, creating nothing, a root with a linked directory. */
 export function createQueue(root: string): Queue {
   const q = queuePaths(root)
+  const inside = insideQueuePhrase(q.root)
+  // A queue made in another's error/ or inbox/ would be drained, moved or archived by it.
+  if (inside !== undefined) throw new SpoolError("not-a-queue", `cannot create a queue here: ${inside}`)
   refuseLinkedDirs(q)
+  // The directories that hold each new directory's name: fsynced once all are made, so that a
+  // power cut cannot take inbox/ (and what is enqueued into it) with it.
+  const parents = new Set<string>()
   for (const d of [...queueDirs, "tmp"] as const) {
     try {
-      fs.mkdirSync(q[d], { recursive: true, mode: 0o755 })
+      const first = fs.mkdirSync(q[d], { recursive: true, mode: 0o755 })
+      for (let made = q[d]; first !== undefined; made = dirname(made)) {
+        parents.add(dirname(made))
+        if (made === first || made === dirname(made)) break
+      }
     } catch (error) {
       const code = errnoOf(error)
       // EEXIST from a recursive mkdir: the name is taken by something that is not a directory.
@@ -168,6 +171,7 @@ export function createQueue(root: string): Queue {
       throw new SpoolError("io", `cannot create ${q[d]}: ${String(error)}`, { cause: error })
     }
   }
+  for (const parent of parents) fsyncDirAt(parent)
   const checked = openQueue(root)
   const tmpDev = fs.statSync(q.tmp).dev
   if (tmpDev !== fs.statSync(q.inbox).dev)

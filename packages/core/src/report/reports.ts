@@ -85,16 +85,32 @@ function* streamed<T>(rows: Iterable<T>, line: (row: T) => string, header: strin
 
 function* errorRows(queue: Queue, reasonOf: (file: string) => string | undefined): Generator<string> {
   yield "file,reason\n"
+  for (const [name, reason] of errorEntries(queue, reasonOf)) {
+    workDone(reportRow)
+    yield csvRow([name, reason])
+  }
+}
+
+/**
+ * Every entry in error/ by name with the reason of its open failure (`unknown` where the ledger
+ * has none), sorted: what error.csv lists and what stats counts as open, so a file removed by
+ * hand drops out of both however the ledger was told.
+ */
+export function errorEntries(queue: Queue, reasonOf: (file: string) => string | undefined): [string, string][] {
   // error/ is expected to stay small (it is a to-do list for operators); sorting it gives a
   // report that does not depend on directory order.
   const names: string[] = []
   // Every entry counts, including the links, FIFOs and directories consume put there.
   for (const e of scanDir(queue.error)) names.push(e.name)
   names.sort()
-  for (const name of names) {
-    workDone(reportRow)
-    yield csvRow([name, reasonOf(name) ?? "unknown"])
-  }
+  return names.map((name) => [name, reasonOf(name) ?? "unknown"])
+}
+
+/** The entries in error/ counted by the reason of their open failure (see errorEntries). */
+export function openFailuresIn(queue: Queue, reasons: ReadonlyMap<string, string>): Record<string, number> {
+  const counts: Record<string, number> = {}
+  for (const [, reason] of errorEntries(queue, (name) => reasons.get(name))) counts[reason] = (counts[reason] ?? 0) + 1
+  return counts
 }
 
 /** The text of order-result.txt: `OK`, or a header and one CSV row per problem. */

@@ -42,6 +42,8 @@ export function deferrals(b: LedgerBackend): void {
       nextAttemptAt: at(60_000),
       lastError: "the bank is down",
       claimId: c.claimId,
+      // The delivery's payload hash: recovery tells a lost pickup in processing/ by it.
+      payloadHash: "bytes-a.json",
     }
     expect(await t.ledger.deferralOf(c.claimId)).toEqual(row)
     expect(await t.ledger.deferralOf("no-such-claim")).toBeUndefined()

@@ -61,6 +61,20 @@ export function landings(b: LedgerBackend): void {
     expect(await t.rows("SELECT name FROM origins ORDER BY name")).toEqual([{ name: "a.json" }, { name: "b.json" }])
   })
 
+  it("lists the sources it keeps origins of, each once, sorted", async () => {
+    await using t = await b.open()
+    expect(await t.ledger.landedSources()).toEqual([])
+    const amqp = {
+      ...landing("c.json", "h-c"),
+      origin: { source: "amqp://guest@127.0.0.1:5672/?queue=q", address: "q" },
+    }
+    await t.ledger.claimLanded("o", [landing("a.json", "h-a"), landing("b.json", "h-b"), amqp], NOW)
+    expect(await t.ledger.landedSources()).toEqual([
+      "amqp://guest@127.0.0.1:5672/?queue=q",
+      "nats://127.0.0.1:4222/?stream=ORDERS&consumer=spool",
+    ])
+  })
+
   it("recognises a landed pair once a commit gave it an outcome, and only that pair", async () => {
     await using t = await b.open()
     const [a, r, p] = (await t.ledger.claimLanded(

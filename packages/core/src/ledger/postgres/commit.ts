@@ -9,6 +9,8 @@ import { type DeferPolicy, isTransient } from "../../transient.ts"
 import type { AcceptedOutcome, Outcome, Verdict } from "../model.ts"
 import { statements } from "../statements.ts"
 import { destinationOf, Judgement, type PriorDeferral, resultText } from "../verdicts.ts"
+import { pgArray, someOf } from "./arrays.ts"
+import { inOrder } from "./claims.ts"
 import { isSessionLimit } from "./errors.ts"
 import type { PostgresEffect } from "./ledger.ts"
 
@@ -28,37 +30,31 @@ export async function commitBatch(
   policy?: DeferPolicy,
 ): Promise<Verdict[]> {
   const j = new Judgement(all, now, policy)
-  const held = await fence(tx, root, ownerId, all)
+  const { held, isHorizonSet } = await fence(tx, root, ownerId, all)
   for (const o of all) j.fence(o, held.has(o.claimId))
-  await horizon(tx, j)
+  if (isHorizonSet) await horizon(tx, j)
   fault("in-commit")
   for (let round = j.nextRound(); round.length > 0; round = j.nextRound()) {
-    const rows = round.map((o, ord) => ({
-      ord,
-      name: o.name,
-      claim_id: o.claimId,
-      msg_id: o.msgId,
-      order_no: o.orderNo,
-      seq: o.seq,
-      amount: o.amount,
-      hash: o.hash,
-      content_hash: o.contentHash,
-    }))
-    const inserted = new Set(
-      (
-        (await tx`
+    const some = someOf(
+      await tx`
+        WITH inserted AS (
           INSERT INTO processed (msg_id, order_no, seq, amount, file, root_id, payload_hash, content_hash, claim_id, processed_at)
           SELECT t.msg_id, t.order_no, t.seq, t.amount, t.name, ${root}, t.hash, t.content_hash, t.claim_id, ${now}
-          FROM jsonb_to_recordset(${rows}::jsonb)
-            AS t(ord bigint, name text, claim_id text, msg_id text, order_no text, seq bigint, amount text, hash text, content_hash text)
+          FROM unnest(${pgArray(round.map((o) => o.name))}::text[], ${pgArray(round.map((o) => o.claimId))}::text[],
+            ${pgArray(round.map((o) => o.msgId))}::text[], ${pgArray(round.map((o) => o.orderNo))}::text[],
+            ${pgArray(round.map((o) => o.seq))}::bigint[], ${pgArray(round.map((o) => o.amount))}::text[],
+            ${pgArray(round.map((o) => o.hash))}::text[], ${pgArray(round.map((o) => o.contentHash))}::text[])
+            WITH ORDINALITY AS t(name, claim_id, msg_id, order_no, seq, amount, hash, content_hash, ord)
           ORDER BY t.msg_id COLLATE "C", t.ord
           ON CONFLICT (msg_id) DO NOTHING
-          RETURNING claim_id`) as { claim_id: string }[]
-      ).map((r) => r.claim_id),
+          RETURNING claim_id
+        )
+        SELECT CASE WHEN count(*) = ${round.length} THEN NULL ELSE COALESCE(array_agg(claim_id), '{}') END AS some FROM inserted`,
     )
+    const inserted = some === undefined ? undefined : new Set(some)
     const refused: AcceptedOutcome[] = []
     for (const o of round) {
-      if (!inserted.has(o.claimId)) refused.push(o)
+      if (inserted !== undefined && !inserted.has(o.claimId)) refused.push(o)
       else if (effect === undefined) j.inserted(o)
       else await runEffect(tx, root, j, o, effect)
     }
@@ -68,8 +64,7 @@ export async function commitBatch(
     const firsts = new Map(
       (
         (await tx`
-          SELECT msg_id, content_hash FROM processed
-          WHERE msg_id = ANY (ARRAY(SELECT jsonb_array_elements_text(${refused.map((o) => o.msgId)}::jsonb)))`) as {
+          SELECT msg_id, content_hash FROM processed WHERE msg_id = ANY (${pgArray(refused.map((o) => o.msgId))}::text[])`) as {
           msg_id: string
           content_hash: string
         }[]
@@ -77,61 +72,55 @@ export async function commitBatch(
     )
     for (const o of refused) j.refused(o, firsts.get(o.msgId))
   }
-  if (j.duplicates.length > 0) {
-    const dups = j.duplicates.map((d, ord) => ({
-      ord,
-      msg_id: d.outcome.msgId,
-      name: d.outcome.name,
-      hash: d.outcome.hash,
-      content_hash: d.outcome.contentHash,
-      is_conflict: d.isConflict ? 1 : 0,
-      claim_id: d.outcome.claimId,
-    }))
-    await tx`
-      INSERT INTO duplicates (msg_id, file, root_id, payload_hash, content_hash, is_conflict, claim_id, seen_at)
-      SELECT t.msg_id, t.name, ${root}, t.hash, t.content_hash, t.is_conflict, t.claim_id, ${now}
-      FROM jsonb_to_recordset(${dups}::jsonb)
-        AS t(ord bigint, msg_id text, name text, hash text, content_hash text, is_conflict integer, claim_id text)
-      ORDER BY t.ord`
-  }
-  if (j.failures.length > 0) {
-    const failures = j.failures.map((f, ord) => ({
-      ord,
-      file: f.file,
-      original: f.original,
-      reason: f.reason,
-      detail: f.detail,
-      hash: f.hash,
-      claim_id: f.claimId,
-    }))
-    await tx`
-      INSERT INTO failures (root_id, file, original, reason, detail, payload_hash, claim_id, failed_at)
-      SELECT ${root}, t.file, t.original, t.reason, t.detail, t.hash, t.claim_id, ${now}
-      FROM jsonb_to_recordset(${failures}::jsonb)
-        AS t(ord bigint, file text, original text, reason text, detail text, hash text, claim_id text)
-      ORDER BY t.ord`
-  }
-  const redirected = j.redirected().map((o) => ({ name: o.name, claim_id: o.claimId }))
-  if (redirected.length > 0)
-    await tx`
-      UPDATE claims c SET dest = 'error', dest_name = t.name
-      FROM jsonb_to_recordset(${redirected}::jsonb) AS t(name text, claim_id text)
-      WHERE c.root_id = ${root} AND c.name = t.name AND c.claim_id = t.claim_id`
+  const dups = j.duplicates.map((d) => d.outcome)
+  const failures = j.failures
+  const redirected = j.redirected()
+  const closed = j.closed()
+  // The rows the Judgement decided, sent together: one round trip, run in this order.
+  await inOrder([
+    dups.length > 0
+      ? tx`
+        INSERT INTO duplicates (msg_id, file, root_id, payload_hash, content_hash, is_conflict, claim_id, seen_at)
+        SELECT t.msg_id, t.name, ${root}, t.hash, t.content_hash, t.is_conflict, t.claim_id, ${now}
+        FROM unnest(${pgArray(dups.map((o) => o.msgId))}::text[], ${pgArray(dups.map((o) => o.name))}::text[],
+          ${pgArray(dups.map((o) => o.hash))}::text[], ${pgArray(dups.map((o) => o.contentHash))}::text[],
+          ${pgArray(j.duplicates.map((d) => (d.isConflict ? 1 : 0)))}::integer[], ${pgArray(dups.map((o) => o.claimId))}::text[])
+          WITH ORDINALITY AS t(msg_id, name, hash, content_hash, is_conflict, claim_id, ord)
+        ORDER BY t.ord`
+      : undefined,
+    failures.length > 0
+      ? tx`
+        INSERT INTO failures (root_id, file, original, reason, detail, payload_hash, claim_id, failed_at)
+        SELECT ${root}, t.file, t.original, t.reason, t.detail, t.hash, t.claim_id, ${now}
+        FROM unnest(${pgArray(failures.map((f) => f.file))}::text[], ${pgArray(failures.map((f) => f.original))}::text[],
+          ${pgArray(failures.map((f) => f.reason))}::text[], ${pgArray(failures.map((f) => f.detail))}::text[],
+          ${pgArray(failures.map((f) => f.hash))}::text[], ${pgArray(failures.map((f) => f.claimId))}::text[])
+          WITH ORDINALITY AS t(file, original, reason, detail, hash, claim_id, ord)
+        ORDER BY t.ord`
+      : undefined,
+    // Step 5's first half: the held claims' picked-up deferrals rows closed (one indexed
+    // statement per batch).
+    closed.length > 0
+      ? tx`DELETE FROM deferrals WHERE root_id = ${root} AND claim_id = ANY (${pgArray(closed)}::text[])`
+      : undefined,
+    redirected.length > 0
+      ? tx`
+        UPDATE claims c SET dest = 'error', dest_name = t.name
+        FROM unnest(${pgArray(redirected.map((o) => o.name))}::text[], ${pgArray(redirected.map((o) => o.claimId))}::text[])
+          AS t(name, claim_id)
+        WHERE c.root_id = ${root} AND c.name = ANY (${pgArray(redirected.map((o) => o.name))}::text[])
+          AND c.name = t.name AND c.claim_id = t.claim_id`
+      : undefined,
+  ])
   await deferrals(tx, root, j)
   return j.verdicts()
 }
 
 /**
- * Step 5: the held claims' picked-up deferrals rows closed (one indexed statement per batch),
- * and the new deferrals written, each claim pointed at deferred/ under the row's name: a
- * picked-up file's own, a first deferral's first name no other deferred file has.
+ * Step 5's second half: the new deferrals written, each claim pointed at deferred/ under the
+ * row's name: a picked-up file's own, a first deferral's first name no other deferred file has.
  */
 async function deferrals(tx: TransactionSQL, root: string, j: Judgement): Promise<void> {
-  const closed = j.closed()
-  if (closed.length > 0)
-    await tx`
-      DELETE FROM deferrals
-      WHERE root_id = ${root} AND claim_id = ANY (ARRAY(SELECT jsonb_array_elements_text(${closed}::jsonb)))`
   for (const d of j.deferrals) {
     const o = d.outcome
     let file = o.name
@@ -155,36 +144,72 @@ async function deferrals(tx: TransactionSQL, root: string, j: Judgement): Promis
 /**
  * The fence: each claim is marked committed (a vanished file's deleted) only if `ownerId` still
  * holds it, and its row lock then keeps a takeover out until this transaction ends. Returns the
- * claim ids it found held. The rows are found through the primary key (name = ANY), as in
- * claim: left to join the list, the planner misjudges the owner filter and rescans claims, dead
- * rows and all, for every file (4x slower); an owner_id = condition would bitmap-scan the
- * (owner_id, state) index full of dead entries instead.
+ * claim ids it found held. The rows are found through the primary key (`name = ANY` of the
+ * batch's names, hashed in a plan made for those values: see sessionSettings), never through an
+ * owner condition, and both statements go out in one round trip.
  */
-async function fence(tx: TransactionSQL, root: string, ownerId: string, all: readonly Outcome[]): Promise<Set<string>> {
-  const marks = all.flatMap((o) => {
-    if (o.kind === "vanished") return []
+async function fence(
+  tx: TransactionSQL,
+  root: string,
+  ownerId: string,
+  all: readonly Outcome[],
+): Promise<{ held: Set<string>; isHorizonSet: boolean }> {
+  const marked: Outcome[] = []
+  const dests: string[] = []
+  const destNames: (string | null)[] = []
+  const hashes: (string | null)[] = []
+  const gone: Outcome[] = []
+  for (const o of all) {
+    if (o.kind === "vanished") {
+      gone.push(o)
+      continue
+    }
     const { dest, destName } = destinationOf(o)
-    return [{ name: o.name, claim_id: o.claimId, dest, dest_name: destName, hash: o.hash }]
-  })
-  const gone = all.flatMap((o) => (o.kind === "vanished" ? [{ name: o.name, claim_id: o.claimId }] : []))
-  const committed =
-    marks.length === 0
-      ? []
-      : await tx`
-          UPDATE claims c SET state = 'committed', dest = t.dest, dest_name = t.dest_name, payload_hash = t.hash
-          FROM jsonb_to_recordset(${marks}::jsonb) AS t(name text, claim_id text, dest text, dest_name text, hash text)
-          WHERE c.root_id = ${root} AND c.name = ANY (ARRAY(SELECT jsonb_array_elements(${marks}::jsonb) ->> 'name'))
-            AND c.name = t.name AND c.claim_id = t.claim_id AND c.owner_id IS NOT DISTINCT FROM ${ownerId}
-          RETURNING c.claim_id`
-  const ended =
+    marked.push(o)
+    dests.push(dest)
+    destNames.push(destName)
+    hashes.push(o.hash)
+  }
+  const names = pgArray(marked.map((o) => o.name))
+  const goneNames = pgArray(gone.map((o) => o.name))
+  const isAccepting = marked.some((o) => o.kind === "accepted")
+  // Each answers in one row (see someOf): NULL when every claim was held, the usual case. The
+  // horizon's lock and question go with them (see horizon), for a batch with a message to judge.
+  const [committed, ended, , horizonSet] = await inOrder([
+    marked.length === 0
+      ? undefined
+      : tx`
+          WITH held AS (
+            UPDATE claims c SET state = 'committed', dest = t.dest, dest_name = t.dest_name, payload_hash = t.hash
+            FROM unnest(${names}::text[], ${pgArray(marked.map((o) => o.claimId))}::text[], ${pgArray(dests)}::text[],
+              ${pgArray(destNames)}::text[], ${pgArray(hashes)}::text[]) AS t(name, claim_id, dest, dest_name, hash)
+            WHERE c.root_id = ${root} AND c.name = ANY (${names}::text[])
+              AND c.name = t.name AND c.claim_id = t.claim_id AND c.owner_id IS NOT DISTINCT FROM ${ownerId}
+            RETURNING c.claim_id
+          )
+          SELECT CASE WHEN count(*) = ${marked.length} THEN NULL ELSE COALESCE(array_agg(claim_id), '{}') END AS some FROM held`,
     gone.length === 0
-      ? []
-      : await tx`
-          DELETE FROM claims c USING jsonb_to_recordset(${gone}::jsonb) AS t(name text, claim_id text)
-          WHERE c.root_id = ${root} AND c.name = ANY (ARRAY(SELECT jsonb_array_elements(${gone}::jsonb) ->> 'name'))
-            AND c.name = t.name AND c.claim_id = t.claim_id AND c.owner_id IS NOT DISTINCT FROM ${ownerId}
-          RETURNING c.claim_id`
-  return new Set([...committed, ...ended].map((r) => (r as { claim_id: string }).claim_id))
+      ? undefined
+      : tx`
+          WITH held AS (
+            DELETE FROM claims c USING unnest(${goneNames}::text[], ${pgArray(gone.map((o) => o.claimId))}::text[]) AS t(name, claim_id)
+            WHERE c.root_id = ${root} AND c.name = ANY (${goneNames}::text[])
+              AND c.name = t.name AND c.claim_id = t.claim_id AND c.owner_id IS NOT DISTINCT FROM ${ownerId}
+            RETURNING c.claim_id
+          )
+          SELECT CASE WHEN count(*) = ${gone.length} THEN NULL ELSE COALESCE(array_agg(claim_id), '{}') END AS some FROM held`,
+    // Statements of their own: a READ COMMITTED statement reads the snapshot taken as it
+    // starts, so the horizon must be read by a later statement than the one that waited for
+    // the lock.
+    isAccepting ? tx`SELECT pg_advisory_xact_lock_shared(${HORIZON_LOCK})` : undefined,
+    isAccepting ? tx`SELECT EXISTS (SELECT 1 FROM horizon) AS any` : undefined,
+  ])
+  const heldOf = (outcomes: readonly Outcome[], answer: unknown) => {
+    const some = answer === undefined ? [] : someOf(answer as unknown[])
+    return some === undefined ? outcomes.map((o) => o.claimId) : some
+  }
+  const isHorizonSet = (horizonSet as { any: boolean }[] | undefined)?.[0]?.any === true
+  return { held: new Set([...heldOf(marked, committed), ...heldOf(gone, ended)]), isHorizonSet }
 }
 
 /**
@@ -199,21 +224,19 @@ async function fence(tx: TransactionSQL, root: string, ownerId: string, all: rea
  */
 export const HORIZON_LOCK = 7_270_002
 
-/** The horizon's answers for the undecided accepted outcomes whose orders compact has pruned. */
+/**
+ * The horizon's answers for the undecided accepted outcomes whose orders compact has pruned,
+ * asked when the fence found the horizon set (it took HORIZON_LOCK first).
+ */
 async function horizon(tx: TransactionSQL, j: Judgement): Promise<void> {
   const accepted = j.undecided()
   if (accepted.length === 0) return
-  // A statement of its own: a READ COMMITTED statement reads the snapshot taken as it starts,
-  // so the horizon must be read by a later statement than the one that waited for the lock.
-  await tx`SELECT pg_advisory_xact_lock_shared(${HORIZON_LOCK})`
-  const [h] = await tx`SELECT EXISTS (SELECT 1 FROM horizon) AS any`
-  if (!h?.any) return
-  const rows = accepted.map((o) => ({ claim_id: o.claimId, msg_id: o.msgId, order_no: o.orderNo }))
   const found = new Map(
     (
       (await tx`
         SELECT t.claim_id, h.max_seq, EXISTS (SELECT 1 FROM processed p WHERE p.msg_id = t.msg_id) AS known
-        FROM jsonb_to_recordset(${rows}::jsonb) AS t(claim_id text, msg_id text, order_no text)
+        FROM unnest(${pgArray(accepted.map((o) => o.claimId))}::text[], ${pgArray(accepted.map((o) => o.msgId))}::text[],
+          ${pgArray(accepted.map((o) => o.orderNo))}::text[]) AS t(claim_id, msg_id, order_no)
         JOIN horizon h ON h.order_no = t.order_no`) as { claim_id: string; max_seq: string; known: boolean }[]
     ).map((r) => [r.claim_id, r]),
   )

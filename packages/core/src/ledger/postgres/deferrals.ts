@@ -2,6 +2,8 @@
 // and dropped, and the counts lag and stats show. PostgresLedger's methods call these.
 
 import { type Claim, type Deferral, type RawDeferral, toDeferral } from "../model.ts"
+import { pgArray } from "./arrays.ts"
+import { inOrder } from "./claims.ts"
 import * as lease from "./lease.ts"
 import type { PostgresLedger } from "./ledger.ts"
 
@@ -13,13 +15,20 @@ export async function claimDue(
   now: string,
   forget: readonly Claim[],
 ): Promise<Claim[]> {
+  l.vacuum.forgot(forget.length)
   return l.transaction(async (tx) => {
-    if (forget.length > 0)
-      await tx`
-        DELETE FROM claims c
-        WHERE c.root_id = ${l.rootId} AND c.name = ANY (ARRAY(SELECT jsonb_array_elements_text(${forget.map((c) => c.name)}::jsonb)))
-          AND c.owner_id = ${ownerId} AND c.state = 'committed'`
-    await tx.unsafe(lease.heartbeat, [ownerId])
+    // Lazily, as a claim of inbox/ files (see claims.ts): the pickup's rows need to be on disk
+    // only before the commit of their outcomes, whose WAL flush writes them too.
+    await inOrder([
+      tx`SET LOCAL synchronous_commit = off`,
+      forget.length > 0
+        ? tx`
+          DELETE FROM claims
+          WHERE root_id = ${l.rootId} AND name = ANY (${pgArray(forget.map((c) => c.name))}::text[])
+            AND owner_id = ${ownerId} AND state = 'committed'`
+        : undefined,
+      tx.unsafe(lease.heartbeat, [ownerId]),
+    ])
     const claimed: Claim[] = []
     for (const { d, claimId } of rows) {
       const inserted = await tx`
@@ -45,7 +54,7 @@ export async function claimDue(
 
 export async function dueDeferrals(l: PostgresLedger, now: string, limit: number): Promise<Deferral[]> {
   const rows = await l.sql`
-    SELECT file, msg_id, attempts, first_deferred_at, next_attempt_at, last_error, claim_id FROM deferrals
+    SELECT file, msg_id, attempts, first_deferred_at, next_attempt_at, last_error, claim_id, payload_hash FROM deferrals
     WHERE root_id = ${l.rootId} AND next_attempt_at <= ${now}
     ORDER BY next_attempt_at, file COLLATE "C" LIMIT ${limit}`
   return (rows as RawDeferral[]).map(toDeferral)
@@ -58,7 +67,7 @@ export async function nextDeferralAt(l: PostgresLedger): Promise<string | undefi
 
 export async function deferralOf(l: PostgresLedger, claimId: string): Promise<Deferral | undefined> {
   const [r] = await l.sql`
-    SELECT file, msg_id, attempts, first_deferred_at, next_attempt_at, last_error, claim_id FROM deferrals
+    SELECT file, msg_id, attempts, first_deferred_at, next_attempt_at, last_error, claim_id, payload_hash FROM deferrals
     WHERE root_id = ${l.rootId} AND claim_id = ${claimId}`
   return r === undefined ? undefined : toDeferral(r as RawDeferral)
 }
@@ -66,7 +75,7 @@ export async function deferralOf(l: PostgresLedger, claimId: string): Promise<De
 export async function deferralsAt(l: PostgresLedger, files: readonly string[]): Promise<Map<string, Deferral>> {
   if (files.length === 0) return new Map()
   const rows = await l.sql`
-    SELECT file, msg_id, attempts, first_deferred_at, next_attempt_at, last_error, claim_id FROM deferrals
+    SELECT file, msg_id, attempts, first_deferred_at, next_attempt_at, last_error, claim_id, payload_hash FROM deferrals
     WHERE root_id = ${l.rootId} AND file = ANY (ARRAY(SELECT jsonb_array_elements_text(${files}::jsonb)))`
   return new Map((rows as RawDeferral[]).map((r) => [r.file, toDeferral(r)]))
 }

@@ -23,8 +23,15 @@ export function redact(url: string): string {
 
 /** What a session of spool's is told: the settings every connection starts with. */
 export function sessionSettings(busyTimeoutMs: number): Record<string, string> {
-  // lock_timeout = 0 would mean no limit at all, the opposite of a busy timeout of 0.
-  return { lock_timeout: `${Math.max(1, Math.trunc(busyTimeoutMs))}ms` }
+  return {
+    // lock_timeout = 0 would mean no limit at all, the opposite of a busy timeout of 0.
+    lock_timeout: `${Math.max(1, Math.trunc(busyTimeoutMs))}ms`,
+    // A batch's statements take its names as array parameters. Planned for the values at hand,
+    // `name = ANY (array)` is a hashed lookup and unnest's row count is known; a generic plan
+    // (which a prepared statement gets after its fifth run) searches the array linearly for
+    // every row it filters, a thousand comparisons a row.
+    plan_cache_mode: "force_custom_plan",
+  }
 }
 
 /** Whether `error` is a statement stopped by its session's limits: lock_timeout or statement_timeout. */

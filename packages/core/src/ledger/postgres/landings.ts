@@ -9,7 +9,7 @@ import type { PostgresLedger } from "./ledger.ts"
 export async function claimLanded(
   l: PostgresLedger,
   ownerId: string,
-  rows: readonly { readonly ord: number; readonly name: string; readonly claim_id: string }[],
+  rows: readonly { readonly name: string; readonly claim_id: string }[],
   landings: readonly Landing[],
   now: string,
   forget: readonly Claim[],
@@ -63,7 +63,7 @@ export async function committedLandings(
 export async function failureOrigin(l: PostgresLedger, file: string): Promise<FailureOrigin | undefined> {
   const rows = (await l.sql`
     SELECT o.claim_id, o.source, o.address, o.headers, o.message_id
-    FROM (SELECT claim_id FROM failures WHERE root_id = ${l.rootId} AND file = ${file} AND replayed_at IS NULL
+    FROM (SELECT claim_id FROM failures WHERE root_id = ${l.rootId} AND file = ${file} AND replayed_at IS NULL AND deleted_at IS NULL
           ORDER BY id DESC LIMIT 1) f
     JOIN origins o ON o.root_id = ${l.rootId} AND o.claim_id = f.claim_id`) as FailureOriginRow[]
   const [row] = rows

@@ -17,10 +17,10 @@ pg("PostgresLedger", () => {
   it("creates the schema once even when several consumers open a new ledger at the same moment", async () => {
     await using db = await tempDatabase()
     const ledgers = await Promise.all(Array.from({ length: 4 }, () => PostgresLedger.open(db.url, "root-a")))
-    for (const l of ledgers) expect(await l.version()).toBe(6)
+    for (const l of ledgers) expect(await l.version()).toBe(8)
     const sql = (ledgers[0] as PostgresLedger).sql
     const rows = await sql`SELECT version FROM spool_schema ORDER BY version`
-    expect(rows.map((r: { version: number }) => r.version)).toEqual([1, 2, 3, 4, 5, 6])
+    expect(rows.map((r: { version: number }) => r.version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8])
     for (const l of ledgers) await l.close()
   })
 

@@ -7,9 +7,10 @@ import {
   type AcceptedOutcome,
   type Claim,
   type ClaimRow,
-  type CompactSummary,
   type ConflictRow,
   type Deferral,
+  type DeletionDir,
+  type DeletionRecord,
   type FailureOrigin,
   type FailureRecord,
   type Landing,
@@ -25,16 +26,20 @@ import { statements } from "../statements.ts"
 import type { LedgerStats } from "../stats.ts"
 import { parseResult } from "../verdicts.ts"
 import type { LedgerCheck } from "../verify.ts"
+import { pgArray } from "./arrays.ts"
 import * as claims from "./claims.ts"
 import { commitBatch } from "./commit.ts"
 import * as deferrals from "./deferrals.ts"
-import { asLedgerError, pgCode, redact, translateFailures } from "./errors.ts"
+import { recordDeletion } from "./deletions.ts"
+import { asLedgerError, redact, translateFailures } from "./errors.ts"
 import * as landings from "./landings.ts"
 import * as lease from "./lease.ts"
 import { connect, defaultBusyTimeoutMs } from "./open.ts"
 import * as operator from "./operator.ts"
+import { inOneRoundTrip, inTransaction } from "./retry.ts"
 import { ledgerIdOf, migrate, versionOf } from "./schema.ts"
 import { readSharedStats } from "./stats.ts"
+import { ClaimsVacuum } from "./vacuum.ts"
 import { verifyPostgres } from "./verify.ts"
 
 export { redact } from "./errors.ts"
@@ -44,9 +49,6 @@ export { redact } from "./errors.ts"
  * of its own. What it returns or resolves to (JSON-serialisable) is stored with the processed row.
  */
 export type PostgresEffect = (outcome: AcceptedOutcome, tx: SQL) => unknown
-
-// Deadlocks and serialization failures are retried: the transaction rolled back whole.
-const RETRYABLE = new Set(["40P01", "40001"])
 
 /**
  * The PostgreSQL ledger: the same tables and guarantees as the SQLite one, shared by consumers
@@ -63,6 +65,7 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
   readonly rootId: string
   /** How long any statement of this ledger's sessions waits for a lock (their lock_timeout). */
   readonly busyTimeoutMs: number
+  readonly vacuum: ClaimsVacuum
   #claimCounter = 0
 
   private constructor(sql: SQL, url: string, rootId: string, busyTimeoutMs: number) {
@@ -70,6 +73,7 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
     this.url = url
     this.rootId = rootId
     this.busyTimeoutMs = busyTimeoutMs
+    this.vacuum = new ClaimsVacuum(sql)
   }
 
   /**
@@ -106,22 +110,15 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
   }
 
   /** Runs `fn` in a transaction, retrying it whole on deadlock or serialization failure. */
-  async transaction<T>(fn: (tx: TransactionSQL) => Promise<T>): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return (await this.sql.begin((tx) => fn(tx))) as T
-      } catch (error) {
-        const code = pgCode(error)
-        if (code !== undefined && RETRYABLE.has(code) && attempt < 8) {
-          await Bun.sleep(Math.random() * 20 * attempt)
-          continue
-        }
-        throw error
-      }
-    }
+  transaction<T>(fn: (tx: TransactionSQL) => Promise<T>): Promise<T> {
+    return inTransaction(this.sql, fn)
   }
 
-  /** A claim id unique to this process's claims: the owner's id and a counter. */
+  /** The statements `build` makes as one transaction in one round trip (see `inOneRoundTrip`). */
+  pipelined(build: (q: SQL) => readonly (PromiseLike<unknown> | undefined)[]): Promise<unknown[]> {
+    return inOneRoundTrip(this.sql, build)
+  }
+
   #nextClaimId(ownerId: string): string {
     return `${ownerId}.${(this.#claimCounter++).toString(36)}`
   }
@@ -161,8 +158,8 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
 
   /** Claims those of `names` nobody holds in this root, and forgets `forget` (committed claims whose files have left). */
   claim(ownerId: string, names: readonly string[], now: string, forget: readonly Claim[] = []): Promise<Claim[]> {
-    const rows = names.map((name, ord) => ({ ord, name, claim_id: this.#nextClaimId(ownerId) }))
-    return claims.claim(this, ownerId, rows, now, forget)
+    const rows = names.map((name) => ({ name, claim_id: this.#nextClaimId(ownerId) }))
+    return claims.claim(this, ownerId, rows, now, forget, undefined, true)
   }
 
   /** Claims landed deliveries in this root: each free name's claim row with its attempts, and its origins row. */
@@ -172,7 +169,7 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
     now: string,
     forget: readonly Claim[] = [],
   ): Promise<Claim[]> {
-    const rows = taken.map((l, ord) => ({ ord, name: l.name, claim_id: this.#nextClaimId(ownerId) }))
+    const rows = taken.map((l) => ({ name: l.name, claim_id: this.#nextClaimId(ownerId) }))
     return landings.claimLanded(this, ownerId, rows, taken, now, forget)
   }
 
@@ -186,10 +183,10 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
 
   async release(ownerId: string, claims: readonly Claim[]): Promise<number> {
     if (claims.length === 0) return 0
-    const rows = claims.map((c) => ({ name: c.name, claim_id: c.claimId }))
     const released = await this.sql`
-      DELETE FROM claims c USING jsonb_to_recordset(${rows}::jsonb) AS t(name text, claim_id text)
-      WHERE c.root_id = ${this.rootId} AND c.name = t.name AND c.claim_id = t.claim_id AND c.owner_id = ${ownerId}`
+      DELETE FROM claims c USING unnest(${pgArray(claims.map((c) => c.name))}::text[], ${pgArray(claims.map((c) => c.claimId))}::text[]) AS t(name, claim_id)
+      WHERE c.root_id = ${this.rootId} AND c.name = ANY (${pgArray(claims.map((c) => c.name))}::text[])
+        AND c.name = t.name AND c.claim_id = t.claim_id AND c.owner_id = ${ownerId}`
     return released.count
   }
 
@@ -280,10 +277,10 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
 
   async dropClaims(claims: readonly Claim[]): Promise<void> {
     if (claims.length === 0) return
-    const rows = claims.map((c) => ({ name: c.name, claim_id: c.claimId }))
     await this.sql`
-      DELETE FROM claims c USING jsonb_to_recordset(${rows}::jsonb) AS t(name text, claim_id text)
-      WHERE c.root_id = ${this.rootId} AND c.name = t.name AND c.claim_id = t.claim_id`
+      DELETE FROM claims c USING unnest(${pgArray(claims.map((c) => c.name))}::text[], ${pgArray(claims.map((c) => c.claimId))}::text[]) AS t(name, claim_id)
+      WHERE c.root_id = ${this.rootId} AND c.name = ANY (${pgArray(claims.map((c) => c.name))}::text[])
+        AND c.name = t.name AND c.claim_id = t.claim_id`
   }
 
   /** Whether `ownerId` still holds this claim (a claim taken over or ended no longer is). */
@@ -308,12 +305,11 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
     return operator.conflicts(this)
   }
 
-  /** The reason of the latest unreplayed failure recorded under `file` in this root's error/. */
+  /** The reason of the latest open failure recorded under `file` in this root's error/. */
   async failureReason(file: string): Promise<string | undefined> {
     return (await this.unreplayedFailure(file))?.reason
   }
 
-  /** The latest unreplayed failure recorded under `file` in this root's error/. */
   async unreplayedFailure(file: string): Promise<FailureRecord | undefined> {
     return (await this.unreplayedFailures([file])).get(file)
   }
@@ -334,16 +330,20 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
    * Runs `fn` while holding this root's report lock, so consumers of one root write their
    * reports one after the other and the last one written reflects every commit before it.
    */
-  async withReportLock<T>(fn: () => Promise<T>): Promise<T> {
-    return this.transaction(async (tx) => {
-      await tx`SELECT pg_advisory_xact_lock(hashtext(${`spool-reports:${this.rootId}`}))`
-      return fn()
-    })
+  withReportLock<T>(fn: () => Promise<T>): Promise<T> {
+    return operator.withReportLock(this, fn)
   }
 
   /** How many replays of `file` this root has logged (a bulk replay's --max-replays count). */
   replayCount(file: string): Promise<number> {
     return operator.replaysOf(this.sql, this.rootId, file)
+  }
+
+  /** The sources of the broker deliveries whose origins this root still keeps, sorted. */
+  async landedSources(): Promise<string[]> {
+    const rows = await this.sql`
+      SELECT DISTINCT source FROM origins WHERE root_id = ${this.rootId} ORDER BY source`
+    return (rows as { source: string }[]).map((r) => r.source)
   }
 
   /** Marks the failure record of a file replayed from error/ and logs the replay. */
@@ -353,6 +353,10 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
 
   recordReplay(file: string, now: string, move: () => void, maxReplays?: number): Promise<ReplayRecord> {
     return operator.recordReplay(this, file, now, move, maxReplays)
+  }
+
+  recordDeletion(file: string, dir: DeletionDir, now: string, remove: () => void): Promise<DeletionRecord> {
+    return recordDeletion(this, file, dir, now, remove)
   }
 
   /**
@@ -373,13 +377,8 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
     return operator.orderProblems(this)
   }
 
-  compact(
-    historyCutoff: string,
-    keyCutoff: string | undefined,
-    now: string,
-    options: { dryRun?: boolean } = {},
-  ): Promise<CompactSummary> {
-    return operator.compact(this, historyCutoff, keyCutoff, now, options)
+  compact(historyCutoff: string, keyCutoff: string | undefined, now: string, o: { dryRun?: boolean } = {}) {
+    return operator.compact(this, historyCutoff, keyCutoff, now, o)
   }
 
   /** amcheck on spool's indexes when installed, then spool's consistency checks (sql/postgres/verify.sql). */
@@ -388,6 +387,7 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
   }
 
   async close(): Promise<void> {
+    await this.vacuum.finished()
     await this.sql.close()
   }
 }

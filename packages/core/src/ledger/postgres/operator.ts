@@ -37,7 +37,7 @@ export async function* conflicts(l: PostgresLedger): AsyncGenerator<ConflictRow>
 export async function failureReasons(l: PostgresLedger): Promise<Map<string, string>> {
   const rows = (await l.sql`
     SELECT DISTINCT ON (file) file, reason FROM failures
-    WHERE root_id = ${l.rootId} AND replayed_at IS NULL ORDER BY file, id DESC`) as {
+    WHERE root_id = ${l.rootId} AND replayed_at IS NULL AND deleted_at IS NULL ORDER BY file, id DESC`) as {
     file: string
     reason: string
   }[]
@@ -51,7 +51,7 @@ export async function unreplayedFailures(
 ): Promise<Map<string, FailureRecord>> {
   const rows = (await l.sql`
     SELECT DISTINCT ON (file) file, reason, payload_hash AS "payloadHash", failed_at AS "failedAt" FROM failures
-    WHERE root_id = ${l.rootId} AND replayed_at IS NULL
+    WHERE root_id = ${l.rootId} AND replayed_at IS NULL AND deleted_at IS NULL
       AND file IN (SELECT jsonb_array_elements_text(${files}::jsonb))
     ORDER BY file, id DESC`) as (FailureRecord & { file: string })[]
   return new Map(rows.map((r) => [r.file, { reason: r.reason, payloadHash: r.payloadHash, failedAt: r.failedAt }]))
@@ -74,7 +74,7 @@ export function history(l: PostgresLedger, keys: HistoryKeys): Promise<LedgerHis
       WHERE root_id = ${root} AND (msg_id IN ${ids} OR file IN ${names} OR payload_hash IN ${sums})
       ORDER BY id`
     const failures = await tx`
-      SELECT id, file, original, reason, detail, payload_hash, claim_id, failed_at, replayed_at FROM failures
+      SELECT id, file, original, reason, detail, payload_hash, claim_id, failed_at, replayed_at, deleted_at FROM failures
       WHERE root_id = ${root} AND ${failed} ORDER BY id`
     const replays = await tx`
       SELECT file, failure_id, replayed_at FROM replays
@@ -103,12 +103,20 @@ export function recordReplay(
   maxReplays = Number.POSITIVE_INFINITY,
 ): Promise<ReplayRecord> {
   return l.transaction(async (tx): Promise<ReplayRecord> => {
-    await tx`SELECT pg_advisory_xact_lock(hashtext(${`spool-replay:${l.rootId}:${file}`}))`
+    await tx`SELECT pg_advisory_xact_lock(hashtext(${replayLockKey(l.rootId, file)}))`
     const count = await replaysOf(tx, l.rootId, file)
     if (count >= maxReplays) return { kind: "too-often", count }
     const isRecordMarked = await markFailure(tx, l.rootId, file, now)
     move()
     return { kind: "replayed", isRecordMarked }
+  })
+}
+
+/** Runs `fn` in a transaction holding this root's report lock (see LedgerPort.withReportLock). */
+export function withReportLock<T>(l: PostgresLedger, fn: () => Promise<T>): Promise<T> {
+  return l.transaction(async (tx) => {
+    await tx`SELECT pg_advisory_xact_lock(hashtext(${`spool-reports:${l.rootId}`}))`
+    return fn()
   })
 }
 
@@ -152,6 +160,11 @@ export async function compact(
 
 const rollback = new Error("roll back the dry run")
 
+/** The advisory lock a replay or a deletion of `file` in this root takes, so the two never interleave. */
+export function replayLockKey(rootId: string, file: string): string {
+  return `spool-replay:${rootId}:${file}`
+}
+
 export async function replaysOf(sql: SQL, rootId: string, file: string): Promise<number> {
   const [row] = await sql`SELECT COUNT(*)::int AS n FROM replays WHERE root_id = ${rootId} AND file = ${file}`
   return row.n as number
@@ -160,7 +173,7 @@ export async function replaysOf(sql: SQL, rootId: string, file: string): Promise
 /** Marks the latest unreplayed failure of `file` replayed and logs the replay, in the caller's transaction. */
 export async function markFailure(tx: SQL, rootId: string, file: string, now: string): Promise<boolean> {
   const [row] = await tx`
-    SELECT id FROM failures WHERE root_id = ${rootId} AND file = ${file} AND replayed_at IS NULL
+    SELECT id FROM failures WHERE root_id = ${rootId} AND file = ${file} AND replayed_at IS NULL AND deleted_at IS NULL
     ORDER BY id DESC LIMIT 1 FOR UPDATE`
   await tx`INSERT INTO replays (root_id, file, failure_id, replayed_at) VALUES (${rootId}, ${file}, ${row?.id ?? null}, ${now})`
   if (!row) return false

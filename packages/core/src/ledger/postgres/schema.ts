@@ -6,14 +6,25 @@ import ledgerId0003 from "../../../sql/postgres/0003-ledger-id.sql" with { type:
 import results0004 from "../../../sql/postgres/0004-results.sql" with { type: "text" }
 import deferrals0005 from "../../../sql/postgres/0005-deferrals.sql" with { type: "text" }
 import origins0006 from "../../../sql/postgres/0006-origins.sql" with { type: "text" }
+import deletions0007 from "../../../sql/postgres/0007-deletions.sql" with { type: "text" }
+import fewerIndexes0008 from "../../../sql/postgres/0008-fewer-indexes.sql" with { type: "text" }
 import { SpoolError } from "../../errors.ts"
 
 /**
  * Schema migrations, one per version: 1 and 2 in step with the SQLite ones (same numbers, same
- * tables); 3 gives the ledger its identity (SQLite's 3 drops indexes PostgreSQL never had); 4
- * to 6 in step again.
+ * tables); 3 gives the ledger its identity; 4 to 7 in step again; 8 drops the two indexes
+ * SQLite's 3 drops.
  */
-const migrations: readonly string[] = [init0001, horizon0002, ledgerId0003, results0004, deferrals0005, origins0006]
+const migrations: readonly string[] = [
+  init0001,
+  horizon0002,
+  ledgerId0003,
+  results0004,
+  deferrals0005,
+  origins0006,
+  deletions0007,
+  fewerIndexes0008,
+]
 
 // Serialises migrations between consumers that start at once (any constant works: it only
 // has to be the same for every spool process).

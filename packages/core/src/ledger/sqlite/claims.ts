@@ -17,7 +17,8 @@ export interface ClaimTransactions {
 /**
  * The claim transaction: forgets `forget` (committed claims whose files have durably left
  * processing/), refreshes the heartbeat, and inserts a claim row per free name; `take` (run in
- * the same transaction) may still give a new claim up, by returning false.
+ * the same transaction) may still give a new claim up, by returning false. `isLazy` commits it
+ * process-crash durable only (see below); otherwise at the ledger's own level.
  */
 export function claimEach(
   l: ClaimTransactions,
@@ -26,15 +27,11 @@ export function claimEach(
   now: string,
   forget: readonly Claim[],
   take?: (name: string, claimId: string) => boolean,
+  isLazy = true,
 ): Claim[] {
   const { s } = l
   const claimed: Claim[] = []
-  // Process-crash durable only (no WAL fsync): the claim rows need to be on disk only before
-  // the commit that follows, and that commit's fsync (synchronous=FULL) makes every earlier
-  // WAL frame durable with it. A power cut before that commit can lose these rows; the files
-  // then sit in processing/ with no claim, and recovery claims and processes them as orphans,
-  // which is right because nothing about them was committed. One fsync per batch saved.
-  l.lazily(() =>
+  const claimAll = () =>
     l.transaction(() => {
       // A prepared statement per row: measured faster than one statement over a JSON array,
       // whose element extraction costs more than the per-call overhead it saves.
@@ -46,12 +43,25 @@ export function claimEach(
         if (take === undefined || take(name, claimId)) claimed.push({ name, claimId, attempts: 1 })
         else s.releaseClaim.run(name, claimId, ownerId)
       }
-    }),
-  )
+    })
+  // Lazily, a claim of files already in the queue is process-crash durable only (no WAL fsync):
+  // the claim rows need to be on disk only before the commit that follows, and that commit's
+  // fsync (synchronous=FULL) makes every earlier WAL frame durable with it. A power cut before
+  // that commit can lose these rows; the files then sit in processing/ with no claim, and
+  // recovery claims and processes them as orphans, which is right because nothing about them
+  // was committed. One fsync per batch saved. A landed claim is not lazy: see claimLanded.
+  if (isLazy) l.lazily(claimAll)
+  else claimAll()
   return claimed
 }
 
-/** Claims landed deliveries: each free name's claim row with its attempts, and its origins row. */
+/**
+ * Claims landed deliveries: each free name's claim row with its attempts, and its origins row,
+ * committed at the ledger's own level (synchronous=FULL when durable: the WAL is fsynced) before
+ * any body is landed. A landed file must never outlive its claim and origins rows: after a power
+ * cut, recovery would take such a file for an orphan, a new message, and the broker's redelivery
+ * of it would then be counted a duplicate instead of recognised as the same delivery.
+ */
 export function claimLanded(
   l: ClaimTransactions,
   ownerId: string,
@@ -60,12 +70,20 @@ export function claimLanded(
   forget: readonly Claim[],
 ): Claim[] {
   const byName = new Map(landings.map((d) => [d.name, d]))
-  const claims = claimEach(l, ownerId, [...byName.keys()], now, forget, (name, claimId) => {
-    const d = byName.get(name) as Landing
-    l.s.setAttempts.run(d.attempts, name, claimId)
-    l.s.insertOrigin.run(...originParams(claimId, d, now))
-    return true
-  })
+  const claims = claimEach(
+    l,
+    ownerId,
+    [...byName.keys()],
+    now,
+    forget,
+    (name, claimId) => {
+      const d = byName.get(name) as Landing
+      l.s.setAttempts.run(d.attempts, name, claimId)
+      l.s.insertOrigin.run(...originParams(claimId, d, now))
+      return true
+    },
+    false,
+  )
   return claims.map((c) => ({ ...c, attempts: (byName.get(c.name) as Landing).attempts }))
 }
 

@@ -13,7 +13,7 @@ const NOW = "2026-11-29T10:00:00.000Z"
 interface TempLedger extends AsyncDisposable {
   readonly dir: string
   readonly path: string
-  open(): Ledger
+  open(durable?: boolean): Ledger
 }
 
 /** A fresh directory with a ledger path in it; every Ledger opened through it is closed on dispose. */
@@ -24,8 +24,8 @@ async function tempLedger(): Promise<TempLedger> {
   return {
     dir,
     path,
-    open() {
-      const l = Ledger.open(path, { durable: false })
+    open(durable = false) {
+      const l = Ledger.open(path, { durable })
       opened.push(l)
       return l
     },
@@ -87,6 +87,35 @@ describe("Ledger.transaction", () => {
   })
 })
 
+describe("Ledger.claimLanded", () => {
+  // What a power cut leaves cannot be observed here; what can is the level each claim commits at.
+  it.each([
+    [true, { landed: 2, claimed: 1 }],
+    [false, { landed: 1, claimed: 1 }],
+  ])(
+    "commits a landed claim at the ledger's own level (FULL when durable), a file's claim lazily (durable: %p)",
+    async (durable, levels) => {
+      await using t = await tempLedger()
+      const l = t.open(durable)
+      l.db.exec(`CREATE TEMP TABLE seen (what TEXT, level INTEGER);
+        CREATE TEMP TRIGGER landed AFTER INSERT ON origins
+          BEGIN INSERT INTO seen SELECT 'landed', synchronous FROM pragma_synchronous; END;
+        CREATE TEMP TRIGGER claimed AFTER INSERT ON claims
+          BEGIN INSERT INTO seen SELECT 'claimed', synchronous FROM pragma_synchronous; END;`)
+      l.claim("o", ["a.json"], NOW)
+      l.db.exec("DELETE FROM seen")
+      const origin = { source: "nats://127.0.0.1:4222/?stream=S&consumer=c", address: "s.orders" }
+      const landing = { name: "nats-S-1.json", attempts: 1, payloadHash: "0".repeat(64), deliveryId: "S:1", origin }
+      expect(l.claimLanded("o", [landing], NOW).map((c) => c.name)).toEqual(["nats-S-1.json"])
+      const landed = l.db.query("SELECT DISTINCT level FROM seen").all()
+      l.db.exec("DELETE FROM seen")
+      l.claim("o", ["b.json"], NOW)
+      const claimed = l.db.query("SELECT DISTINCT level FROM seen").all()
+      expect({ landed, claimed }).toEqual({ landed: [{ level: levels.landed }], claimed: [{ level: levels.claimed }] })
+    },
+  )
+})
+
 describe("Ledger.open", () => {
   it("creates the schema at the current version", async () => {
     await using t = await tempLedger()
@@ -98,6 +127,7 @@ describe("Ledger.open", () => {
       "claims",
       "consumers",
       "deferrals",
+      "deletions",
       "duplicates",
       "failures",
       "horizon",
@@ -143,7 +173,7 @@ Ledger.open(process.argv[2], { durable: false }).close()
     const db = new Database(t.path, { readonly: true })
     try {
       expect(db.query("PRAGMA user_version").get()).toEqual({ user_version: schemaVersion })
-      expect(db.query("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table'").get()).toEqual({ n: 9 })
+      expect(db.query("SELECT count(*) AS n FROM sqlite_master WHERE type = 'table'").get()).toEqual({ n: 10 })
     } finally {
       db.close()
     }

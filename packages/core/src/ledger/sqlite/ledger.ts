@@ -12,6 +12,8 @@ import {
   type CompactSummary,
   type ConflictRow,
   type Deferral,
+  type DeletionDir,
+  type DeletionRecord,
   type FailureOrigin,
   type FailureRecord,
   type Landing,
@@ -31,6 +33,7 @@ import type { LedgerCheck } from "../verify.ts"
 import * as claims from "./claims.ts"
 import { commitBatch } from "./commit.ts"
 import * as deferrals from "./deferrals.ts"
+import { recordDeletion } from "./deletions.ts"
 import { asLedgerError } from "./errors.ts"
 import { type LedgerOptions, openDatabase } from "./open.ts"
 import * as operator from "./operator.ts"
@@ -339,6 +342,11 @@ export class SqliteLedger implements LedgerPort<Effect> {
     return (this.#s.replayCount.get(file) as { n: number }).n
   }
 
+  /** The sources of the broker deliveries whose origins this ledger still keeps, sorted. */
+  landedSources(): string[] {
+    return (this.#s.landedSources.all() as { source: string }[]).map((r) => r.source)
+  }
+
   /** Marks the failure record of a file replayed from error/ and logs the replay. */
   markReplayed(file: string, now: string): boolean {
     return this.transaction(() => operator.markReplayed(this.#s, file, now))
@@ -352,6 +360,11 @@ export class SqliteLedger implements LedgerPort<Effect> {
   /** A replay's ledger half around its move, under the write lock (see operator.ts). */
   recordReplay(file: string, now: string, move: () => void, maxReplays = Number.POSITIVE_INFINITY): ReplayRecord {
     return operator.recordReplay(this, this.#s, file, now, move, maxReplays)
+  }
+
+  /** A deletion's ledger half around its unlink, under the write lock (see deletions.ts). */
+  recordDeletion(file: string, dir: DeletionDir, now: string, remove: () => void): DeletionRecord {
+    return recordDeletion(this, file, dir, now, remove)
   }
 
   /** Runs order-check.sql as checked in. */

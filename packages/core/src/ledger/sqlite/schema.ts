@@ -7,11 +7,20 @@ import indexes0003 from "../../../sql/sqlite/0003-fewer-indexes.sql" with { type
 import results0004 from "../../../sql/sqlite/0004-results.sql" with { type: "text" }
 import deferrals0005 from "../../../sql/sqlite/0005-deferrals.sql" with { type: "text" }
 import origins0006 from "../../../sql/sqlite/0006-origins.sql" with { type: "text" }
+import deletions0007 from "../../../sql/sqlite/0007-deletions.sql" with { type: "text" }
 import { SpoolError } from "../../errors.ts"
 import { forSqlite, statements } from "../statements.ts"
 
 /** Schema migrations, applied in order; the index + 1 is the schema version. */
-const migrations: readonly string[] = [init0001, horizon0002, indexes0003, results0004, deferrals0005, origins0006]
+const migrations: readonly string[] = [
+  init0001,
+  horizon0002,
+  indexes0003,
+  results0004,
+  deferrals0005,
+  origins0006,
+  deletions0007,
+]
 
 /** The newest schema version this spool writes. */
 export const schemaVersion = migrations.length
@@ -39,7 +48,7 @@ const landingStatements = {
     LIMIT 1`,
   /** The origins row of the latest unreplayed failure under a file in error/, if it has one. */
   failureOrigin: `SELECT o.claim_id, o.source, o.address, o.headers, o.message_id
-    FROM (SELECT claim_id FROM failures WHERE file = $1 AND replayed_at IS NULL ORDER BY id DESC LIMIT 1) f
+    FROM (SELECT claim_id FROM failures WHERE file = $1 AND replayed_at IS NULL AND deleted_at IS NULL ORDER BY id DESC LIMIT 1) f
     JOIN origins o ON o.claim_id = f.claim_id`,
 } as const
 
@@ -88,11 +97,11 @@ export function prepare(db: Database) {
     ),
     hasDeferrals: q("SELECT 1 FROM deferrals LIMIT 1"),
     deferralOf: q(
-      "SELECT file, msg_id, attempts, first_deferred_at, next_attempt_at, last_error, claim_id FROM deferrals WHERE claim_id = ?",
+      "SELECT file, msg_id, attempts, first_deferred_at, next_attempt_at, last_error, claim_id, payload_hash FROM deferrals WHERE claim_id = ?",
     ),
     deferralAt: q("SELECT 1 FROM deferrals WHERE file = ?"),
     deferralByFile: q(
-      "SELECT file, msg_id, attempts, first_deferred_at, next_attempt_at, last_error, claim_id FROM deferrals WHERE file = ?",
+      "SELECT file, msg_id, attempts, first_deferred_at, next_attempt_at, last_error, claim_id, payload_hash FROM deferrals WHERE file = ?",
     ),
     closeDeferral: q("DELETE FROM deferrals WHERE claim_id = ?"),
     upsertDeferral: q(
@@ -103,7 +112,7 @@ export function prepare(db: Database) {
          last_error = excluded.last_error, payload_hash = excluded.payload_hash, claim_id = excluded.claim_id`,
     ),
     dueDeferrals: q(
-      `SELECT file, msg_id, attempts, first_deferred_at, next_attempt_at, last_error, claim_id FROM deferrals
+      `SELECT file, msg_id, attempts, first_deferred_at, next_attempt_at, last_error, claim_id, payload_hash FROM deferrals
        WHERE next_attempt_at <= ? ORDER BY next_attempt_at, file LIMIT ?`,
     ),
     nextDeferral: q("SELECT min(next_attempt_at) AS at FROM deferrals"),
@@ -139,14 +148,17 @@ export function prepare(db: Database) {
        FROM duplicates d JOIN processed p ON p.msg_id = d.msg_id
        WHERE d.is_conflict = 1 ORDER BY d.msg_id, d.id`,
     ),
-    failureReasons: q("SELECT file, reason FROM failures WHERE replayed_at IS NULL ORDER BY id"),
-    latestFailure: q("SELECT id FROM failures WHERE file = ? AND replayed_at IS NULL ORDER BY id DESC LIMIT 1"),
+    failureReasons: q("SELECT file, reason FROM failures WHERE replayed_at IS NULL AND deleted_at IS NULL ORDER BY id"),
+    latestFailure: q(
+      "SELECT id FROM failures WHERE file = ? AND replayed_at IS NULL AND deleted_at IS NULL ORDER BY id DESC LIMIT 1",
+    ),
     markReplayed: q("UPDATE failures SET replayed_at = ? WHERE id = ?"),
     insertReplay: q("INSERT INTO replays (file, failure_id, replayed_at) VALUES (?, ?, ?)"),
     replayCount: q("SELECT count(*) AS n FROM replays WHERE file = ?"),
+    landedSources: q("SELECT DISTINCT source FROM origins ORDER BY source"),
     unreplayedFailures: q(
       `SELECT file, reason, payload_hash AS payloadHash, failed_at AS failedAt FROM failures
-       WHERE file IN (SELECT value FROM json_each(?1)) AND replayed_at IS NULL ORDER BY id`,
+       WHERE file IN (SELECT value FROM json_each(?1)) AND replayed_at IS NULL AND deleted_at IS NULL ORDER BY id`,
     ),
     // show's lookups: one JSON array of keys per parameter (msg_ids, files, payload hashes, those each uses, in that order).
     historyProcessed: q(
@@ -162,7 +174,7 @@ export function prepare(db: Database) {
        ORDER BY id`,
     ),
     historyFailures: q(
-      `SELECT id, file, original, reason, detail, payload_hash, claim_id, failed_at, replayed_at FROM failures
+      `SELECT id, file, original, reason, detail, payload_hash, claim_id, failed_at, replayed_at, deleted_at FROM failures
        WHERE file IN (SELECT value FROM json_each(?1)) OR original IN (SELECT value FROM json_each(?1))
           OR payload_hash IN (SELECT value FROM json_each(?2))
        ORDER BY id`,

@@ -1,23 +1,21 @@
+// Watch mode: drains inbox/ again whenever something may have arrived. `consume --watch` and a
+// library consumer's watch() of a directory queue both run it.
 import fs from "node:fs"
-import {
-  type AnyEffect,
-  type ConsumeOptions,
-  type ConsumeSummary,
-  consume,
-  emptySummary,
-  isMessageName,
-  type LedgerPort,
-  type Log,
-  loadValidator,
-  type Message,
-  type Queue,
-  wallClock,
-  writeReports,
-} from "@spool/core/engine"
+import { join } from "node:path"
+import { wallClock } from "./clock.ts"
+import { loadValidator } from "./consume/decide.ts"
+import { consume } from "./consume/engine.ts"
+import type { ConsumeOptions } from "./consume/options.ts"
+import { type ConsumeSummary, emptySummary } from "./consume/summary.ts"
+import type { AnyEffect, LedgerPort } from "./ledger/port.ts"
+import type { Log } from "./log.ts"
+import type { Message } from "./message/decode.ts"
+import { isMessageName, type Queue } from "./queue/root.ts"
+import { writeReports } from "./report/reports.ts"
 
-/** Settings of a long-running consumer; `E` is its effect's type, as for consume. */
-export interface WatchOptions<E extends AnyEffect = never>
-  extends Omit<ConsumeOptions<Message, E>, "signal" | "log" | "queue" | "ledger"> {
+/** Settings of a long-running consumer; `E` is its effect's type and `T` its message type, as for consume. */
+export interface WatchOptions<E extends AnyEffect = never, T extends Message = Message>
+  extends Omit<ConsumeOptions<T, E>, "signal" | "log" | "queue" | "ledger"> {
   readonly queue: Queue
   readonly ledger: LedgerPort<NoInfer<E>>
   readonly log: Log
@@ -25,7 +23,11 @@ export interface WatchOptions<E extends AnyEffect = never>
   readonly signal: AbortSignal
   /** Drain again at least this often even without a file-system event (the safety net). */
   readonly rescanMs: number
-  /** After the first event of a burst, wait this long so the burst lands in one drain. */
+  /**
+   * After the first event of a burst, wait this long so the burst lands in one drain. 0 (the
+   * default) waits for nothing: what arrives while a batch commits is taken in the next, so a
+   * trickle is committed at once and a flood in batches that grow with it (group commit).
+   */
   readonly batchWindowMs: number
   /** Rewrite dup.txt and error.csv at most this often while files keep arriving. */
   readonly reportIntervalMs?: number
@@ -45,7 +47,9 @@ type Wake = "event" | "timer" | "abort"
  * enough for correctness. Reports are rewritten after a drain that changed something, at most
  * every `reportIntervalMs` while a burst goes on, and always before returning.
  */
-export async function watch<E extends AnyEffect = never>(o: WatchOptions<E>): Promise<ConsumeSummary> {
+export async function watch<E extends AnyEffect = never, T extends Message = Message>(
+  o: WatchOptions<E, T>,
+): Promise<ConsumeSummary> {
   const total = emptySummary()
   const wake = new Wakeup()
   const onAbort = () => wake.fire("abort")
@@ -68,7 +72,7 @@ export async function watch<E extends AnyEffect = never>(o: WatchOptions<E>): Pr
       // Forget earlier wake-ups before scanning: an event from now on is for a file this drain
       // may miss, so it must wake the next wait at once.
       wake.reset()
-      const drain = await consume<Message, E>({ ...o, signal: o.signal })
+      const drain = await consume<T, E>({ ...o, signal: o.signal })
       if (drain.claimed + drain.recovered > 0) {
         addTo(total, drain)
         isReportDue = true
@@ -83,12 +87,12 @@ export async function watch<E extends AnyEffect = never>(o: WatchOptions<E>): Pr
       }
       // A file left as too young (--min-age) sends no second event: look again once it is old
       // enough, whether its event woke this drain or came before it.
-      const timeoutMs = drain.deferred > 0 ? Math.min(o.rescanMs, minAgeMs + o.batchWindowMs) : o.rescanMs
+      const timeoutMs = drain.tooYoung > 0 ? Math.min(o.rescanMs, minAgeMs + o.batchWindowMs) : o.rescanMs
       // A deferred file falls due with no event at all: wake when the earliest one does.
       const nextDue = await o.ledger.nextDeferralAt()
       const dueInMs = nextDue === undefined ? Number.POSITIVE_INFINITY : Math.max(0, Date.parse(nextDue) - wallClock())
       woke = await wake.wait(Math.min(timeoutMs, dueInMs))
-      if (woke === "event") await wake.sleep(o.batchWindowMs, o.signal)
+      if (woke === "event" && o.batchWindowMs > 0) await wake.sleep(o.batchWindowMs, o.signal)
     }
   } finally {
     watcher?.close()
@@ -103,7 +107,10 @@ function watchInbox(inbox: string, log: Log, onEvent: () => void): fs.FSWatcher 
   try {
     const watcher = fs.watch(inbox, { persistent: false }, (_type, name) => {
       // A producer's temp file (.x.json, x.json.tmp) is no message yet; its rename into x.json is.
-      if (name === null || isMessageName(String(name))) onEvent()
+      // A name no longer in inbox/ is a file leaving it (this consumer's own claims, whose
+      // events would wake it for an empty drain after each one) or one already taken.
+      if (name === null) onEvent()
+      else if (isMessageName(String(name)) && fs.existsSync(join(inbox, String(name)))) onEvent()
     })
     watcher.on("error", (error) => {
       log.warn("watch-failed", { dir: inbox, error, note: "falling back to periodic rescans" })
@@ -172,7 +179,7 @@ function addTo(total: ConsumeSummary, s: Readonly<ConsumeSummary>): void {
   total.recovered += s.recovered
   total.lost += s.lost
   total.batches += s.batches
-  total.transient += s.transient
+  total.deferred += s.deferred
   for (const [r, n] of Object.entries(s.rejectedBy) as [keyof ConsumeSummary["rejectedBy"], number][])
     total.rejectedBy[r] = (total.rejectedBy[r] ?? 0) + n
 }
