@@ -163,6 +163,14 @@ export async function consumeWithRandomKills(
   const started = performance.now()
   let starts = 0
   let startupMs = 500
+  // The reference run that activeMs comes from may have run slower than these runs do (the
+  // machine's load changes), and then every kill lands late and the queue drains in a few
+  // rounds. With one consumer, a round that took more than an eighth of the queue shortens the
+  // window, from the rate it showed, so that the next rounds' kills land as intended. (Several
+  // consumers kill as many per round, and a round of them is meant to take much of the queue.)
+  let activeMs = options.activeMs
+  const queued = () => fs.readdirSync(join(root, "inbox")).length
+  const total = queued()
   // Kills of one round are taken one at a time, each with its observation.
   let turn: Promise<unknown> = Promise.resolve()
   const inTurn = <T>(f: () => Promise<T>): Promise<T> => {
@@ -172,10 +180,11 @@ export async function consumeWithRandomKills(
   }
   while (kills.length < options.maxKills && performance.now() - started < options.budgetMs) {
     const before = mtimes(root)
+    const queuedBefore = queued()
     const spawnedAt = performance.now()
     const round = Array.from({ length: options.consumers ?? 1 }, () => {
       const fromSpawn = options.random() < 0.2
-      const delayMs = Math.round(options.random() * (fromSpawn ? startupMs * 1.5 : options.activeMs))
+      const delayMs = Math.round(options.random() * (fromSpawn ? startupMs * 1.5 : activeMs))
       const c = startConsume(root, args, options.env, options.bin)
       let hasExited = false
       void c.finished.then(() => {
@@ -221,7 +230,13 @@ export async function consumeWithRandomKills(
     )
     const activeAt = await activity
     if (activeAt !== undefined) startupMs = activeAt - spawnedAt
-    if (fs.readdirSync(join(root, "inbox")).length === 0) break
+    const left = queued()
+    if (left === 0) break
+    const took = queuedBefore - left
+    if ((options.consumers ?? 1) === 1 && activeAt !== undefined && took > total / 8) {
+      const msPerMessage = Math.max(1, performance.now() - activeAt) / took
+      activeMs = Math.max(50, Math.min(activeMs, (msPerMessage * total) / 8))
+    }
   }
   // The last run goes to its end; only a crash hook in `env` can kill it (a file that crashes
   // every consumer that reads it), and then the next one goes on until the file is poison.
@@ -252,8 +267,7 @@ interface RoundMember {
  * stopped (SIGSTOP) from just before the kill until `record` is done: a sibling that saw the owner die and adopted its claims first
  * would hide which files the kill caught in hand, and the harness would then not expect a file
  * those kills made poison. On PostgreSQL it also waits until the victim's server sessions have
- * finished the statements they were running, so a COMMIT it sent before dying is in what
- * `record` reads.
+ * ended, so a COMMIT it sent before dying is in what `record` reads.
  */
 async function killAndObserve(
   victim: RoundMember,
@@ -320,11 +334,15 @@ export function tcpPorts(pid: number): number[] {
 }
 
 /**
- * Waits (at most 5 s) until none of the server sessions whose client ports are `ports` is still
- * running a statement. A statement waiting for a lock is not waited for: the lock is held by a
- * stopped sibling, and such a statement changes only what the sibling has not committed yet. A
- * session idle in a transaction is not either: its client is dead, so the transaction rolls back.
- * Waiting longer would also run out a sibling's lock_timeout while its lock's holder is stopped.
+ * Waits (at most 5 s) until every server session whose client ports are `ports` has ended, but
+ * for one whose statement waits for a lock. The client is dead, so each session ends as soon as
+ * its backend reads the end of the socket; what the client wrote before it died comes first,
+ * and a COMMIT among it commits. A session still idle is no proof: its backend may not yet have
+ * read a COMMIT already in its socket, and an observation made then would miss that commit (a
+ * counted attempt unseen, and a file poisoned by kills the harness did not expect). A statement
+ * waiting for a lock is not waited for: the lock is held by a stopped sibling, and such a
+ * statement changes only what the sibling has not committed yet; waiting for it would also run
+ * out the sibling's lock_timeout while its lock's holder is stopped.
  */
 async function statementsSettled(ledgerUrl: string, ports: readonly number[]) {
   if (ports.length === 0) return
@@ -332,7 +350,7 @@ async function statementsSettled(ledgerUrl: string, ports: readonly number[]) {
   try {
     for (const deadline = performance.now() + 5_000; performance.now() < deadline; await Bun.sleep(5)) {
       const [row] = await sql.unsafe(
-        `SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND client_port IN (${ports.join(",")}) AND state = 'active' AND wait_event_type IS DISTINCT FROM 'Lock'`,
+        `SELECT count(*)::int AS n FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND client_port IN (${ports.join(",")}) AND wait_event_type IS DISTINCT FROM 'Lock'`,
       )
       if (row.n === 0) return
     }
