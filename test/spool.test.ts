@@ -6,6 +6,21 @@ import { join } from "node:path"
 import { exitCodesLine, type Options, runCommand, type ValueOption } from "@spool/cli"
 import { commands } from "@spool/spool"
 import { captured, fixturesDir, list, repoRoot, run, tempQueue } from "@spool/test-support"
+import { parseAmqpUrl } from "../packages/core/src/source/amqp/url.ts"
+import { parseMqttUrl } from "../packages/core/src/source/mqtt/url.ts"
+import { parseJetStreamUrl } from "../packages/core/src/source/nats/url.ts"
+import { parseRedisUrl } from "../packages/core/src/source/redis/url.ts"
+
+/** Each source scheme's own URL parser: an example's --source must be one its adapter takes. */
+const sourceParsers: Record<string, (url: string) => unknown> = {
+  amqp: parseAmqpUrl,
+  amqps: parseAmqpUrl,
+  nats: parseJetStreamUrl,
+  redis: parseRedisUrl,
+  rediss: parseRedisUrl,
+  mqtt: parseMqttUrl,
+  mqtts: parseMqttUrl,
+}
 
 const version = JSON.parse(fs.readFileSync(join(repoRoot, "package.json"), "utf8")).version as string
 const bin = join(repoRoot, "packages/spool/bin/spool.ts")
@@ -198,6 +213,13 @@ describe("every command's --help", () => {
         stderr: "",
         code: 0,
       })
+      // Parsing takes any URL; opening the source would refuse one its adapter cannot read.
+      const url = args[args.indexOf("--source") + 1]
+      if (args.includes("--source") && url !== undefined) {
+        const parse = sourceParsers[url.split(":")[0] ?? ""]
+        expect(parse, `${e.args}: no source takes this scheme`).toBeDefined()
+        expect(() => parse?.(url), e.args).not.toThrow()
+      }
     }
   })
 

@@ -132,7 +132,7 @@ export const spec = {
     },
     { args: "--root /srv/spool/orders --watch", does: "keep consuming new files until SIGTERM (for systemd)" },
     {
-      args: "--root /srv/spool/orders --source amqp://guest:guest@localhost/orders",
+      args: "--root /srv/spool/orders --source amqp://guest:guest@localhost/?queue=orders",
       does: "consume a RabbitMQ queue, each delivery acknowledged after its commit",
     },
   ],
