@@ -13,15 +13,22 @@ import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
 import {
+  consumeToEnd,
   cutAgainstReference,
   cutLog,
   diffIgnoringWinners,
   diffSnapshots,
+  endState,
   generateMessages,
+  makeQueueFrom,
   missingTest,
+  mountPowerCut,
   pgUnavailable,
   powerCutUnavailable,
+  repoRoot,
+  run,
   type Snapshot,
+  startConsume,
   summarizeCuts,
   tempDatabase,
   tempDir,
@@ -80,7 +87,8 @@ async function storm(o: {
   const log = cutLog(r.run.cuts)
   console.log(
     `power-cut: seed ${o.seed}, ${r.run.starts} runs, ${where.cuts} cuts (${where.claimsUndone} undid claims, ` +
-      `${where.movesUndone} undid moves, ${where.ledgerWritesLost} lost ledger writes, ${where.afterRun} after a run's end): ` +
+      `${where.movesUndone} undid moves, ${where.ledgerWritesLost} lost ledger writes, ${where.orphansLeft} left orphans, ` +
+      `${where.afterRun} after a run's end): ` +
       `${diff.length === 0 ? "equivalent" : "DIVERGED"}`,
   )
   if (diff.length > 0 && !o.args?.includes("--no-fsync"))
@@ -159,6 +167,87 @@ describe("power cuts of a queue and its SQLite ledger", () => {
       600_000,
     )
   }
+})
+
+describe("a power cut between a claim's renames and its rows' next full commit", () => {
+  fuseIt(
+    "leaves the batch in processing/ with no claim rows: orphans, taken as new, each processed once",
+    async () => {
+      // A claim's rows commit without their own flush (the next full commit makes them durable);
+      // its renames are fsynced before it goes on. A cut right there keeps the renames and loses
+      // the rows, the one way a file reaches processing/ with no claim: recovery must take each
+      // such orphan as a new delivery, by the inbox/ rules, and the end state must be a clean run's.
+      await using t = await tempDir()
+      generateMessages(join(t.path, "src"), 200, 39)
+      makeQueueFrom(join(t.path, "src"), join(t.path, "reference"))
+      await consumeToEnd(join(t.path, "reference"), ["--batch-size", "25"])
+      const backing = join(t.path, "cut", "backing")
+      makeQueueFrom(join(t.path, "src"), backing)
+      {
+        await using mount = await mountPowerCut(backing, join(t.path, "cut"))
+        const boot = { SPOOL_BOOT_ID: "orphan-boot-1" }
+        const crashed = await startConsume(mount.root, ["--batch-size", "25"], {
+          ...boot,
+          SPOOL_FAULT: "after-claim@1",
+        }).finished
+        expect(crashed.signalCode, crashed.stderr).toBe("SIGKILL")
+        await mount.cut({ kind: "all" })
+        await mount.unmount()
+      }
+      await using mount = await mountPowerCut(backing, join(t.path, "cut"))
+      const orphans = fs.readdirSync(join(mount.root, "processing"))
+      const db = new Database(join(mount.root, "ledger.db"), { readonly: true })
+      const claims = (db.query("SELECT name FROM claims").all() as { name: string }[]).map((r) => r.name)
+      db.close()
+      // The first claim's batch at least (the claimer may have renamed the next batch too).
+      expect(claims).toEqual([])
+      expect(orphans.length).toBeGreaterThanOrEqual(25)
+      const r = await startConsume(mount.root, ["--batch-size", "25"], { SPOOL_BOOT_ID: "orphan-boot-2" }).finished
+      expect(r.exitCode, r.stderr).toBe(0)
+      for (const name of orphans) expect(r.stderr).toContain(name)
+      const actual = await endState(mount.root)
+      await mount.unmount()
+      expect(diffSnapshots(await endState(join(t.path, "reference")), actual)).toEqual([])
+      expect(actual.processing).toEqual({})
+    },
+    120_000,
+  )
+})
+
+describe("a power cut after delete returned", () => {
+  fuseIt(
+    "keeps the file gone and its failure closed: the deletion was durable before it said so",
+    async () => {
+      // delete unlinks the file and fsyncs error/ before its COMMIT, which is flushed: once it has
+      // returned, a cut of everything unsynced undoes neither, and stats no longer counts the failure.
+      await using t = await tempDir()
+      const backing = join(t.path, "backing")
+      const src = join(t.path, "src")
+      fs.mkdirSync(src)
+      for (const name of fs.readdirSync(join(repoRoot, "fixtures")).filter((n) => n.endsWith(".json")))
+        fs.copyFileSync(join(repoRoot, "fixtures", name), join(src, name))
+      makeQueueFrom(src, backing)
+      const broken = "evt-broken-0001.json"
+      const stats = async (root: string) =>
+        JSON.parse(
+          (await run(["bun", join(repoRoot, "packages/consumer/bin/stats.ts"), "--root", root, "--json"])).stdout,
+        ).openFailures
+      {
+        await using mount = await mountPowerCut(backing, t.path)
+        await consumeToEnd(mount.root, [], { SPOOL_BOOT_ID: "delete-boot-1" })
+        expect(fs.readdirSync(join(mount.root, "error"))).toContain(broken)
+        const deleted = await run(["bun", join(repoRoot, "scripts/delete.ts"), "--root", mount.root, broken])
+        expect(deleted.exitCode, deleted.stderr).toBe(0)
+        await mount.cut({ kind: "all" })
+        await mount.unmount()
+      }
+      await using mount = await mountPowerCut(backing, t.path)
+      expect(fs.readdirSync(join(mount.root, "error"))).not.toContain(broken)
+      expect(JSON.stringify(await stats(mount.root))).not.toContain("parse")
+      await mount.unmount()
+    },
+    120_000,
+  )
 })
 
 describe("power cuts of deferred messages", () => {
