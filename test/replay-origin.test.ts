@@ -121,6 +121,10 @@ const replay = {
   sh: (args: readonly string[]) => run([join(repoRoot, "packages/ops/dist/replay.sh"), ...args]),
 }
 
+/** An operator's command, through the spool entry point. */
+const operator = (name: "show" | "list" | "stats", args: readonly string[]) =>
+  run(["bun", join(repoRoot, "packages/spool/bin/spool.ts"), name, ...args])
+
 const consume = (root: string, url: string) => spool("consume", ["--root", root, "--source", url, "--quiet"])
 const list = (root: string, dir: string) => fs.readdirSync(join(root, dir)).sort()
 
@@ -142,6 +146,17 @@ for (const broker of brokers)
         await using b = await broker.open()
         await using q = await tempQueue()
         const name = await failOne(q.root, b)
+        // The operator's commands read a broker's root as a file queue's; show names the origin.
+        const shown = await operator("show", ["--root", q.root, name])
+        expect(shown.exitCode, shown.stderr).toBe(0)
+        expect(shown.stdout).toContain(`file ${name}: in error/`)
+        expect(shown.stdout).toMatch(/\norigin [a-z]+:\/\/\S+ /)
+        if (broker.password !== undefined) expect(shown.stdout).not.toContain(broker.password)
+        const json = JSON.parse((await operator("show", ["--root", q.root, "--json", name])).stdout)
+        expect(json.origin.address).toBeString()
+        expect((await operator("list", ["--root", q.root, "error"])).stdout).toContain(name)
+        const stats = JSON.parse((await operator("stats", ["--root", q.root, "--json"])).stdout)
+        expect(JSON.stringify(stats.openFailures)).toContain("parse")
         // Without --source: says what to pass, changes nothing.
         const missing = await replay.script(["--root", q.root, name])
         expect(missing.exitCode).toBe(1)

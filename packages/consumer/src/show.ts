@@ -6,6 +6,7 @@ import {
   classOf,
   ExitCode,
   type HistoryKeys,
+  type LandedOrigin,
   type LedgerHistory,
   type LedgerPort,
   openExistingLedger,
@@ -28,7 +29,8 @@ export const spec = {
   description:
     "For a FILE (a name in one of the queue's directories, or one the ledger recorded): where it is now,\n" +
     "its failures and replays, its claim, and when it was processed or was a duplicate, that msg_id's\n" +
-    "history. For a MSG_ID: its processed row (file, time, stored result), every duplicate and conflicting\n" +
+    "history, and for a broker delivery in error/ its origin (what replay --source publishes it back to).\n" +
+    "For a MSG_ID: its processed row (file, time, stored result), every duplicate and conflicting\n" +
     "delivery, the failures of files with the same bytes (the ledger knows a failed file by its sha256,\n" +
     "not its msg_id) and their replays, and the claims of the files that delivered it. A name is taken\n" +
     "as a FILE when the directories or the ledger know it as one. Read-only. Exit 1 when neither knows it,\n" +
@@ -86,6 +88,8 @@ export interface ShowReport {
   readonly query: string
   /** kind file: the directories that hold an entry of that name now. */
   readonly locations?: QueueDir[]
+  /** kind file, a broker delivery failed into error/: where it came from (what `replay` publishes it back to). */
+  readonly origin?: LandedOrigin
   /** The msg_ids whose deliveries the history holds. */
   readonly msgIds: string[]
   readonly history: Omit<LedgerHistory, "claims"> & { readonly claims: ShownClaim[] }
@@ -143,7 +147,9 @@ export async function showOf(
   if (locations.length > 0 || !isEmpty(byFile)) {
     const msgIds = idsOf(byFile)
     const history = msgIds.length === 0 ? byFile : merge(byFile, await messageHistory(ledger, msgIds))
-    return reportOf("file", query, history, msgIds, locations)
+    const origin = locations.includes("error") ? (await ledger?.failureOrigin(query))?.origin : undefined
+    const report = reportOf("file", query, history, msgIds, locations)
+    return origin === undefined ? report : { ...report, origin }
   }
   const byId = await messageHistory(ledger, [query])
   if (isEmpty(byId)) return undefined
@@ -311,9 +317,15 @@ export function formatReport(r: ShowReport): string {
             : `in ${r.locations.map((d) => `${d}/`).join(" and ")}`
         }${r.msgIds.length === 0 ? "" : `; msg_id ${r.msgIds.map(quoteName).join(", ")}`}`
       : `msg_id ${quoteName(r.query)}: ${r.history.processed.length === 0 ? "no processed row in this root (processed by another root sharing the ledger, or pruned by compact)" : `processed from ${quoteName(r.history.processed[0]?.file ?? "")}`}`
+  const from =
+    r.origin === undefined
+      ? []
+      : [
+          `origin ${r.origin.source} ${quoteName(r.origin.address)}${r.origin.messageId === undefined ? "" : ` message-id ${quoteName(r.origin.messageId)}`}`,
+        ]
   const width = Math.max(0, ...r.timeline.map((e) => e.event.length))
   const lines = r.timeline.map((e) => `${e.at}  ${e.event.padEnd(width)}  ${quoteName(e.file)}${factsOf(e)}`)
-  return `${[head, ...(lines.length === 0 ? ["(no ledger rows)"] : lines)].join("\n")}\n`
+  return `${[head, ...from, ...(lines.length === 0 ? ["(no ledger rows)"] : lines)].join("\n")}\n`
 }
 
 function factsOf(e: TimelineEvent): string {

@@ -23,6 +23,7 @@ export type {
   DeletionRecord,
   FailureOrigin,
   FailureRecord,
+  LandedOrigin,
 } from "./ledger/model.ts"
 export type { OpenLedgerOptions } from "./ledger/open.ts"
 export {
