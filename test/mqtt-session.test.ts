@@ -54,3 +54,24 @@ describe("consume --source mqtt://, killed", () => {
       expect(await t.unacked()).toBe(0)
     }, 60_000)
 })
+
+describe("consume --source mqtt://, the same bytes published several times", () => {
+  it("takes each copy in the next batch at once, not after an idle wait per copy", async () => {
+    // Copies land under one name (the body's sha256), so a batch takes one and sets the rest
+    // aside for the batches after it. Those batches must not wait --idle-wait for more first:
+    // five copies at a 10 s idle wait would take 40 s more. The bound below has 20 s to spare
+    // for a loaded machine and still fails such a wait.
+    await using t = await tempMqttTopic()
+    await t.publish(Array.from({ length: 5 }, () => body(0)))
+    await using q = await tempQueue()
+    const started = performance.now()
+    const r = await spool("consume", ["--root", q.root, "--source", t.url(), "--idle-wait", "10s"])
+    const seconds = (performance.now() - started) / 1000
+    expect(r.exitCode, r.stderr).toBe(0)
+    const s = snapshot(q.root)
+    expect((s.processed as { msg_id: string }[]).map((row) => row.msg_id)).toEqual(["k-0"])
+    expect(s.duplicates).toHaveLength(4)
+    expect(await t.unacked()).toBe(0)
+    expect(seconds).toBeLessThan(30)
+  }, 120_000)
+})

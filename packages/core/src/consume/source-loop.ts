@@ -63,7 +63,10 @@ export class SourceIntake implements Intake {
     let aside: Delivery[] = []
     while (!c.isStopping) {
       yield* dueBatches(c, now())
-      const received = await source.receive(Math.max(1, c.batchSize - aside.length), idleWaitMs, c.options.signal)
+      // Deliveries set aside make a batch already: what has arrived meanwhile joins them, and
+      // nothing more is waited for (a wait would cost each batch of them the whole idle wait).
+      const waitMs = aside.length > 0 ? 0 : idleWaitMs
+      const received = await source.receive(Math.max(1, c.batchSize - aside.length), waitMs, c.options.signal)
       const batch = [...aside, ...received]
       aside = []
       if (c.isStopping) {
