@@ -214,6 +214,47 @@ describe("a power cut between a claim's renames and its rows' next full commit",
   )
 })
 
+describe("a power cut of a root bound to PostgreSQL, right after its first claim", () => {
+  pgFuseIt(
+    "keeps the root's .spool-root-id, so the server's rows stay the root's and its claims are recovered",
+    async () => {
+      // The id is fsynced, and the root after it, before the ledger records anything under it:
+      // an id lost with the cut would make the root a new one to the server, the claims it holds
+      // never recovered and their messages taken again. The server keeps its power.
+      await using t = await tempDir()
+      await using refLedger = await tempDatabase()
+      await using cutLedger = await tempDatabase()
+      generateMessages(join(t.path, "src"), 200, 40)
+      makeQueueFrom(join(t.path, "src"), join(t.path, "reference"))
+      await consumeToEnd(join(t.path, "reference"), ["--batch-size", "25", "--ledger", refLedger.url ?? ""])
+      const backing = join(t.path, "cut", "backing")
+      makeQueueFrom(join(t.path, "src"), backing)
+      const args = ["--batch-size", "25", "--ledger", cutLedger.url ?? ""]
+      let id: string
+      {
+        await using mount = await mountPowerCut(backing, join(t.path, "cut"))
+        const crashed = await startConsume(mount.root, args, {
+          SPOOL_BOOT_ID: "root-id-boot-1",
+          SPOOL_FAULT: "after-claim@1",
+        }).finished
+        expect(crashed.signalCode, crashed.stderr).toBe("SIGKILL")
+        id = fs.readFileSync(join(mount.root, ".spool-root-id"), "utf8")
+        await mount.cut({ kind: "all" })
+        await mount.unmount()
+      }
+      await using mount = await mountPowerCut(backing, join(t.path, "cut"))
+      expect(fs.readFileSync(join(mount.root, ".spool-root-id"), "utf8")).toBe(id)
+      const r = await startConsume(mount.root, args, { SPOOL_BOOT_ID: "root-id-boot-2" }).finished
+      expect(r.exitCode, r.stderr).toBe(0)
+      const actual = await endState(mount.root, cutLedger.url)
+      await mount.unmount()
+      expect(diffSnapshots(await endState(join(t.path, "reference"), refLedger.url), actual)).toEqual([])
+      expect(actual.processing).toEqual({})
+    },
+    120_000,
+  )
+})
+
 describe("a power cut after delete returned", () => {
   fuseIt(
     "keeps the file gone and its failure closed: the deletion was durable before it said so",
