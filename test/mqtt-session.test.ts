@@ -3,7 +3,8 @@
 // the session resumed under the same client id holds every message of it, DUP set; the next run
 // finishes it and the session ends empty.
 import { it as anywhere, describe, expect } from "bun:test"
-import { requireServer, snapshot, spool, tempMqttTopic, tempQueue } from "@spool/test-support"
+import { join } from "node:path"
+import { repoRoot, requireServer, snapshot, spool, tempMqttTopic, tempQueue } from "@spool/test-support"
 
 const it = await requireServer("Mosquitto", "127.0.0.1", 1883, "mosquitto -d -c /etc/mosquitto/mosquitto.conf")
 
@@ -74,4 +75,34 @@ describe("consume --source mqtt://, the same bytes published several times", () 
     expect(await t.unacked()).toBe(0)
     expect(seconds).toBeLessThan(30)
   }, 120_000)
+})
+
+describe("an MQTT delivery whose effect fails, in a library application", () => {
+  it("is not PUBACKed by the commit that records the failure: killed there, the session still holds it", async () => {
+    // test/apps/refuses.ts throws from its handler, which runs in the commit's transaction; the
+    // failure is committed with it, and only after the file has moved to error/ is it PUBACKed.
+    await using t = await tempMqttTopic()
+    const refused = `{"msg_id":"f-1","order_no":"F","seq":1,"amount":1,"detail":"the ledger of record refused it"}`
+    await t.publish([refused])
+    await using q = await tempQueue()
+    const app = (env: Record<string, string>) =>
+      Bun.spawn(["bun", join(repoRoot, "test/apps/refuses.ts"), q.root, t.url()], {
+        env: { ...process.env, NO_COLOR: "1", ...env },
+        stdout: "pipe",
+        stderr: "pipe",
+      })
+    const killed = app({ SPOOL_FAULT: "after-commit" })
+    await killed.exited
+    expect(killed.signalCode, await new Response(killed.stderr).text()).toBe("SIGKILL")
+    expect(snapshot(q.root).failures).toHaveLength(1)
+    expect(await t.unacked()).toBe(1)
+    const again = app({})
+    expect(await again.exited, await new Response(again.stderr).text()).toBe(0)
+    const s = snapshot(q.root)
+    expect(s.failures).toHaveLength(1)
+    expect(s.processed).toEqual([])
+    expect(Object.keys(s.error)).toHaveLength(1)
+    expect(s.processing).toEqual({})
+    expect(await t.unacked()).toBe(0)
+  }, 60_000)
 })
