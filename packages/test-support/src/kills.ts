@@ -56,9 +56,12 @@ export async function observe(
     committedNotMoved,
     inHandAlone,
     held,
-    inbox: fs.readdirSync(join(root, "inbox")).length,
+    inbox: queued(root),
   }
 }
+
+/** How many entries `root`'s inbox/ holds. */
+const queued = (root: string) => fs.readdirSync(join(root, "inbox")).length
 
 interface ClaimState {
   readonly name: string
@@ -137,8 +140,9 @@ export interface KillRun {
  * timed from the spawn instead, to land in start-up and recovery. A run still going when inbox/
  * is empty is killed then, whatever its delay: the reference run that `activeMs` comes from may
  * have been slowed by the machine's load, and a round that drained the queue unharmed would
- * leave the test without a kill. A run that ends on its own must exit 0 and never report a
- * locked ledger.
+ * leave the test without a kill; for that reason too, with one consumer, a round that took more
+ * than an eighth of the queue shortens the window to the rate it showed. A run that ends on its
+ * own must exit 0 and never report a locked ledger.
  */
 export async function consumeWithRandomKills(
   root: string,
@@ -163,14 +167,8 @@ export async function consumeWithRandomKills(
   const started = performance.now()
   let starts = 0
   let startupMs = 500
-  // The reference run that activeMs comes from may have run slower than these runs do (the
-  // machine's load changes), and then every kill lands late and the queue drains in a few
-  // rounds. With one consumer, a round that took more than an eighth of the queue shortens the
-  // window, from the rate it showed, so that the next rounds' kills land as intended. (Several
-  // consumers kill as many per round, and a round of them is meant to take much of the queue.)
   let activeMs = options.activeMs
-  const queued = () => fs.readdirSync(join(root, "inbox")).length
-  const total = queued()
+  const total = queued(root)
   // Kills of one round are taken one at a time, each with its observation.
   let turn: Promise<unknown> = Promise.resolve()
   const inTurn = <T>(f: () => Promise<T>): Promise<T> => {
@@ -180,7 +178,7 @@ export async function consumeWithRandomKills(
   }
   while (kills.length < options.maxKills && performance.now() - started < options.budgetMs) {
     const before = mtimes(root)
-    const queuedBefore = queued()
+    const queuedBefore = queued(root)
     const spawnedAt = performance.now()
     const round = Array.from({ length: options.consumers ?? 1 }, () => {
       const fromSpawn = options.random() < 0.2
@@ -230,11 +228,10 @@ export async function consumeWithRandomKills(
     )
     const activeAt = await activity
     if (activeAt !== undefined) startupMs = activeAt - spawnedAt
-    const left = queued()
+    const left = queued(root)
     if (left === 0) break
-    const took = queuedBefore - left
-    if ((options.consumers ?? 1) === 1 && activeAt !== undefined && took > total / 8) {
-      const msPerMessage = Math.max(1, performance.now() - activeAt) / took
+    if ((options.consumers ?? 1) === 1 && activeAt !== undefined && queuedBefore - left > total / 8) {
+      const msPerMessage = Math.max(1, performance.now() - activeAt) / (queuedBefore - left)
       activeMs = Math.max(50, Math.min(activeMs, (msPerMessage * total) / 8))
     }
   }
@@ -335,14 +332,11 @@ export function tcpPorts(pid: number): number[] {
 
 /**
  * Waits (at most 5 s) until every server session whose client ports are `ports` has ended, but
- * for one whose statement waits for a lock. The client is dead, so each session ends as soon as
- * its backend reads the end of the socket; what the client wrote before it died comes first,
- * and a COMMIT among it commits. A session still idle is no proof: its backend may not yet have
- * read a COMMIT already in its socket, and an observation made then would miss that commit (a
- * counted attempt unseen, and a file poisoned by kills the harness did not expect). A statement
- * waiting for a lock is not waited for: the lock is held by a stopped sibling, and such a
- * statement changes only what the sibling has not committed yet; waiting for it would also run
- * out the sibling's lock_timeout while its lock's holder is stopped.
+ * for one waiting for a lock. The client is dead, so each ends once its backend reads the end of
+ * the socket, after what the client wrote before dying: a COMMIT among it commits. An idle session
+ * is no proof (its backend may not yet have read a COMMIT in its socket). A lock waiter is held by
+ * a stopped sibling, changes only what the sibling has not committed, and waiting for it would run
+ * out the sibling's lock_timeout.
  */
 async function statementsSettled(ledgerUrl: string, ports: readonly number[]) {
   if (ports.length === 0) return
@@ -365,7 +359,7 @@ function untilInboxEmpty(root: string, hasExited: () => boolean) {
   const promise = (async () => {
     while (!stopped && !hasExited()) {
       await Bun.sleep(10)
-      if (fs.readdirSync(join(root, "inbox")).length === 0) return
+      if (queued(root) === 0) return
     }
     await new Promise(() => {}) // never: the other racers decide
   })()
