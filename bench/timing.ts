@@ -44,7 +44,7 @@ export async function timed(
   const kb = hasTime ? lines.map((l) => Number(l[0])) : hwm
   const cpuSeconds = hasTime
     ? lines.reduce((sum, l) => sum + Number(l[1]) + Number(l[2]), 0)
-    : procs.reduce((sum, p) => sum + (p.resourceUsage()?.cpuTime.total ?? 0) / 1e6, 0)
+    : procs.reduce((sum, p) => sum + Number(p.resourceUsage()?.cpuTime.total ?? 0) / 1e6, 0)
   for (const f of timeFiles) fs.rmSync(f, { force: true })
   return { seconds, peakRssMb: Math.max(...kb) / 1024, cpuSeconds, stdout }
 }
