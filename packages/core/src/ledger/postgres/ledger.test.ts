@@ -3,6 +3,7 @@
 import { afterAll, describe, expect, it } from "bun:test"
 import { pgUnavailable, tempDatabase } from "@spool/test-support"
 import { PostgresLedger } from "./ledger.ts"
+import { spoolTables } from "./schema.ts"
 
 const skip = await pgUnavailable()
 if (skip) console.warn(skip)
@@ -22,6 +23,14 @@ pg("PostgresLedger", () => {
     const rows = await sql`SELECT version FROM spool_schema ORDER BY version`
     expect(rows.map((r: { version: number }) => r.version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8])
     for (const l of ledgers) await l.close()
+  })
+
+  it("names every table its migrations create, so verify checks the indexes of each", async () => {
+    await using db = await tempDatabase()
+    const ledger = await PostgresLedger.open(db.url, "root-a")
+    open.push(ledger)
+    const rows = await ledger.sql`SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY 1`
+    expect([...spoolTables].sort()).toEqual(rows.map((r: { tablename: string }) => r.tablename))
   })
 
   it("says clearly when the server cannot be reached", async () => {

@@ -2,6 +2,7 @@ import type { SQL } from "bun"
 import checksSql from "../../../sql/postgres/verify.sql" with { type: "text" }
 import { type LedgerCheck, messageOf, type ProblemRow, spoolTallies, Tally } from "../verify.ts"
 import { pgCode } from "./errors.ts"
+import { spoolTables } from "./schema.ts"
 
 /**
  * The checks of a PostgreSQL ledger: amcheck's `bt_index_check` with `heapallindexed` on every
@@ -15,8 +16,6 @@ export async function verifyPostgres(sql: SQL): Promise<LedgerCheck[]> {
   for (const row of rows) tallies.get(row.check_name)?.add(row.problem)
   return [integrity, ...[...tallies.values()].map((t) => t.result())]
 }
-
-const spoolTables = ["processed", "duplicates", "failures", "claims", "consumers", "replays", "horizon", "spool_schema"]
 
 async function checkIndexes(sql: SQL): Promise<LedgerCheck> {
   const integrity = new Tally(
