@@ -9,7 +9,9 @@ import { type BackendQueue, ledgerBackends, type QueueTemplate, templateOf } fro
 
 const token = "a-token-for-the-console-tests"
 const csrf = new Bun.CryptoHasher("sha256", token).update("spool serve csrf").digest("hex")
-const operator = { Origin: "http://localhost", Cookie: `spool_token=${token}` }
+// What /login's cookie holds: a hash of the token, never the token.
+const session = new Bun.CryptoHasher("sha256", token).update("spool serve session").digest("hex")
+const operator = { Origin: "http://localhost", Cookie: `spool_token=${session}` }
 
 function consoleOf(q: BackendQueue, withToken = true) {
   const source = { root: q.root, url: q.url, windowMs: 86_400_000, windowText: "24h", stalledAfterSeconds: 600 }
@@ -133,7 +135,7 @@ for (const backend of await ledgerBackends()) {
 }
 
 describe("the console's login", () => {
-  it("sets an HttpOnly, SameSite=Strict cookie for the right token and refuses a wrong one", async () => {
+  it("sets an HttpOnly, SameSite=Strict cookie of a hash of the right token and refuses a wrong one", async () => {
     const [sqlite] = await ledgerBackends()
     if (sqlite === undefined) throw new Error("no SQLite backend")
     await using q = await sqlite.queue()
@@ -142,6 +144,7 @@ describe("the console's login", () => {
     expect([wrong.status, wrong.headers.get("set-cookie")]).toEqual([403, null])
     const right = await app.request("/login", post([["token", token]], { Origin: "http://localhost" }))
     expect(right.status).toBe(303)
-    expect(right.headers.get("set-cookie")).toBe(`spool_token=${token}; Path=/; HttpOnly; SameSite=Strict`)
+    expect(right.headers.get("set-cookie")).toBe(`spool_token=${session}; Path=/; HttpOnly; SameSite=Strict`)
+    expect(right.headers.get("set-cookie")).not.toContain(token)
   })
 })

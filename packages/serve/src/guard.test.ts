@@ -1,6 +1,6 @@
 import { describe, expect, it } from "bun:test"
 import { Hono } from "hono"
-import { csrfOf, isSameSecret, refusalOf } from "./guard.ts"
+import { csrfOf, isSameSecret, refusalOf, sessionOf } from "./guard.ts"
 
 const token = "0123456789abcdef-token"
 
@@ -10,7 +10,7 @@ async function refusal(headers: Record<string, string>, csrf: string | undefined
   return (await app.request("/x", { method: "POST", headers })).text()
 }
 
-const own = { Origin: "http://localhost", Cookie: `spool_token=${token}` }
+const own = { Origin: "http://localhost", Cookie: `spool_token=${sessionOf(token)}` }
 
 describe("the guard of state-changing requests", () => {
   it("allows the console's own form with the token and its CSRF token", async () => {
@@ -32,6 +32,21 @@ describe("the guard of state-changing requests", () => {
     ],
     ["without the token", { Origin: "http://localhost" }, "csrf", true, "needs the console's token"],
     ["with a wrong token", { ...own, Cookie: "spool_token=wrong" }, "csrf", true, "needs the console's token"],
+    // The cookie holds a hash of the token, never the token: the token itself there is no session.
+    [
+      "with the token itself as its cookie",
+      { ...own, Cookie: `spool_token=${token}` },
+      "csrf",
+      true,
+      "needs the console's token",
+    ],
+    [
+      "with the session as a bearer header",
+      { Origin: "http://localhost", Authorization: `Bearer ${sessionOf(token)}` },
+      "csrf",
+      true,
+      "needs the console's token",
+    ],
     ["without the CSRF token", own, undefined, true, "CSRF token"],
     ["with a wrong CSRF token", own, "0".repeat(64), true, "CSRF token"],
   ] as const)("refuses a request %s", async (_label, headers, csrf, withToken, says) => {

@@ -1,11 +1,12 @@
-// What a state-changing request must carry: the operator's token (a cookie set by /login, or an
-// Authorization: Bearer header), a CSRF token derived from it, and an Origin that is the
-// console's own. Without a token configured, the console is read-only and every POST is 403.
+// What a state-changing request must carry: the operator's token (an Authorization: Bearer
+// header, or the session cookie /login sets, which holds a hash of it and never the token), a
+// CSRF token derived from it, and an Origin that is the console's own. Without a token
+// configured, the console is read-only and every POST is 403.
 import { timingSafeEqual } from "node:crypto"
 import type { Context } from "hono"
 import { getCookie } from "hono/cookie"
 
-/** The cookie that carries the operator's token after /login. */
+/** The cookie that carries the operator's session after /login: sessionOf(token), not the token. */
 export const tokenCookie = "spool_token"
 
 /** The form field that carries the CSRF token. */
@@ -16,6 +17,15 @@ export function csrfOf(token: string): string {
   return new Bun.CryptoHasher("sha256", token).update("spool serve csrf").digest("hex")
 }
 
+/**
+ * The session cookie's value for a console token: an HMAC of it, so the browser never stores the
+ * token itself (a cookie read off a disk or a proxy's log does not give the bearer token), no
+ * state is kept, and every session ends when the token changes.
+ */
+export function sessionOf(token: string): string {
+  return new Bun.CryptoHasher("sha256", token).update("spool serve session").digest("hex")
+}
+
 /** Whether two secrets are equal, in time that does not depend on where they differ. */
 export function isSameSecret(given: string | undefined, expected: string): boolean {
   if (given === undefined) return false
@@ -24,15 +34,11 @@ export function isSameSecret(given: string | undefined, expected: string): boole
   return a.length === b.length && timingSafeEqual(a, b)
 }
 
-/** The token a request presents: its cookie, else its bearer header. */
-export function presentedToken(c: Context): string | undefined {
-  const bearer = /^Bearer (.+)$/.exec(c.req.header("Authorization") ?? "")?.[1]
-  return getCookie(c, tokenCookie) ?? bearer
-}
-
-/** Whether the request holds the console's token. */
+/** Whether the request holds the console's token: the session cookie of it, or the token as a bearer header. */
 export function isOperator(c: Context, token: string | undefined): boolean {
-  return token !== undefined && isSameSecret(presentedToken(c), token)
+  if (token === undefined) return false
+  const bearer = /^Bearer (.+)$/.exec(c.req.header("Authorization") ?? "")?.[1]
+  return isSameSecret(getCookie(c, tokenCookie), sessionOf(token)) || isSameSecret(bearer, token)
 }
 
 /**
