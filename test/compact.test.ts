@@ -80,7 +80,7 @@ for (const backend of backends)
       const later = await consumedAndAged(q, 100)
       const r = await q.command("compact", ["--older-than", "90d"], later)
       expect(r.stdout).toBe(
-        `compact: removed 3 done/ file(s) (archived), 1 duplicate record(s), 0 replayed failure(s), 0 replay record(s), 0 origin record(s), 0 idempotency key(s)${whereOf(q)}\n`,
+        `compact: removed 3 done/ file(s) (archived), 1 duplicate record(s), 0 replayed failure(s), 0 replay record(s), 0 deletion record(s), 0 origin record(s), 0 idempotency key(s)${whereOf(q)}\n`,
       )
       expect(r.exitCode).toBe(0)
       expect(list(join(q.root, "done"))).toEqual([])
@@ -107,7 +107,7 @@ for (const backend of backends)
       await q.exec("UPDATE replays SET replayed_at = ?", [past])
       const r = await q.command("compact", ["--older-than", "90d"])
       expect(r.stdout).toBe(
-        `compact: removed 0 done/ file(s) (archived), 0 duplicate record(s), 1 replayed failure(s), 1 replay record(s), 0 origin record(s), 0 idempotency key(s)${whereOf(q)}\n`,
+        `compact: removed 0 done/ file(s) (archived), 0 duplicate record(s), 1 replayed failure(s), 1 replay record(s), 0 deletion record(s), 0 origin record(s), 0 idempotency key(s)${whereOf(q)}\n`,
       )
       expect(r.exitCode).toBe(0)
       expect(await q.rows("SELECT file, reason FROM failures")).toEqual([{ file: "worse.json", reason: "parse" }])
@@ -120,7 +120,7 @@ for (const backend of backends)
       const before = await q.snapshot()
       const r = await q.command("compact", ["--older-than", "90d", "--horizon", "90d", "--dry-run"], later)
       expect(r.stdout).toBe(
-        `compact: would remove 2 done/ file(s) (archived), 1 duplicate record(s), 0 replayed failure(s), 0 replay record(s), 0 origin record(s), 1 idempotency key(s)${whereOf(q)}\n`,
+        `compact: would remove 2 done/ file(s) (archived), 1 duplicate record(s), 0 replayed failure(s), 0 replay record(s), 0 deletion record(s), 0 origin record(s), 1 idempotency key(s)${whereOf(q)}\n`,
       )
       expect(r.exitCode).toBe(0)
       expect(await q.snapshot()).toEqual(before)
@@ -182,7 +182,7 @@ for (const backend of backends)
         const r = await q.command("compact", ["--older-than", "90d"], daysLater(91))
         expect(r.stderr).toBe("")
         expect(r.stdout).toBe(
-          `compact: removed 2 done/ file(s) (archived), ${round === 1 ? 0 : 1} duplicate record(s), 0 replayed failure(s), 0 replay record(s), 0 origin record(s), 0 idempotency key(s)${whereOf(q)}\n`,
+          `compact: removed 2 done/ file(s) (archived), ${round === 1 ? 0 : 1} duplicate record(s), 0 replayed failure(s), 0 replay record(s), 0 deletion record(s), 0 origin record(s), 0 idempotency key(s)${whereOf(q)}\n`,
         )
         expect(r.exitCode).toBe(0)
         expect(list(join(q.root, "done"))).toEqual([])
@@ -260,7 +260,7 @@ const pgSkip = backends.find((b) => b.name === "PostgreSQL")?.skip
 
       const dry = await compact([...args, "--dry-run"], later)
       expect(dry.stdout).toStartWith(
-        "compact: would remove 3 done/ file(s) (archived), 1 duplicate record(s), 0 replayed failure(s), 0 replay record(s), 0 origin record(s), 3 idempotency key(s) in postgres://",
+        "compact: would remove 3 done/ file(s) (archived), 1 duplicate record(s), 0 replayed failure(s), 0 replay record(s), 0 deletion record(s), 0 origin record(s), 3 idempotency key(s) in postgres://",
       )
       expect(dry.exitCode).toBe(0)
       expect(await counts()).toEqual({ processed: 3, duplicates: 1, horizon: 0 })

@@ -124,7 +124,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       const where = url === undefined ? "" : ` in ${redact(url)} (every root)`
       if (!quiet)
         process.stdout.write(
-          `compact: ${verb} ${files} done/ file(s) (${v.delete ? "deleted" : "archived"}), ${summary.duplicates} duplicate record(s), ${summary.failures} replayed failure(s), ${summary.replays} replay record(s), ${summary.origins} origin record(s), ${summary.keys} idempotency key(s)${where}\n`,
+          `compact: ${verb} ${files} done/ file(s) (${v.delete ? "deleted" : "archived"}), ${summary.duplicates} duplicate record(s), ${summary.failures} replayed failure(s), ${summary.replays} replay record(s), ${summary.deletions} deletion record(s), ${summary.origins} origin record(s), ${summary.keys} idempotency key(s)${where}\n`,
         )
       return ExitCode.ok
     } finally {

@@ -116,6 +116,8 @@ export interface CompactSummary {
   readonly duplicates: number
   readonly failures: number
   readonly replays: number
+  /** deletions rows: the record of files an operator deleted */
+  readonly deletions: number
   /** origins rows of landed broker deliveries no longer needed (see statements.ts forgetOrigins) */
   readonly origins: number
   /** processed rows (idempotency keys) pruned past the horizon */

@@ -15,6 +15,8 @@ export const statements = {
   /** Failures whose file left error/ (replayed or deleted) before the cutoff. */
   forgetReplayedFailures: "DELETE FROM failures WHERE replayed_at < $1 OR deleted_at < $1",
   forgetReplays: "DELETE FROM replays WHERE replayed_at < $1",
+  /** The record of each file an operator deleted (its failure is closed, and forgotten with forgetReplayedFailures). */
+  forgetDeletions: "DELETE FROM deletions WHERE deleted_at < $1",
   /**
    * A landed delivery's origin is needed while its message may still come back: redelivered (its
    * claim in hand or deferred) or replayed (its failure still in error/, neither replayed nor deleted). Past the
@@ -67,7 +69,7 @@ export async function runStepsAsync<T>(
 }
 
 /**
- * Retention, in the caller's transaction: history (duplicates, replayed failures, replays, origins) older
+ * Retention, in the caller's transaction: history (duplicates, replayed failures, replays, deletions, origins) older
  * than `historyCutoff` and, when `keyCutoff` is given, processed rows (idempotency keys) older
  * than it, each order's highest pruned seq raised in `horizon` first. Returns what was removed.
  */
@@ -75,11 +77,12 @@ export function* prune(historyCutoff: string, keyCutoff: string | undefined, now
   const duplicates = yield [statements.forgetDuplicates, [historyCutoff]]
   const failures = yield [statements.forgetReplayedFailures, [historyCutoff]]
   const replays = yield [statements.forgetReplays, [historyCutoff]]
+  const deletions = yield [statements.forgetDeletions, [historyCutoff]]
   const origins = yield [statements.forgetOrigins, [historyCutoff]]
   let keys = 0
   if (keyCutoff !== undefined) {
     yield [statements.raiseHorizon, [now, keyCutoff]]
     keys = yield [statements.pruneKeys, [keyCutoff]]
   }
-  return { duplicates, failures, replays, origins, keys }
+  return { duplicates, failures, replays, deletions, origins, keys }
 }

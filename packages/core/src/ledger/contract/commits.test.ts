@@ -211,7 +211,7 @@ export function commits(b: LedgerBackend): void {
     const [high, low] = await claimAll(t.ledger, "a", ["high.json", "low.json"])
     await t.commit("a", [accepted(high as Claim, "m-high", { seq: 7 })], "2026-01-01T00:00:00.000Z")
     await t.commit("a", [accepted(low as Claim, "m-low", { seq: 2 })], "2026-01-03T00:00:00.000Z")
-    const summary = { duplicates: 0, failures: 0, replays: 0, origins: 0, keys: 1 }
+    const summary = { duplicates: 0, failures: 0, replays: 0, deletions: 0, origins: 0, keys: 1 }
     expect(await t.ledger.compact(FAR, "2026-01-02T00:00:00.000Z", NOW)).toEqual(summary)
     expect(await t.ledger.compact(FAR, FAR, NOW)).toEqual(summary)
     expect(

@@ -31,15 +31,21 @@ export function deletions(b: LedgerBackend): void {
     ])
   })
 
-  it("lets retention forget a deleted failure as it forgets a replayed one, and keeps an open one", async () => {
+  it("lets retention forget a deleted failure and its deletion record as it forgets a replayed one, and keeps an open one", async () => {
     await using t = await b.open()
     await fail(t.ledger, [
       ["gone.json", "parse"],
       ["open.json", "parse"],
+      ["late.json", "parse"],
     ])
     await t.ledger.recordDeletion("gone.json", "error", NOW, () => {})
-    expect((await t.ledger.compact(LATER, undefined, LATER)).failures).toBe(1)
-    expect(await t.rows("SELECT file FROM failures")).toEqual([{ file: "open.json" }])
+    await t.ledger.recordDeletion("late.json", "error", LATER, () => {})
+    expect(await t.ledger.compact(LATER, undefined, LATER)).toMatchObject({ failures: 1, deletions: 1 })
+    expect(await t.rows("SELECT file FROM failures ORDER BY file")).toEqual([
+      { file: "late.json" },
+      { file: "open.json" },
+    ])
+    expect(await t.rows("SELECT file FROM deletions")).toEqual([{ file: "late.json" }])
   })
 
   it("records nothing when the unlink throws: the failure stays open", async () => {

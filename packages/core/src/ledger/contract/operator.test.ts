@@ -185,6 +185,7 @@ export function operator(b: LedgerBackend): void {
       duplicates: 1,
       failures: 1,
       replays: 1,
+      deletions: 0,
       origins: 0,
       keys: 0,
     })
@@ -195,6 +196,7 @@ export function operator(b: LedgerBackend): void {
       duplicates: 1,
       failures: 0,
       replays: 1,
+      deletions: 0,
       origins: 0,
       keys: 1,
     })
