@@ -24,7 +24,8 @@ export const spec = {
   description:
     "Moves done/ files that reached done/ longer than --older-than ago (their ctime) into\n" +
     "ROOT/archive/YYYY-MM-DD/, the day they reached it (or deletes them with --delete), and forgets\n" +
-    "ledger history of that age: duplicate records, replayed failures, replays.\n" +
+    "ledger history of that age: duplicate records, replayed and deleted failures, replay and\n" +
+    "deletion records, and the origins of broker deliveries that can no longer come back.\n" +
     "Idempotency keys (processed rows) are kept unless --horizon is given: then keys older than the\n" +
     "horizon are pruned, and each order's highest pruned seq is kept so that a later redelivery of a\n" +
     "pruned message goes to error/ as beyond-horizon instead of being applied a second time.\n" +

@@ -168,7 +168,7 @@ export interface LedgerPort<E extends AnyEffect = never> {
   stats(since: Date): Awaitable<LedgerStats>
   orderProblems(): Awaitable<OrderProblem[]>
   /**
-   * Retention: forgets history (duplicates, replayed failures, replays) older than
+   * Retention: forgets history (duplicates, closed failures, replays, deletions, origins) older than
    * `historyCutoff` and, when `keyCutoff` is given, processed rows (idempotency keys) older than
    * it, keeping each order's highest pruned seq in `horizon`. With `dryRun` the same statements
    * run and are rolled back: the counts are exactly what a real run removes.

@@ -69,9 +69,10 @@ export async function runStepsAsync<T>(
 }
 
 /**
- * Retention, in the caller's transaction: history (duplicates, replayed failures, replays, deletions, origins) older
- * than `historyCutoff` and, when `keyCutoff` is given, processed rows (idempotency keys) older
- * than it, each order's highest pruned seq raised in `horizon` first. Returns what was removed.
+ * Retention, in the caller's transaction: history (duplicates, closed failures, replays,
+ * deletions, origins) older than `historyCutoff` and, when `keyCutoff` is given, processed
+ * rows (idempotency keys) older than it, each order's highest pruned seq raised in `horizon`
+ * first. Returns what was removed.
  */
 export function* prune(historyCutoff: string, keyCutoff: string | undefined, now: string): Steps<CompactSummary> {
   const duplicates = yield [statements.forgetDuplicates, [historyCutoff]]

@@ -96,9 +96,9 @@ export async function withReportLock<T>(l: SqliteLedger, fn: () => Promise<T>): 
 }
 
 /**
- * Retention: forgets history (duplicates, replayed failures, replays) older than `historyCutoff`
- * and, when `keyCutoff` is given, processed rows (idempotency keys) older than it, keeping
- * each order's highest pruned seq in `horizon`. One transaction; returns what was removed.
+ * Retention: forgets history (duplicates, closed failures, replays, deletions, origins) older
+ * than `historyCutoff` and, when `keyCutoff` is given, processed rows (idempotency keys) older
+ * than it, keeping each order's highest pruned seq in `horizon`. One transaction; returns what was removed.
  * With `dryRun` the same statements run and are rolled back: the counts are exactly what a
  * real run removes.
  */
