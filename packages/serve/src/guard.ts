@@ -14,7 +14,7 @@ export const csrfField = "csrf"
 
 /** The CSRF token of a console token: an HMAC of it, so no state is kept and it changes with the token. */
 export function csrfOf(token: string): string {
-  return new Bun.CryptoHasher("sha256", token).update("spool serve csrf").digest("hex")
+  return hmacOf(token, "spool serve csrf")
 }
 
 /**
@@ -23,8 +23,10 @@ export function csrfOf(token: string): string {
  * state is kept, and every session ends when the token changes.
  */
 export function sessionOf(token: string): string {
-  return new Bun.CryptoHasher("sha256", token).update("spool serve session").digest("hex")
+  return hmacOf(token, "spool serve session")
 }
+
+const hmacOf = (key: string, label: string): string => new Bun.CryptoHasher("sha256", key).update(label).digest("hex")
 
 /** Whether two secrets are equal, in time that does not depend on where they differ. */
 export function isSameSecret(given: string | undefined, expected: string): boolean {

@@ -30,10 +30,12 @@ const migrations: readonly string[] = [
  * Every table spool's migrations create, read from the migrations themselves: verify checks
  * each one's indexes, and a table added by a new migration is checked without another list.
  */
-export const spoolTables: readonly string[] = [
-  "spool_schema",
-  ...migrations.flatMap((m) => [...m.matchAll(/CREATE TABLE (?:IF NOT EXISTS )?(\w+)/gi)].map((t) => t[1] as string)),
-]
+export function spoolTables(): string[] {
+  return [
+    "spool_schema",
+    ...migrations.flatMap((m) => [...m.matchAll(/CREATE TABLE (?:IF NOT EXISTS )?(\w+)/gi)].map((t) => t[1] as string)),
+  ]
+}
 
 // Serialises migrations between consumers that start at once (any constant works: it only
 // has to be the same for every spool process).

@@ -34,7 +34,9 @@ async function checkIndexes(sql: SQL): Promise<LedgerCheck> {
     `SELECT c.oid::regclass::text AS name FROM pg_index i
      JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_class t ON t.oid = i.indrelid JOIN pg_am am ON am.oid = c.relam
      WHERE am.amname = 'btree' AND t.relnamespace = current_schema()::regnamespace
-       AND t.relname IN (${spoolTables.map((t) => `'${t}'`).join(", ")})
+       AND t.relname IN (${spoolTables()
+         .map((t) => `'${t}'`)
+         .join(", ")})
      ORDER BY 1`,
   )) as { name: string }[]
   const check = `${quoteIdent(ext.schema)}.bt_index_check`
