@@ -7,6 +7,7 @@ import { join } from "node:path"
 import { tempDatabase } from "@spool/test-support"
 import { SQL } from "bun"
 import { brokerCommand, brokerWith, isBrokerContender } from "./brokers.ts"
+import type { CpuSplit } from "./cpu-split.ts"
 import { check } from "./end-state.ts"
 import { fmt, percentile } from "./figures.ts"
 import { type Expected, freshRoot } from "./generated-queue.ts"
@@ -33,6 +34,8 @@ export interface Measured {
   readonly sqlite?: { readonly journalMode: string; readonly synchronous: number }
   /** consume-served: what the console answered while consume drained. */
   readonly served?: ServedLoad
+  /** Where the CPU went: the contender's threads by kind, the PostgreSQL server's, the cores' busy share. */
+  readonly cpuSplit?: CpuSplit
 }
 
 /** The C floors: one thread (floor.c), and the same work pipelined over two (floor-2t.c). */
@@ -57,7 +60,12 @@ function measured(
   contender: string,
   run: number,
   messages: number,
-  t: { readonly seconds: number; readonly peakRssMb: number; readonly cpuSeconds: number },
+  t: {
+    readonly seconds: number
+    readonly peakRssMb: number
+    readonly cpuSeconds: number
+    readonly cpuSplit?: CpuSplit
+  },
   batchMs?: readonly number[],
 ): Measured {
   const base = {
@@ -67,6 +75,7 @@ function measured(
     messagesPerSecond: messages / t.seconds,
     peakRssMb: t.peakRssMb,
     cpuSeconds: t.cpuSeconds,
+    ...(t.cpuSplit && { cpuSplit: t.cpuSplit }),
   }
   if (batchMs === undefined) return base
   return {
@@ -142,6 +151,7 @@ export async function runOne(
           "--stats-json",
           s,
         ]),
+        pg !== undefined,
       )
     // consume-served: the same command while the console on the same root answers servedRate requests a second.
     const { result: t, load } =
@@ -163,7 +173,14 @@ export async function runOne(
     `bench: ${label}: ${fmt(m.seconds, 2)} s, ${Math.round(m.messagesPerSecond)} msg/s, CPU ${fmt(m.cpuSeconds, 2)} s, peak RSS ${fmt(m.peakRssMb)} MB${lat}\n`,
   )
   if (m.served !== undefined) process.stderr.write(`bench: ${label}: ${describeLoad(m.served)}\n`)
+  if (m.cpuSplit !== undefined) process.stderr.write(`bench: ${label}: ${describeSplit(m.cpuSplit)}\n`)
   return m
+}
+
+/** One line of where a run's CPU went. */
+export function describeSplit(s: CpuSplit): string {
+  const server = s.server === undefined ? "" : `, PostgreSQL server ${fmt(s.server, 2)} s`
+  return `CPU s by thread: main ${fmt(s.main, 2)}, workers ${fmt(s.workers, 2)}, runtime ${fmt(s.runtime, 2)}${server}; cores busy ${fmt(s.busy * 100, 0)}%`
 }
 
 /** One line of what the console answered during a drain. */

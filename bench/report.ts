@@ -38,6 +38,11 @@ function summarize(results: readonly Measured[]) {
         cpuUsPerMessage: med(c, (m) => (m.cpuSeconds / m.seconds / m.messagesPerSecond) * 1e6),
         batchP50Ms: med(c, (m) => m.batchP50Ms),
         batchP99Ms: med(c, (m) => m.batchP99Ms),
+        main: med(c, (m) => m.cpuSplit?.main),
+        workers: med(c, (m) => m.cpuSplit?.workers),
+        runtime: med(c, (m) => m.cpuSplit?.runtime),
+        server: med(c, (m) => m.cpuSplit?.server),
+        busy: med(c, (m) => m.cpuSplit?.busy),
       },
     ]),
   )
@@ -98,6 +103,17 @@ export function report(f: Figures): void {
       ([c, s]) =>
         `| ${c} | ${cell(s.messagesPerSecond, 0)} | ${cell(s.seconds, 2)} | ${cell(s.cpuSeconds, 2)} | ${cell(s.cpuUsPerMessage, 1)} | ${cell(s.batchP50Ms)} | ${cell(s.batchP99Ms)} | ${cell(s.peakRssMb)} |`,
     ),
+    "",
+    "Where the CPU went (medians, seconds; bench/cpu-split.ts):",
+    "",
+    "| contender | main threads | workers | runtime | PostgreSQL server | cores busy |",
+    "|---|---:|---:|---:|---:|---:|",
+    ...Object.entries(summary)
+      .filter(([, s]) => !Number.isNaN(s.busy))
+      .map(
+        ([c, s]) =>
+          `| ${c} | ${cell(s.main, 2)} | ${cell(s.workers, 2)} | ${cell(s.runtime, 2)} | ${cell(s.server, 2)} | ${cell(s.busy * 100, 0)}% |`,
+      ),
     "",
     `consume / floor = ${times(ratios.consumeOverFloor, 2)}, consume / floor-2t = ${times(ratios.consumeOverFloor2t, 2)} (floor-2t / floor = ${times(ratios.floor2tOverFloor, 2)}), consume / baseline = ${times(ratios.consumeOverBaseline, 1)}, consume / baseline-wal = ${times(ratios.consumeOverBaselineWal, 1)}, consume / consume-1t = ${times(ratios.consumeOverOneThread, 2)}` +
       (consumers > 1

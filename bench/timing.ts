@@ -2,15 +2,21 @@
 import fs from "node:fs"
 import os from "node:os"
 import { join } from "node:path"
+import { type CpuSplit, sampleCpu } from "./cpu-split.ts"
 import { repo } from "./shell.ts"
 
 // GNU time reports the peak RSS after exit; without it, /proc is polled while the process runs.
 const hasTime = fs.existsSync("/usr/bin/time")
 
-/** Runs the processes at once; wall time until the last exits, peak RSS of the largest, CPU time (user + system) of all. */
+/**
+ * Runs the processes at once; wall time until the last exits, peak RSS of the largest, CPU time
+ * (user + system) of all, and where that CPU went (cpu-split.ts; with `server`, the PostgreSQL
+ * server's too).
+ */
 export async function timed(
   cmds: string[][],
-): Promise<{ seconds: number; peakRssMb: number; cpuSeconds: number; stdout: string[] }> {
+  server = false,
+): Promise<{ seconds: number; peakRssMb: number; cpuSeconds: number; cpuSplit?: CpuSplit; stdout: string[] }> {
   const timeFiles = cmds.map((_, i) => join(os.tmpdir(), `spool-bench-time-${process.pid}-${i}`))
   const started = performance.now()
   const procs = cmds.map((cmd, i) =>
@@ -20,6 +26,10 @@ export async function timed(
       stdout: "pipe",
       stderr: "inherit",
     }),
+  )
+  const sampler = sampleCpu(
+    procs.map((p) => p.pid),
+    server,
   )
   const hwm = procs.map(() => 0)
   const poll = hasTime
@@ -35,6 +45,7 @@ export async function timed(
   const stdout = await Promise.all(procs.map((p) => new Response(p.stdout).text()))
   const codes = await Promise.all(procs.map((p) => p.exited))
   const seconds = (performance.now() - started) / 1000
+  const cpuSplit = sampler?.stop()
   if (poll) clearInterval(poll)
   for (const [i, code] of codes.entries()) if (code !== 0) throw new Error(`${cmds[i]?.join(" ")} exited with ${code}`)
   // GNU time's last line: peak RSS in KB, user and system seconds.
@@ -46,5 +57,5 @@ export async function timed(
     ? lines.reduce((sum, l) => sum + Number(l[1]) + Number(l[2]), 0)
     : procs.reduce((sum, p) => sum + Number(p.resourceUsage()?.cpuTime.total ?? 0) / 1e6, 0)
   for (const f of timeFiles) fs.rmSync(f, { force: true })
-  return { seconds, peakRssMb: Math.max(...kb) / 1024, cpuSeconds, stdout }
+  return { seconds, peakRssMb: Math.max(...kb) / 1024, cpuSeconds, ...(cpuSplit && { cpuSplit }), stdout }
 }
