@@ -104,7 +104,8 @@ pg("the PostgreSQL ledger (--ledger / SPOOL_LEDGER_URL)", () => {
   // by root until a vacuum, which autovacuum may bring late or never (it is off on some servers).
   it("vacuums the claims table itself as a long run forgets its claims", async () => {
     await using t = await tempDir()
-    generateMessages(join(t.path, "src"), 25_000, 9)
+    // Fewer than two vacuums' worth of claims at a cadence of 20,000: this run must see one.
+    generateMessages(join(t.path, "src"), 12_000, 9)
     const root = join(t.path, "q")
     makeQueueFrom(join(t.path, "src"), root)
     await using db = await tempDatabase()
