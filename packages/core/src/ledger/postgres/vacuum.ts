@@ -3,9 +3,8 @@ import type { SQL } from "bun"
 
 /**
  * Claim rows forgotten between two vacuums of the claims table: five batches' worth at the
- * default batch size. Measured against 20,000 with `bun run bench --only consume-pg`, four
- * pairs of invocations: the server's CPU 15 to 27% lower in each pair (the vacuums included)
- * and consume-pg 3 to 15% faster; 2,000 was no better than 5,000.
+ * default batch size. Against 20,000 the server spends 8 to 15% less CPU, its vacuums included
+ * (BENCHMARKS.md, The PostgreSQL ledger); 2,000 was no better than 5,000.
  */
 const vacuumEvery = 5_000
 
