@@ -1,8 +1,8 @@
 // Where a contender's CPU goes while it runs: each thread of its processes, a local PostgreSQL
 // server's processes, and how busy the machine's cores were, read from /proc (Linux) every
 // 100 ms. A thread's or a process's CPU time is the last value read before it ended, so up to
-// 100 ms of each may be missed, and a server process that lived less than a second may not be
-// seen; the contender's total CPU (GNU time's) has no such gap.
+// 100 ms of each may be missed, and a server process started after the first one and living
+// less than a second may not be seen; the contender's total CPU (GNU time's) has no such gap.
 import fs from "node:fs"
 
 /** CPU seconds by kind of thread, and the machine's cores, over one contender's run. */
@@ -65,12 +65,13 @@ export function sampleCpu(roots: readonly number[], server: boolean): { stop(): 
   const threads = new Map<string, { kind: "main" | "workers" | "runtime"; ticks: number }>()
   /** Per postgres process: ticks at its first reading (0 for one started during the run) and last. */
   const servers = new Map<number, { first: number; last: number }>()
-  // Every process is looked at once a second (a new backend is found within that second); the
-  // postgres ones at every reading. Reading all of /proc ten times a second took the bench 4%
-  // of a core.
+  // Every process is looked at until the contender's first backend appears, then once a second
+  // (a later backend is found within that second); the postgres ones at every reading. Reading
+  // all of /proc ten times a second for a whole run took the bench 4% of a core.
   let listedAt = 0
   const readServers = (isFirst: boolean) => {
-    const isListing = isFirst || performance.now() - listedAt >= 1000
+    const hasNew = [...servers.values()].some((s) => s.first === 0)
+    const isListing = isFirst || !hasNew || performance.now() - listedAt >= 1000
     if (isListing) listedAt = performance.now()
     const pids = isListing ? fs.readdirSync("/proc").map(Number) : [...servers.keys()]
     for (const pid of pids) {
@@ -86,6 +87,8 @@ export function sampleCpu(roots: readonly number[], server: boolean): { stop(): 
     const pids = [...roots]
     for (let i = 0; i < pids.length; i++) pids.push(...children(pids[i] as number))
     for (const pid of pids) {
+      const main = readTask(`/proc/${pid}/stat`)
+      if (main === undefined || main.comm === "time") continue
       let tids: string[]
       try {
         tids = fs.readdirSync(`/proc/${pid}/task`)
@@ -94,9 +97,10 @@ export function sampleCpu(roots: readonly number[], server: boolean): { stop(): 
       }
       for (const tid of tids) {
         const t = readTask(`/proc/${pid}/task/${tid}/stat`)
-        if (t === undefined || t.comm === "time") continue
-        const kind =
-          Number(tid) === pid ? "main" : t.comm === "Worker" || isProgramThread(t.comm) ? "workers" : "runtime"
+        if (t === undefined) continue
+        // A thread a C program starts keeps the program's name; Bun names its Workers so and
+        // its own threads otherwise (JITWorker, HeapHelper, ...).
+        const kind = Number(tid) === pid ? "main" : t.comm === "Worker" || t.comm === main.comm ? "workers" : "runtime"
         threads.set(`${pid}/${tid}`, { kind, ticks: t.ticks })
       }
     }
@@ -122,6 +126,3 @@ export function sampleCpu(roots: readonly number[], server: boolean): { stop(): 
     },
   }
 }
-
-/** A C contender's own threads carry its program's name (floor-2t's second thread). */
-const isProgramThread = (comm: string): boolean => comm.startsWith("floor")
