@@ -104,7 +104,7 @@ pg("the PostgreSQL ledger (--ledger / SPOOL_LEDGER_URL)", () => {
   // by root until a vacuum, which autovacuum may bring late or never (it is off on some servers).
   it("vacuums the claims table itself as a long run forgets its claims", async () => {
     await using t = await tempDir()
-    // Fewer than two vacuums' worth of claims at a cadence of 20,000: this run must see one.
+    // Two vacuums' worth of claims at the ledger's cadence, and none at a cadence of 20,000.
     generateMessages(join(t.path, "src"), 12_000, 9)
     const root = join(t.path, "q")
     makeQueueFrom(join(t.path, "src"), root)

@@ -1,6 +1,7 @@
 import type { SQL } from "bun"
 import checksSql from "../../../sql/postgres/verify.sql" with { type: "text" }
 import { type LedgerCheck, messageOf, type ProblemRow, spoolTallies, Tally } from "../verify.ts"
+import { pgArray } from "./arrays.ts"
 import { pgCode } from "./errors.ts"
 import { spoolTables } from "./schema.ts"
 
@@ -34,10 +35,9 @@ async function checkIndexes(sql: SQL): Promise<LedgerCheck> {
     `SELECT c.oid::regclass::text AS name FROM pg_index i
      JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_class t ON t.oid = i.indrelid JOIN pg_am am ON am.oid = c.relam
      WHERE am.amname = 'btree' AND t.relnamespace = current_schema()::regnamespace
-       AND t.relname IN (${spoolTables()
-         .map((t) => `'${t}'`)
-         .join(", ")})
+       AND t.relname = ANY ($1::text[])
      ORDER BY 1`,
+    [pgArray(spoolTables())],
   )) as { name: string }[]
   const check = `${quoteIdent(ext.schema)}.bt_index_check`
   for (const { name } of indexes) {
