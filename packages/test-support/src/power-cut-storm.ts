@@ -26,6 +26,13 @@ export interface CutObservation {
   readonly writesLost: Readonly<Record<string, number>>
   /** What the killed consumers held in the ledger that survived the cut, read after the reboot. */
   readonly survivors: readonly KillObservation[]
+  /**
+   * Claims into processing/ the cut kept after undoing an earlier one. Their rows were not yet
+   * durable (a claim's rows commit after its renames are fsynced), so each is an orphan the next
+   * start takes before the files claimed ahead of it, now back where they came from: of two
+   * deliveries of one msg_id, the later may come first.
+   */
+  readonly claimsOvertaken: number
   /** Files in processing/ after the cut with no claim row: a claim lost with its rename kept. */
   readonly orphans: number
   /** The reports as the cut left them (a cut after the run's end finds them written). */
@@ -81,6 +88,17 @@ function tally(changes: readonly CutChange[]): Record<string, number> {
   const out: Record<string, number> = {}
   for (const c of changes) out[changeKind(c)] = (out[changeKind(c)] ?? 0) + 1
   return out
+}
+
+function claimsOvertaken(report: CutReport): number {
+  let isEarlierLost = false
+  let n = 0
+  for (const c of report.journal) {
+    if (c.kind !== "rename" || placeOf(c.to ?? "") !== "processing") continue
+    if (c.isLost) isEarlierLost = true
+    else if (isEarlierLost) n++
+  }
+  return n
 }
 
 function writesLost(report: CutReport): Record<string, number> {
@@ -179,6 +197,7 @@ export async function consumeWithPowerCuts(
       afterRun,
       lost: tally(report.lost),
       kept: tally(report.kept),
+      claimsOvertaken: claimsOvertaken(report),
       writesLost: writesLost(report),
       survivors: [],
       orphans: 0,
@@ -264,6 +283,7 @@ export function cutLog(cuts: readonly CutObservation[]): string[] {
       Object.keys(c.kept).length > 0 ? `kept: ${counts(c.kept)}` : "",
       `writes lost: ${counts(c.writesLost)}`,
       c.orphans > 0 ? `${c.orphans} orphans in processing/` : "",
+      c.claimsOvertaken > 0 ? `${c.claimsOvertaken} claims kept after an earlier one was lost` : "",
       c.survivors.some((k) => k.held.length > 0 || k.committedNotMoved > 0)
         ? `held after it: ${c.survivors.map((k) => `${k.claimed} claimed (${k.held.slice(0, 5).join(" ")}), ${k.committedNotMoved} committed not moved`).join("; ")}`
         : "",
@@ -287,6 +307,8 @@ export function summarizeCuts(cuts: readonly CutObservation[]) {
     ledgerWritesLost: cuts.filter((c) => has(c.writesLost, (k) => k.startsWith("ledger.db"))).length,
     /** Files left in processing/ without a claim row, taken afresh as orphans. */
     orphansLeft: cuts.filter((c) => c.orphans > 0).length,
+    /** Cuts that kept a claim and lost an earlier one: the order of claims changed (see claimsOvertaken). */
+    reordered: cuts.filter((c) => c.claimsOvertaken > 0).length,
     /** Claims that survived the cut, committed or not, left for recovery. */
     claimsSurvived: cuts.filter((c) => c.survivors.some((k) => k.claimed + k.committedNotMoved > 0)).length,
     nothingLost: cuts.filter((c) => Object.keys(c.lost).length === 0 && Object.keys(c.writesLost).length === 0).length,

@@ -80,6 +80,8 @@ export interface CutChange {
 export interface CutReport {
   readonly lost: readonly CutChange[]
   readonly kept: readonly CutChange[]
+  /** Every change, lost or kept, in the order the file system saw them. */
+  readonly journal: readonly (CutChange & { readonly isLost: boolean })[]
   /** Each file with unsynced writes: how many of them the cut undid. */
   readonly data: readonly { readonly path: string; readonly lost: number; readonly of: number }[]
 }
@@ -175,12 +177,15 @@ function ask(control: string, command: string): Promise<string> {
 function parseReport(answer: string): CutReport {
   const lost: CutChange[] = []
   const kept: CutChange[] = []
+  const journal: (CutChange & { isLost: boolean })[] = []
   const data: { path: string; lost: number; of: number }[] = []
   for (const line of answer.split("\n")) {
     const [word, ...rest] = line.split("\t")
     if (word === "lost" || word === "kept") {
       const [kind, from = "", to] = rest as [CutChange["kind"], string?, string?]
-      ;(word === "lost" ? lost : kept).push({ kind, from, ...(to !== undefined && { to }) })
+      const change = { kind, from, ...(to !== undefined && { to }) }
+      ;(word === "lost" ? lost : kept).push(change)
+      journal.push({ ...change, isLost: word === "lost" })
     } else if (word === "data") {
       const [n = 0, of = 0] = (rest[1] ?? "0/0").split("/").map(Number)
       data.push({ path: rest[0] ?? "", lost: n, of })
@@ -188,5 +193,5 @@ function parseReport(answer: string): CutReport {
       throw new Error(`power-cut-fs could not undo everything a cut loses: ${answer}`)
     else if (line.startsWith("error ")) throw new Error(`power-cut-fs: ${line}`)
   }
-  return { lost, kept, data }
+  return { lost, kept, journal, data }
 }
