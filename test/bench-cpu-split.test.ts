@@ -37,6 +37,9 @@ const [{ pid }] = await sql\`SELECT pg_backend_pid() AS pid\`
 const ticks = () => { const f = require("node:fs").readFileSync(\`/proc/\${pid}/stat\`, "utf8").split(") ")[1].split(" "); return Number(f[11]) + Number(f[12]) }
 const end = ticks() + 40
 while (ticks() < end) await sql\`SELECT count(*) FROM generate_series(1, 1000000)\`
+// Alive past the sampler's next listing of /proc (once a second once another postgres process
+// has appeared), so that a backend started between two listings is found.
+await Bun.sleep(1200)
 await sql.close()
 `
 
