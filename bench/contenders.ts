@@ -1,14 +1,15 @@
 // The contenders, each timed on a fresh copy of the generated inbox and its end state checked:
 // consume (and consume-1t, consume-pg, consume-xK), the per-message-commit baselines
-// (baseline.ts), the raw floor in C (floor.c), the broker contenders (brokers.ts), and
-// consume-served: consume while `spool serve` on the same root answers a load (served.ts).
+// (baseline.ts), the raw floors in C (floor.c, floor-2t.c), the renames alone (renames.c), the
+// broker contenders (brokers.ts), and consume-served: consume while `spool serve` on the same
+// root answers a load (served.ts).
 import fs from "node:fs"
 import { join } from "node:path"
 import { tempDatabase } from "@spool/test-support"
 import { SQL } from "bun"
 import { brokerCommand, brokerWith, isBrokerContender } from "./brokers.ts"
 import type { CpuSplit } from "./cpu-split.ts"
-import { check } from "./end-state.ts"
+import { check, renamedAll } from "./end-state.ts"
 import { fmt, percentile } from "./figures.ts"
 import { type Expected, freshRoot } from "./generated-queue.ts"
 import { type ServedLoad, whileServing } from "./served.ts"
@@ -38,20 +39,38 @@ export interface Measured {
   readonly cpuSplit?: CpuSplit
 }
 
-/** The C floors: one thread (floor.c), and the same work pipelined over two (floor-2t.c). */
-const floors = { floor: join(repo, "bench/out/floor"), "floor-2t": join(repo, "bench/out/floor-2t") } as const
-const isFloor = (c: string): c is keyof typeof floors => c in floors
+/** The C programs: each source, the headers it includes, and the libraries it links. */
+const programs = {
+  floor: { headers: ["floor.h", "queue-dirs.h"], libs: ["-lsqlite3"] },
+  "floor-2t": { headers: ["floor.h", "queue-dirs.h"], libs: ["-lsqlite3"] },
+  renames: { headers: ["queue-dirs.h"], libs: [] },
+} as const
+const binary = (program: keyof typeof programs) => join(repo, "bench/out", program)
 
-/** Compiles bench/floor.c and bench/floor-2t.c unless their binaries are newer than their sources and floor.h. */
+/**
+ * The C contenders and how each runs: the floors on one thread (floor.c) and pipelined over two
+ * (floor-2t.c), and each message's two renames alone on one thread and split over two (renames.c).
+ */
+const cContenders: Record<string, (root: string, db: string) => string[]> = {
+  floor: (root, db) => [binary("floor"), root, db],
+  "floor-2t": (root, db) => [binary("floor-2t"), root, db],
+  renames: (root) => [binary("renames"), root, "1"],
+  "renames-2t": (root) => [binary("renames"), root, "2"],
+}
+const isC = (c: string) => c in cContenders
+const isRenames = (c: string) => c.startsWith("renames")
+
+/** Compiles each C program in bench/ unless its binary is newer than its source and headers. */
 export function buildFloor(): void {
-  const header = fs.statSync(join(repo, "bench/floor.h")).mtimeMs
-  for (const [name, bin] of Object.entries(floors)) {
+  for (const [name, { headers, libs }] of Object.entries(programs)) {
     const src = join(repo, `bench/${name}.c`)
-    if (fs.existsSync(bin) && fs.statSync(bin).mtimeMs >= Math.max(header, fs.statSync(src).mtimeMs)) continue
-    if (!fs.existsSync("/usr/include/sqlite3.h"))
+    const bin = binary(name as keyof typeof programs)
+    const newest = Math.max(...[src, ...headers.map((h) => join(repo, "bench", h))].map((f) => fs.statSync(f).mtimeMs))
+    if (fs.existsSync(bin) && fs.statSync(bin).mtimeMs >= newest) continue
+    if (libs.includes("-lsqlite3") && !fs.existsSync("/usr/include/sqlite3.h"))
       throw new Error(`bench/${name}.c needs the SQLite header: apt-get install -y libsqlite3-dev`)
     fs.mkdirSync(join(repo, "bench/out"), { recursive: true })
-    sh("cc", ["-O2", "-pthread", "-o", bin, src, "-lsqlite3"])
+    sh("cc", ["-O2", "-pthread", "-o", bin, src, ...libs])
   }
 }
 
@@ -98,11 +117,12 @@ export async function runOne(
   const label = `${contender}-${run}`
   const root = freshRoot(base, label, master)
   let m: Measured
-  if (isFloor(contender)) {
+  if (isC(contender)) {
     const db = join(root, "floor.db")
-    const t = await timed([[floors[contender], root, db]])
+    const t = await timed([cContenders[contender]?.(root, db) ?? []])
     const out = JSON.parse(t.stdout[0] as string) as { batchMs: number[] }
-    check(label, root, db, e, false)
+    if (isRenames(contender)) renamedAll(label, root, e)
+    else check(label, root, db, e, false)
     m = measured(contender, run, e.messages, t, out.batchMs)
   } else if (contender === "baseline" || contender === "baseline-wal") {
     const db = join(root, "baseline.db")

@@ -44,6 +44,15 @@ export function check(label: string, root: string, db: string | number, e: Expec
   if (problems.length > 0) throw new Error(`${label}: wrong end state: ${problems.join("; ")}`)
 }
 
+/** Throws unless the renames contender moved every file, bad ones included, to done/ (it reads none). */
+export function renamedAll(label: string, root: string, e: Expected): void {
+  const got = ["inbox", "processing", "done", "error"].map((d) => countEntries(join(root, d)))
+  if (got.join() !== [0, 0, e.messages, 0].join())
+    throw new Error(
+      `${label}: wrong end state: inbox/, processing/, done/, error/ hold ${got.join(", ")}, expected 0, 0, ${e.messages}, 0`,
+    )
+}
+
 /** Throws unless all `n` files of the watch run reached done/ and none is left behind. */
 export function expectDone(root: string, n: number): void {
   const got = [

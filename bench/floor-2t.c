@@ -48,7 +48,6 @@ static pthread_cond_t changed = PTHREAD_COND_INITIALIZER;
 static struct batch *full[SLOTS], *empty[SLOTS + 1];
 static int full_n, empty_n, claiming_done;
 
-
 static void die(const char *what) {
   fprintf(stderr, "floor-2t: %s: %s (sqlite: %s)\n", what, strerror(errno), db ? sqlite3_errmsg(db) : "-");
   exit(3);

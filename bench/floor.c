@@ -33,7 +33,6 @@ static double *batch_ms;
 static long batch_ms_cap;
 static double last_batch_end;
 
-
 static void die(const char *what) {
   fprintf(stderr, "floor: %s: %s (sqlite: %s)\n", what, strerror(errno), db ? sqlite3_errmsg(db) : "-");
   exit(3);
@@ -108,13 +107,9 @@ int main(int argc, char **argv) {
       buf[len] = 0;
 
       int ok = insert_fields(insert_stmt, buf);
-
       if (ok)
-
         done_count++;
-
       else
-
         error_count++;
       memcpy(names[in_batch], e->d_name, strlen(e->d_name) + 1);
       is_error[in_batch] = !ok;

@@ -9,8 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-// Each floor says what failed and exits 3.
-static void die(const char *what);
+#include "queue-dirs.h"
 
 static double now_ms(void) {
   struct timespec ts;
@@ -50,12 +49,6 @@ static int number_field(const char *json, const char *key, const char **start, i
   return 1;
 }
 
-// Whether a directory entry is a message: not hidden, and named *.json.
-static int is_message_name(const char *name) {
-  size_t n = strlen(name);
-  return name[0] != '.' && n >= 5 && strcmp(name + n - 5, ".json") == 0;
-}
-
 // Finds the four fields in a NUL-terminated message and inserts them with `insert`; 0 when one is missing.
 static int insert_fields(sqlite3_stmt *insert, const char *json) {
   const char *id, *order, *seq, *amount;
@@ -85,15 +78,6 @@ static sqlite3 *open_ledger(const char *path, sqlite3_stmt **insert) {
                          insert, NULL) != SQLITE_OK)
     die("prepare");
   return db;
-}
-
-// Opens ROOT/NAME as a directory descriptor.
-static int open_dir(const char *root, const char *name) {
-  char path[4096];
-  snprintf(path, sizeof path, "%s/%s", root, name);
-  int fd = open(path, O_RDONLY | O_DIRECTORY);
-  if (fd < 0) die(path);
-  return fd;
 }
 
 #endif

@@ -7,11 +7,14 @@ const usage = [
   "  --million       queue size 1000000",
   "  --runs R        runs per contender; the table shows medians (default 3)",
   "  --consumers K   also run K consume processes at once on one root (scaling)",
-  "  --only LIST     comma-separated subset of consume,consume-1t,floor,floor-2t,baseline,",
-  "                  baseline-wal,watch,consume-pg (default all but consume-pg). consume-1t is",
-  "                  consume --one-thread (what the second thread gains); floor is the raw C",
-  "                  floor on one thread, floor-2t the same work pipelined over two (claim",
-  "                  renames and reads on one, parse, commit and moves on the other); baseline keeps SQLite's default",
+  "  --only LIST     comma-separated subset of consume,consume-1t,floor,floor-2t,renames,",
+  "                  renames-2t,baseline,baseline-wal,watch,consume-pg (default all but",
+  "                  consume-pg). consume-1t is consume --one-thread (what the second thread",
+  "                  gains); floor is the raw C floor on one thread, floor-2t the same work",
+  "                  pipelined over two (claim renames and reads on one, parse, commit and",
+  "                  moves on the other); renames is each message's two renames and nothing",
+  "                  else (no read, ledger or fsync: what the kernel serialises), renames-2t",
+  "                  the same with claims and moves on two threads; baseline keeps SQLite's default",
   "                  settings (rollback journal), baseline-wal is the same loop with WAL;",
   "                  consume-pg runs consume against a fresh PostgreSQL database on",
   "                  $SPOOL_TEST_PG_URL, default the local server (the two backends); with",
@@ -68,7 +71,9 @@ export function parseOptions(args: string[]): BenchOptions {
   const messages = v.million ? 1_000_000 : Number(v.messages ?? 100_000)
   const runs = Number(v.runs ?? 3)
   const consumers = Number(v.consumers ?? 1)
-  const only = new Set((v.only ?? "consume,consume-1t,floor,floor-2t,baseline,baseline-wal,watch").split(","))
+  const only = new Set(
+    (v.only ?? "consume,consume-1t,floor,floor-2t,renames,renames-2t,baseline,baseline-wal,watch").split(","),
+  )
   // A broker's consume figure means something beside its transport's floor: one brings the other.
   if (only.has("consume-amqp")) only.add("amqp-raw")
   if (only.has("consume-nats")) only.add("nats-raw")

@@ -58,6 +58,9 @@ export function report(f: Figures): void {
     consumeOverFloor: rate("consume") / rate("floor"),
     consumeOverFloor2t: rate("consume") / rate("floor-2t"),
     floor2tOverFloor: rate("floor-2t") / rate("floor"),
+    consumeOverRenames: rate("consume") / rate("renames"),
+    floor2tOverRenames: rate("floor-2t") / rate("renames"),
+    renames2tOverRenames: rate("renames-2t") / rate("renames"),
     consumeOverBaseline: rate("consume") / rate("baseline"),
     consumeOverBaselineWal: rate("consume") / rate("baseline-wal"),
     consumeOverOneThread: rate("consume") / rate("consume-1t"),
@@ -119,6 +122,11 @@ export function report(f: Figures): void {
       (consumers > 1
         ? `, ${consumers} consumers / 1 consumer = ${times(rate(`consume-x${consumers}`) / rate("consume"), 2)}`
         : ""),
+    ...(summary.renames === undefined
+      ? []
+      : [
+          `against the renames alone: consume / renames = ${times(ratios.consumeOverRenames, 2)}, floor-2t / renames = ${times(ratios.floor2tOverRenames, 2)}, renames-2t / renames = ${times(ratios.renames2tOverRenames, 2)} (what a second thread gains the renames)`,
+        ]),
     ...(summary["consume-pg"] === undefined
       ? []
       : [

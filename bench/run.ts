@@ -4,7 +4,9 @@
 // then, for each run, gives each contender a fresh copy of that inbox and times it as a
 // separate process: `consume` (durable, default batch size), the per-message-commit baselines
 // (bench/baseline.ts with SQLite's default settings, and with WAL), the raw floors in C
-// (bench/floor.c, one thread, and bench/floor-2t.c, the same work pipelined over two), and consume while `spool serve` answers 50 requests/s on the same root.
+// (bench/floor.c, one thread, and bench/floor-2t.c, the same work pipelined over two), each
+// message's two renames alone (bench/renames.c, on one thread and on two), and consume while
+// `spool serve` answers 50 requests/s on the same root.
 // Every end state is checked.
 // Prints a Markdown table of medians and writes all figures to bench/results/<date>-<N>.json.
 import fs from "node:fs"
@@ -48,6 +50,8 @@ try {
       "consume-1t",
       "floor",
       "floor-2t",
+      "renames",
+      "renames-2t",
       "baseline",
       "baseline-wal",
       "consume-pg",
