@@ -40,11 +40,11 @@ export interface Measured {
 }
 
 /** The C programs: each source, the headers it includes, and the libraries it links. */
-const programs = {
+const programs: Record<"floor" | "floor-2t" | "renames", { headers: readonly string[]; libs: readonly string[] }> = {
   floor: { headers: ["floor.h", "queue-dirs.h"], libs: ["-lsqlite3"] },
   "floor-2t": { headers: ["floor.h", "queue-dirs.h"], libs: ["-lsqlite3"] },
   renames: { headers: ["queue-dirs.h"], libs: [] },
-} as const
+}
 const binary = (program: keyof typeof programs) => join(repo, "bench/out", program)
 
 /**
