@@ -9,7 +9,6 @@
 // Build: cc -O2 -pthread -o bench/out/floor-2t bench/floor-2t.c -lsqlite3
 // Usage: floor-2t ROOT DB [BATCH]   prints one JSON object on stdout, as floor does
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -106,40 +105,33 @@ static void read_into(struct batch *b, int fd) {
   b->data[b->used++] = 0;
 }
 
+// A claimed file, read into the batch being claimed; a full batch goes to the commit thread.
+static void read_claimed(const char *name, void *ctx) {
+  struct batch **b = ctx;
+  int fd = openat(processing_fd, name, O_RDONLY | O_NOFOLLOW);
+  if (fd < 0) die("open");
+  read_into(*b, fd);
+  close(fd);
+  memcpy((*b)->names[(*b)->n], name, strlen(name) + 1);
+  if (++(*b)->n == batch_size) {
+    hand_over(*b);
+    *b = take_empty();
+  }
+}
+
+// A pass ends its batch, as floor's does.
+static void end_pass(void *ctx) {
+  struct batch **b = ctx;
+  if ((*b)->n > 0) {
+    hand_over(*b);
+    *b = take_empty();
+  }
+}
+
 static void *claim_thread(void *arg) {
   (void)arg;
   struct batch *b = take_empty();
-  for (;;) {
-    long claimed = 0;
-    DIR *dir = fdopendir(dup(inbox_fd));
-    if (!dir) die("opendir inbox/");
-    rewinddir(dir);
-    struct dirent *e;
-    while ((e = readdir(dir)) != NULL) {
-      if (!is_message_name(e->d_name)) continue;
-      if (renameat2(inbox_fd, e->d_name, processing_fd, e->d_name, RENAME_NOREPLACE) != 0) {
-        if (errno == ENOENT || errno == EEXIST) continue;
-        die("rename into processing/");
-      }
-      claimed++;
-      int fd = openat(processing_fd, e->d_name, O_RDONLY | O_NOFOLLOW);
-      if (fd < 0) die("open");
-      read_into(b, fd);
-      close(fd);
-      memcpy(b->names[b->n], e->d_name, strlen(e->d_name) + 1);
-      if (++b->n == batch_size) {
-        hand_over(b);
-        b = take_empty();
-      }
-    }
-    closedir(dir);
-    // A pass ends its batch, as floor's does.
-    if (b->n > 0) {
-      hand_over(b);
-      b = take_empty();
-    }
-    if (claimed == 0) break;
-  }
+  claim_passes(inbox_fd, processing_fd, read_claimed, end_pass, &b);
   pthread_mutex_lock(&lock);
   empty[empty_n++] = b;
   claiming_done = 1;

@@ -8,7 +8,6 @@
 // Build: cc -O2 -o bench/out/floor bench/floor.c -lsqlite3
 // Usage: floor ROOT DB [BATCH]   prints one JSON object on stdout
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sqlite3.h>
@@ -27,7 +26,7 @@ static sqlite3 *db;
 static sqlite3_stmt *insert_stmt;
 static char (*names)[256];
 static char *is_error;
-static int in_batch;
+static int in_batch, batch_size;
 static long done_count, error_count, batches;
 static double *batch_ms;
 static long batch_ms_cap;
@@ -64,17 +63,43 @@ static void flush_batch(void) {
   exec_sql("BEGIN IMMEDIATE");
 }
 
+// A claimed file: read, its fields inserted; a full batch is committed and moved out.
+static void process_claimed(const char *name, void *ctx) {
+  (void)ctx;
+  static char buf[1 << 20];
+  int fd = openat(processing_fd, name, O_RDONLY | O_NOFOLLOW);
+  if (fd < 0) die("open");
+  ssize_t len = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (len < 0) die("read");
+  buf[len] = 0;
+
+  int ok = insert_fields(insert_stmt, buf);
+  if (ok)
+    done_count++;
+  else
+    error_count++;
+  memcpy(names[in_batch], name, strlen(name) + 1);
+  is_error[in_batch] = !ok;
+  if (++in_batch == batch_size) flush_batch();
+}
+
+// A pass ends its batch.
+static void end_pass(void *ctx) {
+  (void)ctx;
+  flush_batch();
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: floor ROOT DB [BATCH]\n");
     return 2;
   }
   const char *root = argv[1];
-  int batch_size = argc > 3 ? atoi(argv[3]) : 1000;
+  batch_size = argc > 3 ? atoi(argv[3]) : 1000;
   if (batch_size < 1 || batch_size > MAX_BATCH) batch_size = 1000;
   names = malloc((size_t)batch_size * sizeof *names);
   is_error = malloc((size_t)batch_size);
-  static char buf[1 << 20];
   double started = now_ms();
 
   inbox_fd = open_dir(root, "inbox");
@@ -86,39 +111,7 @@ int main(int argc, char **argv) {
   exec_sql("BEGIN IMMEDIATE");
   last_batch_end = now_ms();
 
-  for (;;) {
-    long claimed = 0;
-    DIR *dir = fdopendir(dup(inbox_fd));
-    if (!dir) die("opendir inbox/");
-    rewinddir(dir);
-    struct dirent *e;
-    while ((e = readdir(dir)) != NULL) {
-      if (!is_message_name(e->d_name)) continue;
-      if (renameat2(inbox_fd, e->d_name, processing_fd, e->d_name, RENAME_NOREPLACE) != 0) {
-        if (errno == ENOENT || errno == EEXIST) continue;
-        die("rename into processing/");
-      }
-      claimed++;
-      int fd = openat(processing_fd, e->d_name, O_RDONLY | O_NOFOLLOW);
-      if (fd < 0) die("open");
-      ssize_t len = read(fd, buf, sizeof buf - 1);
-      close(fd);
-      if (len < 0) die("read");
-      buf[len] = 0;
-
-      int ok = insert_fields(insert_stmt, buf);
-      if (ok)
-        done_count++;
-      else
-        error_count++;
-      memcpy(names[in_batch], e->d_name, strlen(e->d_name) + 1);
-      is_error[in_batch] = !ok;
-      if (++in_batch == batch_size) flush_batch();
-    }
-    closedir(dir);
-    flush_batch();
-    if (claimed == 0) break;
-  }
+  claim_passes(inbox_fd, processing_fd, process_claimed, end_pass, NULL);
   exec_sql("COMMIT");
   sqlite3_finalize(insert_stmt);
   sqlite3_close(db);

@@ -9,7 +9,6 @@
 // Build: cc -O2 -pthread -o bench/out/renames bench/renames.c
 // Usage: renames ROOT [THREADS] [BATCH]   prints one JSON object on stdout, as the floors do
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -92,29 +91,22 @@ static struct batch *claimed_batch(struct batch *b) {
   return take_empty();
 }
 
+static void add_claimed(const char *name, void *ctx) {
+  struct batch **b = ctx;
+  memcpy((*b)->names[(*b)->n], name, strlen(name) + 1);
+  if (++(*b)->n == batch_size) *b = claimed_batch(*b);
+}
+
+// A pass ends its batch, as the floors' do.
+static void end_pass(void *ctx) {
+  struct batch **b = ctx;
+  if ((*b)->n > 0) *b = claimed_batch(*b);
+}
+
 // Claims every message, a pass over inbox/ at a time, until a pass claims none (as the floors do).
 static void *claim_all(void *arg) {
   struct batch *b = arg;
-  for (;;) {
-    long claimed = 0;
-    DIR *dir = fdopendir(dup(inbox_fd));
-    if (!dir) die("opendir inbox/");
-    rewinddir(dir);
-    struct dirent *e;
-    while ((e = readdir(dir)) != NULL) {
-      if (!is_message_name(e->d_name)) continue;
-      if (renameat2(inbox_fd, e->d_name, processing_fd, e->d_name, RENAME_NOREPLACE) != 0) {
-        if (errno == ENOENT || errno == EEXIST) continue;
-        die("rename into processing/");
-      }
-      claimed++;
-      memcpy(b->names[b->n], e->d_name, strlen(e->d_name) + 1);
-      if (++b->n == batch_size) b = claimed_batch(b);
-    }
-    closedir(dir);
-    if (b->n > 0) b = claimed_batch(b);
-    if (claimed == 0) break;
-  }
+  claim_passes(inbox_fd, processing_fd, add_claimed, end_pass, &b);
   if (threads == 2) {
     pthread_mutex_lock(&lock);
     empty[empty_n++] = b;
