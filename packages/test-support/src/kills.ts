@@ -192,6 +192,9 @@ export async function consumeWithRandomKills(
     })
     starts += round.length
     const allExited = () => round.every((p) => p.hasExited())
+    // When the round's last kill was sent: its work is measured up to there, not to the end of
+    // the kill's observation (on PostgreSQL, waiting for the victim's sessions to end).
+    let killedAt = spawnedAt
     const activity = (async () => {
       for (const deadline = performance.now() + 60_000; performance.now() < deadline && !allExited(); ) {
         await Bun.sleep(10)
@@ -214,6 +217,7 @@ export async function consumeWithRandomKills(
           clearTimeout(timer)
           drained.stop()
         }
+        killedAt = Math.max(killedAt, performance.now())
         const r = await inTurn(() =>
           killAndObserve(p, round, options.ledgerUrl, async (pid) => {
             kills.push(await observe(root, Math.round(performance.now() - spawnedAt), pid, options.ledgerUrl))
@@ -231,7 +235,7 @@ export async function consumeWithRandomKills(
     const left = queued(root)
     if (left === 0) break
     if ((options.consumers ?? 1) === 1 && activeAt !== undefined && queuedBefore - left > total / 8) {
-      const msPerMessage = Math.max(1, performance.now() - activeAt) / (queuedBefore - left)
+      const msPerMessage = Math.max(1, killedAt - activeAt) / (queuedBefore - left)
       activeMs = Math.max(50, Math.min(activeMs, (msPerMessage * total) / 8))
     }
   }
