@@ -129,7 +129,9 @@ describe.concurrent("a stop signal at any instant", () => {
     const r = await c.finished
     expect(r.stderr).not.toMatch(/worker-failed[^\n]* signal=SIG/)
     expect(dirs(root).processing).toEqual([])
-    expect(r.exitCode).toBe(dirs(root).inbox.length > 0 ? 4 : 0)
+    // As above: a worker stopped with files in its view says 4 even when the other drains them.
+    if (dirs(root).inbox.length > 0) expect(r.exitCode).toBe(4)
+    else expect([0, 4]).toContain(r.exitCode ?? -1)
     await consumeToEnd(root)
     expect(diffIgnoringWinners(reference, snapshot(root))).toEqual([])
   }, 120_000)
