@@ -6,6 +6,7 @@ import fs from "node:fs"
 import os from "node:os"
 import { join } from "node:path"
 import { SpoolError } from "../../errors.ts"
+import { statements } from "../statements.ts"
 import { SqliteLedger as Ledger, schemaVersion } from "./ledger.ts"
 
 const NOW = "2026-11-29T10:00:00.000Z"
@@ -114,6 +115,22 @@ describe("Ledger.claimLanded", () => {
       expect({ landed, claimed }).toEqual({ landed: [{ level: levels.landed }], claimed: [{ level: levels.claimed }] })
     },
   )
+})
+
+describe("Ledger.compact", () => {
+  it("reads the claims in hand once when it forgets origins, not once for every origin", async () => {
+    await using t = await tempLedger()
+    const l = t.open()
+    const plan = (l.db.query(`EXPLAIN QUERY PLAN ${statements.forgetOrigins}`).all() as { detail: string }[]).map(
+      (r) => r.detail,
+    )
+    // claims has no index on claim_id: a correlated subquery over it would scan it per origin.
+    expect(plan).toContain("LIST SUBQUERY 2")
+    expect(plan.filter((d) => /^SCAN (c|claims)\b/.test(d))).toEqual(["SCAN claims"])
+    expect(plan.filter((d) => d.startsWith("CORRELATED")).length).toBe(2)
+    const at = (d: string) => plan.indexOf(d)
+    expect(at("SCAN claims")).toBe(at("LIST SUBQUERY 2") + 1)
+  })
 })
 
 describe("Ledger.open", () => {
