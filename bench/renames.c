@@ -91,6 +91,7 @@ static struct batch *claimed_batch(struct batch *b) {
   return take_empty();
 }
 
+// A claimed name joins the batch being claimed; a full batch is moved, or handed to the mover.
 static void add_claimed(const char *name, void *ctx) {
   struct batch **b = ctx;
   memcpy((*b)->names[(*b)->n], name, strlen(name) + 1);
