@@ -3,7 +3,8 @@ import { join } from "node:path"
 import { consumeUntilDone, timeConsume } from "./consumers.ts"
 import { endState, type Snapshot } from "./end-state.ts"
 import { makeQueueFrom, rng } from "./generate.ts"
-import { consumeWithRandomKills, type KillObservation, poisonedByKills } from "./kills.ts"
+import { type KillObservation, poisonedByKills } from "./kill-observations.ts"
+import { consumeWithRandomKills } from "./kills.ts"
 
 /**
  * The end state a run under random kills must reach. That is the uninterrupted `reference`'s,

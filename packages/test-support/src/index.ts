@@ -26,8 +26,10 @@ export {
   testLedger,
 } from "./hostile.ts"
 export { hostileDetails, hostileNames } from "./hostile-names.ts"
-export type { KillObservation, KillRun } from "./kills.ts"
-export { consumeWithRandomKills, killLog, poisonedByKills, summarizeKills } from "./kills.ts"
+export type { KillObservation } from "./kill-observations.ts"
+export { killLog, poisonedByKills, summarizeKills } from "./kill-observations.ts"
+export type { KillRun } from "./kills.ts"
+export { consumeWithRandomKills } from "./kills.ts"
 export type { TempMosquitto, TempMqttTopic } from "./mqtt.ts"
 export { mqttBroker, tempMosquitto, tempMqttTopic } from "./mqtt.ts"
 export type { TempJetStream } from "./nats.ts"

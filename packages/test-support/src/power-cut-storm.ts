@@ -9,7 +9,7 @@ import { expectedAfterKills } from "./compare.ts"
 import { consumeUntilDone, mtimes, startConsume, timeConsume } from "./consumers.ts"
 import { endState, type Snapshot } from "./end-state.ts"
 import { makeQueueFrom, rng } from "./generate.ts"
-import { type KillObservation, observe } from "./kills.ts"
+import { type KillObservation, observe } from "./kill-observations.ts"
 import { type CutChange, type CutMode, type CutReport, mountPowerCut } from "./power-cut.ts"
 
 /** What one power cut caught: the consumers' state as the kill left it, and what the cut threw away. */
