@@ -15,6 +15,7 @@ import {
   type MoveOut,
   type MoveOutReply,
 } from "./io-thread.ts"
+import { readAheadIfCold } from "./read-ahead.ts"
 import { moveFinished } from "./root.ts"
 
 declare const self: Worker
@@ -74,6 +75,9 @@ function claimIn(
     const r = renameNoReplaceAt(dirs.inbox, name, dirs.processing, name)
     status[i] = r === "moved" ? InStatus.moved : r === "exists" ? InStatus.exists : InStatus.missing
   }
+  // Before any read: files not in memory are then read from the disk together, not one by one.
+  const moved = names.filter((_, i) => status[i] === InStatus.moved && regular[i] === 1)
+  const readAhead = readAheadIfCold(dirs.processing, moved, config.maxBytes)
   const spans = new Int32Array(names.length * 2).fill(-1)
   const rejects: [number, "symlink" | "not-regular" | "too-large" | "vanished", string][] = []
   const hashes: string[] = new Array(names.length).fill(unread)
@@ -99,7 +103,7 @@ function claimIn(
     used += read.bytes.length
   }
   const data = store.buffer.slice(0, used) as ArrayBuffer
-  return { status, data, spans, rejects, hashes: hashes.join("") }
+  return { status, data, spans, rejects, hashes: hashes.join(""), readAhead }
 }
 
 function moveOut(moves: readonly MoveOut[], deadline: number): MoveOutReply {
