@@ -131,7 +131,7 @@ static void end_pass(void *ctx) {
 static void *claim_thread(void *arg) {
   (void)arg;
   struct batch *b = take_empty();
-  claim_passes(inbox_fd, processing_fd, read_claimed, end_pass, &b);
+  claim_passes(inbox_fd, processing_fd, batch_size, 1, read_claimed, end_pass, &b);
   pthread_mutex_lock(&lock);
   empty[empty_n++] = b;
   claiming_done = 1;

@@ -111,7 +111,7 @@ int main(int argc, char **argv) {
   exec_sql("BEGIN IMMEDIATE");
   last_batch_end = now_ms();
 
-  claim_passes(inbox_fd, processing_fd, process_claimed, end_pass, NULL);
+  claim_passes(inbox_fd, processing_fd, batch_size, 1, process_claimed, end_pass, NULL);
   exec_sql("COMMIT");
   sqlite3_finalize(insert_stmt);
   sqlite3_close(db);

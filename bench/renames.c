@@ -107,7 +107,7 @@ static void end_pass(void *ctx) {
 // Claims every message, a pass over inbox/ at a time, until a pass claims none (as the floors do).
 static void *claim_all(void *arg) {
   struct batch *b = arg;
-  claim_passes(inbox_fd, processing_fd, add_claimed, end_pass, &b);
+  claim_passes(inbox_fd, processing_fd, 1, 0, add_claimed, end_pass, &b);
   if (threads == 2) {
     pthread_mutex_lock(&lock);
     empty[empty_n++] = b;
