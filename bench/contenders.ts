@@ -113,9 +113,10 @@ export async function runOne(
   master: string,
   e: Expected,
   processes = 1,
+  cold = false,
 ): Promise<Measured> {
   const label = `${contender}-${run}`
-  const root = freshRoot(base, label, master)
+  const root = freshRoot(base, label, master, cold)
   let m: Measured
   if (isC(contender)) {
     const db = join(root, "floor.db")

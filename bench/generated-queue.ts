@@ -1,5 +1,6 @@
 // The bench's queue: N messages, about 5% duplicates and 1% bad files, the same for every
 // seed-fixed run, and a fresh root holding them for each contender.
+import { dlopen, FFIType } from "bun:ffi"
 import fs from "node:fs"
 import { join } from "node:path"
 import { rng } from "@spool/test-support"
@@ -56,7 +57,7 @@ export function generate(inbox: string, n: number): Expected {
 }
 
 /** A queue root under `base` named `label` whose inbox/ holds the files of `master`. */
-export function freshRoot(base: string, label: string, master: string): string {
+export function freshRoot(base: string, label: string, master: string, cold = false): string {
   const root = join(base, label)
   fs.mkdirSync(root)
   for (const d of ["processing", "done", "error", "tmp"]) fs.mkdirSync(join(root, d))
@@ -64,5 +65,29 @@ export function freshRoot(base: string, label: string, master: string): string {
   // contender renames its own directory entries and reads the same page-cached data.
   sh("cp", ["-al", master, join(root, "inbox")])
   sh("sync", [])
+  if (cold) dropPages(join(root, "inbox"))
   return root
+}
+
+const libc = dlopen("libc.so.6", {
+  posix_fadvise: { args: [FFIType.i32, FFIType.i64, FFIType.i64, FFIType.i32], returns: FFIType.i32 },
+})
+const POSIX_FADV_DONTNEED = 4
+
+/**
+ * Drops every file's pages in `dir` from the page cache (they are clean after the sync): the
+ * next read of each goes to the disk, as for a file written long ago.
+ */
+export function dropPages(dir: string): void {
+  for (const name of fs.readdirSync(dir)) {
+    let fd: number
+    try {
+      fd = fs.openSync(join(dir, name), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK)
+    } catch {
+      continue // the bench's own symlink and the like
+    }
+    const error = libc.symbols.posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)
+    fs.closeSync(fd)
+    if (error !== 0) throw new Error(`posix_fadvise(${join(dir, name)}, DONTNEED): error ${error}`)
+  }
 }

@@ -2,10 +2,12 @@
 import { parseArgs } from "node:util"
 
 const usage = [
-  "usage: bun run bench [--messages N] [--runs R] [--million] [--consumers K] [--only LIST] [--watch-seconds S] [--watch-rates LIST] [--keep]",
+  "usage: bun run bench [--messages N] [--runs R] [--million] [--cold] [--consumers K] [--only LIST] [--watch-seconds S] [--watch-rates LIST] [--keep]",
   "  --messages N    queue size (default 100000)",
   "  --million       queue size 1000000",
   "  --runs R        runs per contender; the table shows medians (default 3)",
+  "  --cold          drop the queue's files from the page cache before each run, so every",
+  "                  read goes to the disk (files that sat in inbox/ a while; untimed)",
   "  --consumers K   also run K consume processes at once on one root (scaling)",
   "  --only LIST     comma-separated subset of consume,consume-1t,floor,floor-2t,renames,",
   "                  renames-2t,baseline,baseline-wal,watch,consume-pg (default all but",
@@ -45,6 +47,8 @@ export interface BenchOptions {
   /** The contenders (and `watch`) to run. */
   readonly only: ReadonlySet<string>
   readonly keep: boolean
+  /** Drop the queue's file pages from memory before each run. */
+  readonly cold: boolean
 }
 
 /** The options from `args`; prints the usage and exits on --help. */
@@ -58,6 +62,7 @@ export function parseOptions(args: string[]): BenchOptions {
       consumers: { type: "string" },
       only: { type: "string" },
       keep: { type: "boolean" },
+      cold: { type: "boolean" },
       "watch-seconds": { type: "string" },
       "watch-rates": { type: "string" },
       help: { type: "boolean", short: "h" },
@@ -98,5 +103,6 @@ export function parseOptions(args: string[]): BenchOptions {
     watchRates,
     only,
     keep: v.keep === true,
+    cold: v.cold === true,
   }
 }

@@ -87,6 +87,7 @@ export function report(f: Figures): void {
     loadAtEnd,
     expected,
     runs,
+    cold: options.cold,
     summary,
     ratios,
     startup,
@@ -98,7 +99,7 @@ export function report(f: Figures): void {
   const cell = (x: number, d = 1) => (Number.isNaN(x) ? "-" : x.toFixed(d))
   const times = (x: number, d: number) => (Number.isNaN(x) ? "n/a" : `${x.toFixed(d)}x`)
   const lines = [
-    `${N} messages (${expected.distinct} distinct, ${expected.duplicates} duplicates, ${expected.bad} bad), medians of ${runs} runs, ${machine.nproc} cores (${machine.cpu}), ${machine.filesystem}, commit ${machine.commit}`,
+    `${N} messages (${expected.distinct} distinct, ${expected.duplicates} duplicates, ${expected.bad} bad)${options.cold ? ", read from the disk (--cold)" : ""}, medians of ${runs} runs, ${machine.nproc} cores (${machine.cpu}), ${machine.filesystem}, commit ${machine.commit}`,
     "",
     "| contender | messages/s | seconds | CPU s | CPU us/msg | batch p50 ms | batch p99 ms | peak RSS MB |",
     "|---|---:|---:|---:|---:|---:|---:|---:|",

@@ -1,4 +1,4 @@
-// `bun run bench [--messages N] [--runs R] [--million] [--consumers K] [--only LIST] [--watch-seconds S] [--keep]`
+// `bun run bench [--messages N] [--runs R] [--million] [--cold] [--consumers K] [--only LIST] [--watch-seconds S] [--keep]`
 //
 // Generates a queue of N messages (about 5% duplicates, 1% bad files) in a temp directory,
 // then, for each run, gives each contender a fresh copy of that inbox and times it as a
@@ -24,7 +24,7 @@ import { sh } from "./shell.ts"
 import { measureWatch, type WatchLatency } from "./watch-latency.ts"
 
 const options = parseOptions(process.argv.slice(2))
-const { messages: N, runs, consumers, watchSeconds, only } = options
+const { messages: N, runs, consumers, watchSeconds, only, cold } = options
 
 buildFloor()
 const base = fs.mkdtempSync(join(os.tmpdir(), "spool-bench-"))
@@ -57,11 +57,11 @@ try {
       "consume-pg",
       ...brokerContenders,
     ])
-      if (only.has(c)) results.push(await runOne(c, r, base, master, expected))
+      if (only.has(c)) results.push(await runOne(c, r, base, master, expected, 1, cold))
     if (consumers > 1 && only.has("consume"))
-      results.push(await runOne(`consume-x${consumers}`, r, base, master, expected, consumers))
+      results.push(await runOne(`consume-x${consumers}`, r, base, master, expected, consumers, cold))
     if (consumers > 1 && only.has("consume-pg"))
-      results.push(await runOne(`consume-pg-x${consumers}`, r, base, master, expected, consumers))
+      results.push(await runOne(`consume-pg-x${consumers}`, r, base, master, expected, consumers, cold))
   }
   if (only.has("watch") && watchSeconds > 0)
     for (const rate of options.watchRates) {
