@@ -84,7 +84,7 @@ export function dropPages(dir: string): void {
     try {
       fd = fs.openSync(join(dir, name), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK)
     } catch {
-      continue // the bench's own symlink and the like
+      continue // nothing opened, nothing cached to drop
     }
     const error = libc.symbols.posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)
     fs.closeSync(fd)
