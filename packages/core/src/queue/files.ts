@@ -79,7 +79,8 @@ const toName = Buffer.alloc(4096)
 const fromNamePtr = ptr(fromName)
 const toNamePtr = ptr(toName)
 
-function putCString(buffer: Buffer, name: string): boolean {
+/** Writes `name` into `buffer` as a NUL-terminated C string; false if it does not fit or is not exact UTF-8. */
+export function putCString(buffer: Buffer, name: string): boolean {
   const n = buffer.write(name, 0, "utf8")
   if (n >= buffer.length - 1 || Buffer.byteLength(name) !== n) return false
   buffer[n] = 0

@@ -9,7 +9,7 @@
 // calls, leaves the reads as they were.
 import { dlopen, FFIType, ptr, read } from "bun:ffi"
 import fs from "node:fs"
-import type { OpenDir } from "./files.ts"
+import { type OpenDir, putCString } from "./files.ts"
 
 const O_CLOEXEC = 0o2000000
 // O_NONBLOCK: a FIFO put in place of a file after readdir is never waited on.
@@ -109,11 +109,4 @@ function withFile(dir: OpenDir, name: string, use: (fd: number) => boolean): boo
 function errno(): number {
   const p = native?.libc.__errno_location()
   return p === undefined || p === null ? 0 : read.i32(p, 0)
-}
-
-function putCString(buffer: Buffer, name: string): boolean {
-  const n = buffer.write(name, 0, "utf8")
-  if (n >= buffer.length - 1 || Buffer.byteLength(name) !== n) return false
-  buffer[n] = 0
-  return true
 }
