@@ -33,8 +33,8 @@ export interface ClaimInReply {
   readonly hashes: string
   /** Files judged without their content (or gone): [index, reason, detail]. */
   readonly rejects: readonly (readonly [number, "symlink" | "not-regular" | "too-large" | "vanished", string])[]
-  /** How many of the moved files were not in memory and had their reads started at once (read-ahead.ts). */
-  readonly readAhead: number
+  /** How many of the moved files had their reads started together, the batch found not in memory (read-ahead.ts). */
+  readonly coldStarted: number
 }
 
 /** The sha256 (hex) of the i-th file of a claimIn, if it was read ahead. */

@@ -77,7 +77,7 @@ function claimIn(
   }
   // Before any read: files not in memory are then read from the disk together, not one by one.
   const moved = names.filter((_, i) => status[i] === InStatus.moved && regular[i] === 1)
-  const readAhead = readAheadIfCold(dirs.processing, moved, config.maxBytes)
+  const coldStarted = readAheadIfCold(dirs.processing, moved, config.maxBytes)
   const spans = new Int32Array(names.length * 2).fill(-1)
   const rejects: [number, "symlink" | "not-regular" | "too-large" | "vanished", string][] = []
   const hashes: string[] = new Array(names.length).fill(unread)
@@ -103,7 +103,7 @@ function claimIn(
     used += read.bytes.length
   }
   const data = store.buffer.slice(0, used) as ArrayBuffer
-  return { status, data, spans, rejects, hashes: hashes.join(""), readAhead }
+  return { status, data, spans, rejects, hashes: hashes.join(""), coldStarted }
 }
 
 function moveOut(moves: readonly MoveOut[], deadline: number): MoveOutReply {

@@ -118,13 +118,13 @@ describe("IoThread.claimIn on files not in memory", () => {
     const names = [...Object.keys(texts(8)), "fifo.json", "gone.json"]
     const regular = Uint8Array.from(names, (n) => (n === "fifo.json" ? 0 : 1))
     const r = await io.claimIn(names, regular, names.length, 1 << 20)
-    expect(r.readAhead).toBe(8)
+    expect(r.coldStarted).toBe(8)
     const text = (i: number) =>
       new TextDecoder().decode(new Uint8Array(r.data, r.spans[2 * i] as number, r.spans[2 * i + 1] as number))
     expect(Array.from({ length: 8 }, (_, i) => text(i))).toEqual(Object.values(texts(8)))
     // The same files again, now in memory: nothing to read ahead.
     for (const name of Object.keys(texts(8))) fs.renameSync(join(q.processing, name), join(q.inbox, name))
     const again = await io.claimIn(Object.keys(texts(8)), new Uint8Array(8).fill(1), 8, 1 << 20)
-    expect(again.readAhead).toBe(0)
+    expect(again.coldStarted).toBe(0)
   })
 })
