@@ -1,4 +1,4 @@
-import { dlopen, FFIType, type Pointer, ptr, read } from "bun:ffi"
+import { dlopen, type FFIFunction, FFIType, type Library, type Pointer, ptr, read } from "bun:ffi"
 import fs from "node:fs"
 import { basename, dirname, join } from "node:path"
 import { errnoOf, SpoolError } from "../errors.ts"
@@ -12,32 +12,39 @@ const ENOENT = 2
 type Renameat2 = (olddirfd: number, oldpath: Buffer, newdirfd: number, newpath: Buffer, flags: number) => number
 type Renameat2Raw = (olddirfd: number, oldpath: Pointer, newdirfd: number, newpath: Pointer, flags: number) => number
 
+/**
+ * libc through bun:ffi with `symbols`, or undefined off Linux or where it cannot be loaded. The
+ * caller keeps the library referenced for as long as it calls it, as every buffer whose
+ * pointer it hands over: the collector frees what nothing references, pointers taken or not.
+ */
+export function openLibc<const T extends Record<string, FFIFunction>>(symbols: T): Library<T> | undefined {
+  if (process.platform !== "linux") return undefined
+  for (const name of ["libc.so.6", "libc.so"]) {
+    try {
+      return dlopen(name, symbols)
+    } catch {}
+  }
+  return undefined
+}
+
 // renameat2(RENAME_NOREPLACE) is the only single syscall that moves a file without ever
 // replacing one at the destination. Node exposes only rename(2), which overwrites, so we
 // reach libc through bun:ffi and fall back to link(2)+unlink(2) where it is unavailable.
 const native = ((): { renameat2: Renameat2; renameat2Raw: Renameat2Raw; errno: () => number } | undefined => {
-  if (process.platform !== "linux" || process.env.SPOOL_NO_RENAMEAT2 === "1") return undefined
-  for (const name of ["libc.so.6", "libc.so"]) {
-    try {
-      const lib = dlopen(name, {
-        renameat2: {
-          args: [FFIType.i32, FFIType.ptr, FFIType.i32, FFIType.ptr, FFIType.u32],
-          returns: FFIType.i32,
-        },
-        __errno_location: { args: [], returns: FFIType.ptr },
-      })
-      const errnoPtr = lib.symbols.__errno_location
-      return {
-        renameat2: (a, b, c, d, e) => lib.symbols.renameat2(a, ptr(b), c, ptr(d), e),
-        renameat2Raw: (a, b, c, d, e) => lib.symbols.renameat2(a, b, c, d, e),
-        errno: () => {
-          const p = errnoPtr()
-          return p === null ? 0 : read.i32(p, 0)
-        },
-      }
-    } catch {}
+  if (process.env.SPOOL_NO_RENAMEAT2 === "1") return undefined
+  const lib = openLibc({
+    renameat2: { args: [FFIType.i32, FFIType.ptr, FFIType.i32, FFIType.ptr, FFIType.u32], returns: FFIType.i32 },
+    __errno_location: { args: [], returns: FFIType.ptr },
+  })
+  if (lib === undefined) return undefined
+  return {
+    renameat2: (a, b, c, d, e) => lib.symbols.renameat2(a, ptr(b), c, ptr(d), e),
+    renameat2Raw: (a, b, c, d, e) => lib.symbols.renameat2(a, b, c, d, e),
+    errno: () => {
+      const p = lib.symbols.__errno_location()
+      return p === null ? 0 : read.i32(p, 0)
+    },
   }
-  return undefined
 })()
 
 let isRenameat2Usable = native !== undefined

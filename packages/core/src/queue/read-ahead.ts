@@ -7,9 +7,9 @@
 // together instead of waiting for them one by one. A warm batch costs the probes only. Nothing
 // here changes what is read or decided: a probe or hint that fails, or a kernel without these
 // calls, leaves the reads as they were.
-import { dlopen, FFIType, ptr, read } from "bun:ffi"
+import { FFIType, ptr, read } from "bun:ffi"
 import fs from "node:fs"
-import { type OpenDir, putCString } from "./files.ts"
+import { type OpenDir, openLibc, putCString } from "./files.ts"
 
 const O_CLOEXEC = 0o2000000
 // O_NONBLOCK: a FIFO put in place of a file after readdir is never waited on.
@@ -28,27 +28,23 @@ const PROBES = 4
  * and a collected library loses its functions, a collected buffer its memory.
  */
 const native = (() => {
-  if (process.platform !== "linux" || process.env.SPOOL_NO_READ_AHEAD === "1") return undefined
-  for (const file of ["libc.so.6", "libc.so"]) {
-    try {
-      const library = dlopen(file, {
-        openat: { args: [FFIType.i32, FFIType.ptr, FFIType.i32], returns: FFIType.i32 },
-        // An int is enough (it returns -1, 0 or 1 here), and makes no BigInt before errno is read.
-        preadv2: { args: [FFIType.i32, FFIType.ptr, FFIType.i32, FFIType.i64, FFIType.i32], returns: FFIType.i32 },
-        posix_fadvise: { args: [FFIType.i32, FFIType.i64, FFIType.i64, FFIType.i32], returns: FFIType.i32 },
-        close: { args: [FFIType.i32], returns: FFIType.i32 },
-        __errno_location: { args: [], returns: FFIType.ptr },
-      })
-      // The name as a C string; one iovec for the probe's one byte, which is read past it.
-      const name = Buffer.alloc(4096)
-      const probeMemory = Buffer.alloc(4096)
-      const iovec = ptr(probeMemory)
-      probeMemory.writeBigUInt64LE(BigInt(iovec + 64), 0)
-      probeMemory.writeBigUInt64LE(1n, 8)
-      return { library, libc: library.symbols, name, namePtr: ptr(name), probeMemory, iovec }
-    } catch {}
-  }
-  return undefined
+  if (process.env.SPOOL_NO_READ_AHEAD === "1") return undefined
+  const library = openLibc({
+    openat: { args: [FFIType.i32, FFIType.ptr, FFIType.i32], returns: FFIType.i32 },
+    // An int is enough (it returns -1, 0 or 1 here), and makes no BigInt before errno is read.
+    preadv2: { args: [FFIType.i32, FFIType.ptr, FFIType.i32, FFIType.i64, FFIType.i32], returns: FFIType.i32 },
+    posix_fadvise: { args: [FFIType.i32, FFIType.i64, FFIType.i64, FFIType.i32], returns: FFIType.i32 },
+    close: { args: [FFIType.i32], returns: FFIType.i32 },
+    __errno_location: { args: [], returns: FFIType.ptr },
+  })
+  if (library === undefined) return undefined
+  // The name as a C string; one iovec for the probe's one byte, which is read past it.
+  const name = Buffer.alloc(4096)
+  const probeMemory = Buffer.alloc(4096)
+  const iovec = ptr(probeMemory)
+  probeMemory.writeBigUInt64LE(BigInt(iovec + 64), 0)
+  probeMemory.writeBigUInt64LE(1n, 8)
+  return { library, name, namePtr: ptr(name), probeMemory, iovec }
 })()
 
 /** Whether probes still make sense: false once the kernel or filesystem turned them down. */
@@ -74,7 +70,7 @@ export function readAheadIfCold(dir: OpenDir, names: readonly string[], maxBytes
 export function probe(dir: OpenDir, name: string, maxBytes: number): "warm" | "cold" | "unknown" {
   let answer: "warm" | "cold" | "unknown" = "unknown"
   withFile(dir, name, (fd) => {
-    const n = native?.libc.preadv2(fd, native.iovec, 1, 0, RWF_NOWAIT) ?? -1
+    const n = native?.library.symbols.preadv2(fd, native.iovec, 1, 0, RWF_NOWAIT) ?? -1
     if (n >= 0) answer = "warm"
     else {
       const e = errno()
@@ -91,22 +87,22 @@ export function probe(dir: OpenDir, name: string, maxBytes: number): "warm" | "c
 }
 
 function willNeed(fd: number, maxBytes: number): boolean {
-  return native?.libc.posix_fadvise(fd, 0, maxBytes, POSIX_FADV_WILLNEED) === 0
+  return native?.library.symbols.posix_fadvise(fd, 0, maxBytes, POSIX_FADV_WILLNEED) === 0
 }
 
 /** Runs `use` on the file opened for reading; false when it cannot be opened (gone, a link, ...). */
 function withFile(dir: OpenDir, name: string, use: (fd: number) => boolean): boolean {
   if (native === undefined || !putCString(native.name, name)) return false
-  const fd = native.libc.openat(dir.fd, native.namePtr, O_PROBE)
+  const fd = native.library.symbols.openat(dir.fd, native.namePtr, O_PROBE)
   if (fd < 0) return false
   try {
     return use(fd)
   } finally {
-    native.libc.close(fd)
+    native.library.symbols.close(fd)
   }
 }
 
 function errno(): number {
-  const p = native?.libc.__errno_location()
+  const p = native?.library.symbols.__errno_location()
   return p === undefined || p === null ? 0 : read.i32(p, 0)
 }

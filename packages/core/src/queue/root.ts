@@ -1,9 +1,9 @@
-import { CString, dlopen, FFIType, type Pointer, read, toArrayBuffer } from "bun:ffi"
+import { CString, FFIType, type Pointer, read, toArrayBuffer } from "bun:ffi"
 import fs from "node:fs"
 import { dirname, join, resolve } from "node:path"
 import { errnoOf, SpoolError } from "../errors.ts"
 import { enclosingRoot, insideQueuePhrase } from "./enclosing.ts"
-import { fsyncDirAt, type OpenDir, renameNoReplaceAt } from "./files.ts"
+import { fsyncDirAt, type OpenDir, openLibc, renameNoReplaceAt } from "./files.ts"
 import { alternateName, quoteName } from "./names.ts"
 
 /**
@@ -233,14 +233,14 @@ function isOldEnough(path: string, minAgeMs: number, now: number): boolean {
 export function* scanDir(path: string, bufferSize = 256): Generator<fs.Dirent> {
   if (libc === undefined) return yield* scanDirNode(path, bufferSize)
   const cPath = Buffer.from(`${path}\0`) // held in a variable: alive for the whole call
-  const dir = libc.opendir(cPath)
+  const dir = libc.symbols.opendir(cPath)
   // opendir failed (ENOENT, EACCES, ...): let node:fs throw its usual error with a code.
   if (dir === null) return yield* scanDirNode(path, bufferSize)
-  const errno = new Int32Array(toArrayBuffer(libc.__errno_location() as Pointer, 0, 4))
+  const errno = new Int32Array(toArrayBuffer(libc.symbols.__errno_location() as Pointer, 0, 4))
   try {
     for (;;) {
       errno[0] = 0
-      const entry = libc.readdir(dir)
+      const entry = libc.symbols.readdir(dir)
       if (entry === null) {
         if (errno[0] !== 0) throw new SpoolError("io", `cannot read the directory ${path}: errno ${errno[0]}`)
         return
@@ -252,27 +252,20 @@ export function* scanDir(path: string, bufferSize = 256): Generator<fs.Dirent> {
       yield new DirEntry(name, path, kind) as unknown as fs.Dirent
     }
   } finally {
-    libc.closedir(dir)
+    libc.symbols.closedir(dir)
   }
 }
 
 // Bun's fs.opendirSync reads the whole directory at the first read (measured on Bun 1.4.5:
 // every getdents64 call happens before the first entry is returned), so the streaming
 // promise above needs libc's opendir/readdir, which read one 32 KiB buffer at a time.
-const libc = (() => {
-  if (process.platform !== "linux") return undefined
-  for (const name of ["libc.so.6", "libc.so"]) {
-    try {
-      return dlopen(name, {
-        opendir: { args: [FFIType.ptr], returns: FFIType.ptr },
-        readdir: { args: [FFIType.ptr], returns: FFIType.ptr },
-        closedir: { args: [FFIType.ptr], returns: FFIType.i32 },
-        __errno_location: { args: [], returns: FFIType.ptr },
-      }).symbols
-    } catch {}
-  }
-  return undefined
-})()
+// The library object itself is kept and called through: see openLibc.
+const libc = openLibc({
+  opendir: { args: [FFIType.ptr], returns: FFIType.ptr },
+  readdir: { args: [FFIType.ptr], returns: FFIType.ptr },
+  closedir: { args: [FFIType.ptr], returns: FFIType.i32 },
+  __errno_location: { args: [], returns: FFIType.ptr },
+})
 
 // struct dirent on Linux (glibc and musl, 64-bit): d_ino 8, d_off 8, d_reclen 2, d_type 1, d_name.
 const DIRENT_TYPE = 18
