@@ -6,14 +6,20 @@ import { type Moving, moveDeferredAside, moveThroughIo, settleMoves } from "./mo
 /**
  * The directory queue's protocol on two threads: the I/O thread moves batch k+1 into
  * processing/ and reads it while this thread judges and commits batch k, then moves batch k
- * out while this thread claims batch k+2. Started once a pass claims a full batch (with the
- * pipeline on); consume/directory.ts drives it.
+ * out while this thread claims batch k+2. The claim of batch k+2 is a ledger transaction this
+ * thread does not wait for: it runs while batch k+1 is taken in and committed, and its reply
+ * hands the renames to the I/O thread as soon as it comes (with PostgreSQL, the server runs it
+ * on the pool's other connection). Started once a pass claims a full batch (with the pipeline
+ * on); consume/directory.ts drives it.
  */
 export class Pipeline {
   readonly #c: Context
   readonly #io: IoThread
-  /** The batch the I/O thread is claiming into processing/, judged once the next one is claimed. */
-  #claimed: Claimed | undefined
+  /**
+   * The claim of the batch after the one in hand: its ledger transaction, then its renames into
+   * processing/ on the I/O thread. Taken in and judged once the next claim has been started.
+   */
+  #claiming: Promise<Claimed | undefined> | undefined
   /** Committed batches being moved out, oldest first. */
   readonly #moving: Moving[] = []
   /**
@@ -35,25 +41,29 @@ export class Pipeline {
   }
 
   /**
-   * The pipelined protocol, for one batch: claim it (the same transaction forgets the claims
-   * whose moves have finished) and hand its renames into processing/ and its reads to the I/O
-   * thread; meanwhile the batch claimed before is taken in and returned, for the engine to
-   * judge and commit while the I/O thread works, and then to hand to `moveOut`. Every step of
-   * the protocol keeps its order for each batch; only different batches overlap.
+   * The pipelined protocol, for one batch: starts its claim (the same transaction forgets the
+   * claims whose moves have finished), whose reply hands its renames into processing/ and its
+   * reads to the I/O thread; meanwhile the batch claimed before is taken in and returned, for
+   * the engine to judge and commit while the I/O thread works, and then to hand to `moveOut`.
+   * Every step of the protocol keeps its order for each batch; only different batches overlap.
+   * `names` and `regular` are kept until the claim is made: the caller passes its own.
    */
   async claim(names: readonly string[], regular: ReadonlySet<string>): Promise<Item[] | undefined> {
     await settleMoves(this.#c, this.#moving, false)
-    const batch = await claimThroughIo(this.#c, this.#io, names, regular, this.#readShare)
-    const previous = this.#claimed
-    this.#claimed = batch
-    return previous === undefined ? undefined : await this.#takeIn(previous)
+    const previous = this.#claiming
+    this.#claiming = claimThroughIo(this.#c, this.#io, names, regular, this.#readShare)
+    // Awaited by the next claim, by last, or after a failure by halt.
+    this.#claiming.catch(() => {})
+    const batch = await previous
+    return batch === undefined ? undefined : await this.#takeIn(batch)
   }
 
   /** The last batch claimed, taken in for the engine to commit; then `settle` waits for every move out. */
   async last(): Promise<Item[] | undefined> {
-    const last = this.#claimed
-    this.#claimed = undefined
-    return last === undefined ? undefined : await this.#takeIn(last)
+    const last = this.#claiming
+    this.#claiming = undefined
+    const batch = await last
+    return batch === undefined ? undefined : await this.#takeIn(batch)
   }
 
   /** Hands a committed batch its moves out: deferred files on this thread, the rest on the I/O thread. */
@@ -72,9 +82,11 @@ export class Pipeline {
    * those files are, for the hand-back.
    */
   async halt(): Promise<void> {
+    // The claim in flight first: its reply may still hand renames to the I/O thread.
+    const claiming = this.#claiming
+    this.#claiming = undefined
+    const claimed = await claiming?.catch(() => undefined)
     await this.#io.idle()
-    const claimed = this.#claimed
-    this.#claimed = undefined
     if (claimed !== undefined)
       try {
         markInProcessing(claimed.items, (await claimed.reply).status)
