@@ -25,9 +25,13 @@ export class Pipeline {
   /**
    * The share of a batch's files the I/O thread reads; this thread reads the rest. Renames
    * cost more or less depending on the filesystem and the directories' sizes, so the share
-   * follows the load: down when this thread had to wait for the I/O thread, up when not. Down
-   * fast, up slowly: where renames are the bottleneck, every read the I/O thread keeps delays
-   * the whole pipeline, while this thread reading a few more than it must costs it only slack.
+   * follows the load: down when this thread had to wait for a batch the I/O thread took up
+   * late, being busy with earlier requests (1.5 ms after it was sent: an idle worker takes a
+   * request up within a few tenths of a millisecond); up otherwise. A wait for a batch the I/O
+   * thread took up at once is the claim's (its transaction answered late, as PostgreSQL's can),
+   * and reading more here would only add to this thread's work. Down fast, up slowly: where renames are the
+   * bottleneck, every read the I/O thread keeps delays the whole pipeline, while this thread
+   * reading a few more than it must costs it only slack.
    */
   #readShare = 1
 
@@ -108,8 +112,8 @@ export class Pipeline {
     try {
       const waitedFrom = performance.now()
       r = await reply
-      const waited = performance.now() - waitedFrom > 0.5
-      this.#readShare = Math.min(1, Math.max(0, this.#readShare + (waited ? -0.25 : 0.02)))
+      const waitedForIo = performance.now() - waitedFrom > 0.5 && r.queuedMs > 1.5
+      this.#readShare = Math.min(1, Math.max(0, this.#readShare + (waitedForIo ? -0.25 : 0.02)))
     } catch (error) {
       markInProcessing(items, error instanceof IoError ? error.status : undefined)
       throw error
