@@ -29,9 +29,9 @@ export class Pipeline {
    * late, being busy with earlier requests (1.5 ms after it was sent: an idle worker takes a
    * request up within a few tenths of a millisecond); up otherwise. A wait for a batch the I/O
    * thread took up at once is the claim's (its transaction answered late, as PostgreSQL's can),
-   * and reading more here would only add to this thread's work. Down fast, up slowly: where renames are the
-   * bottleneck, every read the I/O thread keeps delays the whole pipeline, while this thread
-   * reading a few more than it must costs it only slack.
+   * and reading more here would only add to this thread's work. Down fast, up slowly: where
+   * renames are the bottleneck, every read the I/O thread keeps delays the whole pipeline,
+   * while this thread reading a few more than it must costs it only slack.
    */
   #readShare = 1
 

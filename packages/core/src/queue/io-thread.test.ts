@@ -93,7 +93,7 @@ describe("IoThread.claimIn", () => {
     expect(list(q.processing)).toEqual(["1.json", "2.json", "3.json"])
   })
 
-  it("says how long each request waited for the worker: behind a large one, at least as long as the work's renames", async () => {
+  it("says how long each request waited for the worker, and one sent behind a large one waited for it", async () => {
     const q = tempQueue()
     const names = Array.from({ length: 2000 }, (_, i) => `m${i}.json`)
     for (const n of [...names, "last.json"]) fs.writeFileSync(join(q.inbox, n), "{}")
