@@ -1,9 +1,8 @@
 // The bench's queue: N messages, about 5% duplicates and 1% bad files, the same for every
 // seed-fixed run, and a fresh root holding them for each contender.
-import { dlopen, FFIType } from "bun:ffi"
 import fs from "node:fs"
 import { join } from "node:path"
-import { rng } from "@spool/test-support"
+import { dropPages, rng } from "@spool/test-support"
 import { sh } from "./shell.ts"
 
 /** The k-th distinct message: the same k gives the same bytes. */
@@ -65,20 +64,15 @@ export function freshRoot(base: string, label: string, master: string, cold = fa
   // contender renames its own directory entries and reads the same page-cached data.
   sh("cp", ["-al", master, join(root, "inbox")])
   sh("sync", [])
-  if (cold) dropPages(join(root, "inbox"))
+  if (cold) dropDirPages(join(root, "inbox"))
   return root
 }
-
-const libc = dlopen("libc.so.6", {
-  posix_fadvise: { args: [FFIType.i32, FFIType.i64, FFIType.i64, FFIType.i32], returns: FFIType.i32 },
-})
-const POSIX_FADV_DONTNEED = 4
 
 /**
  * Drops every file's pages in `dir` from the page cache (they are clean after the sync): the
  * next read of each goes to the disk, as for a file written long ago.
  */
-export function dropPages(dir: string): void {
+export function dropDirPages(dir: string): void {
   for (const name of fs.readdirSync(dir)) {
     let fd: number
     try {
@@ -86,7 +80,7 @@ export function dropPages(dir: string): void {
     } catch {
       continue // nothing opened, nothing cached to drop
     }
-    const error = libc.symbols.posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)
+    const error = dropPages(fd)
     fs.closeSync(fd)
     if (error !== 0) throw new Error(`posix_fadvise(${join(dir, name)}, DONTNEED): error ${error}`)
   }

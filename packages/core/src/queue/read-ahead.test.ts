@@ -1,8 +1,8 @@
-import { dlopen, FFIType } from "bun:ffi"
 import { afterEach, describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { dropPages } from "@spool/test-support"
 import { openDir } from "./files.ts"
 import { IoThread } from "./io-thread.ts"
 import { probe, readAheadIfCold } from "./read-ahead.ts"
@@ -12,11 +12,6 @@ const cleanups: (() => void)[] = []
 afterEach(() => {
   for (const c of cleanups.splice(0).reverse()) c()
 })
-
-const libc = dlopen("libc.so.6", {
-  posix_fadvise: { args: [FFIType.i32, FFIType.i64, FFIType.i64, FFIType.i32], returns: FFIType.i32 },
-})
-const POSIX_FADV_DONTNEED = 4
 
 /** Bytes of the file in the page cache, as util-linux's fincore counts them (without touching it). */
 function resident(path: string): number {
@@ -32,7 +27,7 @@ function writeCold(dir: string, files: Record<string, string>): void {
     const fd = fs.openSync(path, "w")
     fs.writeSync(fd, text)
     fs.fsyncSync(fd)
-    libc.symbols.posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED)
+    dropPages(fd)
     fs.closeSync(fd)
     if (resident(path) !== 0)
       throw new Error(
