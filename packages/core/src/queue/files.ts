@@ -27,6 +27,12 @@ export function openLibc<const T extends Record<string, FFIFunction>>(symbols: T
   return undefined
 }
 
+/** This thread's errno after a call through `lib` (opened with `__errno_location`). */
+export function errnoOfLibc(lib: { symbols: { __errno_location: (...args: never[]) => unknown } }): number {
+  const p = lib.symbols.__errno_location() as Pointer | null
+  return p === null ? 0 : read.i32(p, 0)
+}
+
 // renameat2(RENAME_NOREPLACE) is the only single syscall that moves a file without ever
 // replacing one at the destination. Node exposes only rename(2), which overwrites, so we
 // reach libc through bun:ffi and fall back to link(2)+unlink(2) where it is unavailable.
@@ -40,10 +46,7 @@ const native = ((): { renameat2: Renameat2; renameat2Raw: Renameat2Raw; errno: (
   return {
     renameat2: (a, b, c, d, e) => lib.symbols.renameat2(a, ptr(b), c, ptr(d), e),
     renameat2Raw: (a, b, c, d, e) => lib.symbols.renameat2(a, b, c, d, e),
-    errno: () => {
-      const p = lib.symbols.__errno_location()
-      return p === null ? 0 : read.i32(p, 0)
-    },
+    errno: () => errnoOfLibc(lib),
   }
 })()
 

@@ -7,9 +7,9 @@
 // together instead of waiting for them one by one. A warm batch costs the probes only. Nothing
 // here changes what is read or decided: a probe or hint that fails, or a kernel without these
 // calls, leaves the reads as they were.
-import { FFIType, ptr, read } from "bun:ffi"
+import { FFIType, ptr } from "bun:ffi"
 import fs from "node:fs"
-import { type OpenDir, openLibc, putCString } from "./files.ts"
+import { errnoOfLibc, type OpenDir, openLibc, putCString } from "./files.ts"
 
 const O_CLOEXEC = 0o2000000
 // O_NONBLOCK: a FIFO put in place of a file after readdir is never waited on.
@@ -73,7 +73,7 @@ export function probe(dir: OpenDir, name: string, maxBytes: number): "warm" | "c
     const n = native?.library.symbols.preadv2(fd, native.iovec, 1, 0, RWF_NOWAIT) ?? -1
     if (n >= 0) answer = "warm"
     else {
-      const e = errno()
+      const e = native === undefined ? 0 : errnoOfLibc(native.library)
       if (e === EAGAIN) {
         answer = "cold"
         willNeed(fd, maxBytes)
@@ -100,9 +100,4 @@ function withFile(dir: OpenDir, name: string, use: (fd: number) => boolean): boo
   } finally {
     native.library.symbols.close(fd)
   }
-}
-
-function errno(): number {
-  const p = native?.library.symbols.__errno_location()
-  return p === undefined || p === null ? 0 : read.i32(p, 0)
 }
