@@ -41,9 +41,8 @@ export class DirectoryIntake implements Intake {
   /** One pass over inbox/, the deferred files due at its start first. */
   async *#pass(): AsyncGenerator<Batch, void, undefined> {
     const c = this.#c
-    // A fresh list per batch: the pipeline keeps a batch's until its claim is made.
-    let names: string[] = []
-    let regular = new Set<string>()
+    const names: string[] = []
+    const regular = new Set<string>()
     const passStart = Date.now()
     let hasUndecodable = false
     let deferred = 0
@@ -59,8 +58,8 @@ export class DirectoryIntake implements Intake {
       if (e.isFile()) regular.add(e.name)
       if (names.length < c.batchSize) continue
       yield* this.#claim(names, regular)
-      names = []
-      regular = new Set()
+      names.length = 0
+      regular.clear()
       if (c.isStopping) break
     }
     if (names.length > 0 && !c.isStopping) yield* this.#claim(names, regular)

@@ -6,32 +6,22 @@ import { type Moving, moveDeferredAside, moveThroughIo, settleMoves } from "./mo
 /**
  * The directory queue's protocol on two threads: the I/O thread moves batch k+1 into
  * processing/ and reads it while this thread judges and commits batch k, then moves batch k
- * out while this thread claims batch k+2. The claim of batch k+2 is a ledger transaction this
- * thread does not wait for: it runs while batch k+1 is taken in and committed, and its reply
- * hands the renames to the I/O thread as soon as it comes (with PostgreSQL, the server runs it
- * on the pool's other connection). Started once a pass claims a full batch (with the pipeline
- * on); consume/directory.ts drives it.
+ * out while this thread claims batch k+2. Started once a pass claims a full batch (with the
+ * pipeline on); consume/directory.ts drives it.
  */
 export class Pipeline {
   readonly #c: Context
   readonly #io: IoThread
-  /**
-   * The claim of the batch after the one in hand: its ledger transaction, then its renames into
-   * processing/ on the I/O thread. Taken in and judged once the next claim has been started.
-   */
-  #claiming: Promise<Claimed | undefined> | undefined
+  /** The batch the I/O thread is claiming into processing/, judged once the next one is claimed. */
+  #claimed: Claimed | undefined
   /** Committed batches being moved out, oldest first. */
   readonly #moving: Moving[] = []
   /**
    * The share of a batch's files the I/O thread reads; this thread reads the rest. Renames
    * cost more or less depending on the filesystem and the directories' sizes, so the share
-   * follows the load: down when this thread had to wait for a batch the I/O thread took up
-   * late, being busy with earlier requests (1.5 ms after it was sent: an idle worker takes a
-   * request up within a few tenths of a millisecond); up otherwise. A wait for a batch the I/O
-   * thread took up at once is the claim's (its transaction answered late, as PostgreSQL's can),
-   * and reading more here would only add to this thread's work. Down fast, up slowly: where
-   * renames are the bottleneck, every read the I/O thread keeps delays the whole pipeline,
-   * while this thread reading a few more than it must costs it only slack.
+   * follows the load: down when this thread had to wait for the I/O thread, up when not. Down
+   * fast, up slowly: where renames are the bottleneck, every read the I/O thread keeps delays
+   * the whole pipeline, while this thread reading a few more than it must costs it only slack.
    */
   #readShare = 1
 
@@ -45,29 +35,25 @@ export class Pipeline {
   }
 
   /**
-   * The pipelined protocol, for one batch: starts its claim (the same transaction forgets the
-   * claims whose moves have finished), whose reply hands its renames into processing/ and its
-   * reads to the I/O thread; meanwhile the batch claimed before is taken in and returned, for
-   * the engine to judge and commit while the I/O thread works, and then to hand to `moveOut`.
-   * Every step of the protocol keeps its order for each batch; only different batches overlap.
-   * `names` and `regular` are kept until the claim is made: the caller passes its own.
+   * The pipelined protocol, for one batch: claim it (the same transaction forgets the claims
+   * whose moves have finished) and hand its renames into processing/ and its reads to the I/O
+   * thread; meanwhile the batch claimed before is taken in and returned, for the engine to
+   * judge and commit while the I/O thread works, and then to hand to `moveOut`. Every step of
+   * the protocol keeps its order for each batch; only different batches overlap.
    */
   async claim(names: readonly string[], regular: ReadonlySet<string>): Promise<Item[] | undefined> {
     await settleMoves(this.#c, this.#moving, false)
-    const previous = this.#claiming
-    this.#claiming = claimThroughIo(this.#c, this.#io, names, regular, this.#readShare)
-    // Awaited by the next claim, by last, or after a failure by halt.
-    this.#claiming.catch(() => {})
-    const batch = await previous
-    return batch === undefined ? undefined : await this.#takeIn(batch)
+    const batch = await claimThroughIo(this.#c, this.#io, names, regular, this.#readShare)
+    const previous = this.#claimed
+    this.#claimed = batch
+    return previous === undefined ? undefined : await this.#takeIn(previous)
   }
 
   /** The last batch claimed, taken in for the engine to commit; then `settle` waits for every move out. */
   async last(): Promise<Item[] | undefined> {
-    const last = this.#claiming
-    this.#claiming = undefined
-    const batch = await last
-    return batch === undefined ? undefined : await this.#takeIn(batch)
+    const last = this.#claimed
+    this.#claimed = undefined
+    return last === undefined ? undefined : await this.#takeIn(last)
   }
 
   /** Hands a committed batch its moves out: deferred files on this thread, the rest on the I/O thread. */
@@ -86,11 +72,9 @@ export class Pipeline {
    * those files are, for the hand-back.
    */
   async halt(): Promise<void> {
-    // The claim in flight first: its reply may still hand renames to the I/O thread.
-    const claiming = this.#claiming
-    this.#claiming = undefined
-    const claimed = await claiming?.catch(() => undefined)
     await this.#io.idle()
+    const claimed = this.#claimed
+    this.#claimed = undefined
     if (claimed !== undefined)
       try {
         markInProcessing(claimed.items, (await claimed.reply).status)
@@ -112,8 +96,8 @@ export class Pipeline {
     try {
       const waitedFrom = performance.now()
       r = await reply
-      const waitedForIo = performance.now() - waitedFrom > 0.5 && r.queuedMs > 1.5
-      this.#readShare = Math.min(1, Math.max(0, this.#readShare + (waitedForIo ? -0.25 : 0.02)))
+      const waited = performance.now() - waitedFrom > 0.5
+      this.#readShare = Math.min(1, Math.max(0, this.#readShare + (waited ? -0.25 : 0.02)))
     } catch (error) {
       markInProcessing(items, error instanceof IoError ? error.status : undefined)
       throw error

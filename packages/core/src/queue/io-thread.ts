@@ -35,11 +35,6 @@ export interface ClaimInReply {
   readonly rejects: readonly (readonly [number, "symlink" | "not-regular" | "too-large" | "vanished", string])[]
   /** How many of the moved files had their reads started together, the batch found not in memory (read-ahead.ts). */
   readonly coldStarted: number
-  /**
-   * Milliseconds the request waited for the worker (from its sending to the start of its work):
-   * near zero when the worker was idle, longer when it was still busy with earlier requests.
-   */
-  readonly queuedMs: number
 }
 
 /** The sha256 (hex) of the i-th file of a claimIn, if it was read ahead. */
@@ -75,8 +70,6 @@ export type IoRequest =
       readonly regular: Uint8Array
       readonly readCount: number
       readonly readBytes: number
-      /** When it was sent (clockNow). */
-      readonly sentAt: number
     }
   /** name, "done" or "error", preferred name; three fields per move. */
   | { readonly op: "out"; readonly id: number; readonly moves: string; readonly deadline: number }
@@ -144,7 +137,6 @@ export class IoThread {
       regular,
       readCount,
       readBytes,
-      sentAt: clockNow(),
     }) as Promise<ClaimInReply>
   }
 

@@ -43,8 +43,7 @@ self.onmessage = (event: MessageEvent<IoRequest>) => {
     } else if (request.op === "in") {
       const names = request.names === "" ? [] : request.names.split("\0")
       status = new Uint8Array(names.length).fill(InStatus.untried)
-      const queuedMs = Math.max(0, clockNow() - request.sentAt)
-      value = { ...claimIn(names, request.regular, request.readCount, request.readBytes, status), queuedMs }
+      value = claimIn(names, request.regular, request.readCount, request.readBytes, status)
     } else {
       const moves = splitMoves(request.moves)
       value = moveOut(moves, request.deadline)
@@ -71,7 +70,7 @@ function claimIn(
   readCount: number,
   readBytes: number,
   status: Uint8Array,
-): Omit<ClaimInReply, "queuedMs"> {
+): ClaimInReply {
   for (const [i, name] of names.entries()) {
     const r = renameNoReplaceAt(dirs.inbox, name, dirs.processing, name)
     status[i] = r === "moved" ? InStatus.moved : r === "exists" ? InStatus.exists : InStatus.missing
