@@ -49,7 +49,21 @@ export interface LedgerPort<E extends AnyEffect = never> {
    * uncommitted file of such a ledger to recovery, which reads the claim's state.
    */
   readonly isFailedCommitInDoubt: boolean
+  /**
+   * Registers a consumer run. On SQLite it waits for no flush of the log: the log can be lost
+   * only with the machine, which ends every consumer on it, and it is durable as a prefix, so a
+   * registration reaches the disk before any claim of its owner (the next commit flushes both);
+   * after the power comes back every owner from before is dead, with or without its row. On
+   * PostgreSQL the server can crash alone: a registration lost there would leave a live
+   * consumer's next claims naming an owner with no row, which others take for abandoned, so it
+   * is flushed.
+   */
   registerConsumer(owner: Owner, now: string): Awaitable<void>
+  /**
+   * Ends a consumer run: its committed claims and its row deleted, without waiting for a flush
+   * on either ledger. Lost, it leaves what a crash just before it leaves: an owner that
+   * recovery finds dead and forgets, and committed claims whose files have left processing/.
+   */
   unregisterConsumer(ownerId: string): Awaitable<void>
   /** The consumers registered in this ledger (in this root, for PostgreSQL). */
   listConsumers(): Awaitable<Owner[]>

@@ -123,23 +123,18 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
     return `${ownerId}.${(this.#claimCounter++).toString(36)}`
   }
 
-  async registerConsumer(owner: Owner, now: string): Promise<void> {
-    await this.sql.unsafe(lease.register, [
-      owner.ownerId,
-      this.rootId,
-      owner.host,
-      owner.pid,
-      owner.bootId,
-      owner.startTicks,
-      now,
-    ])
+  /** Flushed, unlike SQLite's: see LedgerPort.registerConsumer. */
+  async registerConsumer(o: Owner, now: string): Promise<void> {
+    await this.sql.unsafe(lease.register, [o.ownerId, this.rootId, o.host, o.pid, o.bootId, o.startTicks, now])
   }
 
+  /** Without waiting for the WAL flush (see LedgerPort.unregisterConsumer), in one round trip. */
   async unregisterConsumer(ownerId: string): Promise<void> {
-    await this.transaction(async (tx) => {
-      await tx.unsafe(statements.deleteCommittedClaims, [ownerId])
-      await tx.unsafe(statements.deleteConsumer, [ownerId])
-    })
+    await this.pipelined((q) => [
+      q`SET LOCAL synchronous_commit = off`,
+      q.unsafe(statements.deleteCommittedClaims, [ownerId]),
+      q.unsafe(statements.deleteConsumer, [ownerId]),
+    ])
   }
 
   async listConsumers(): Promise<Owner[]> {

@@ -92,17 +92,23 @@ export class SqliteLedger implements LedgerPort<Effect> {
     }
   }
 
+  /** Lazily, the log not flushed for it: see LedgerPort.registerConsumer. */
   registerConsumer(owner: Owner, now: string): void {
-    this.transaction(() => {
-      this.#s.registerConsumer.run(owner.ownerId, owner.host, owner.pid, owner.bootId, owner.startTicks, now, now)
-    })
+    this.lazily(() =>
+      this.transaction(() => {
+        this.#s.registerConsumer.run(owner.ownerId, owner.host, owner.pid, owner.bootId, owner.startTicks, now, now)
+      }),
+    )
   }
 
+  /** Lazily, the log not flushed for it: see LedgerPort.unregisterConsumer. */
   unregisterConsumer(ownerId: string): void {
-    this.transaction(() => {
-      this.#s.deleteCommittedClaims.run(ownerId)
-      this.#s.unregisterConsumer.run(ownerId)
-    })
+    this.lazily(() =>
+      this.transaction(() => {
+        this.#s.deleteCommittedClaims.run(ownerId)
+        this.#s.unregisterConsumer.run(ownerId)
+      }),
+    )
   }
 
   listConsumers(): Owner[] {
