@@ -2,7 +2,7 @@ import fs from "node:fs"
 import { join } from "node:path"
 import { fault } from "../_fault.ts"
 import type { Claim, ClaimRow } from "../ledger/model.ts"
-import { renameNoReplaceAt } from "../queue/files.ts"
+import { readMessageFile, renameNoReplaceAt } from "../queue/files.ts"
 import { clockNow } from "../queue/io-thread.ts"
 import { ownerLiveness } from "../queue/owner.ts"
 import { judgeEntry, scanDir } from "../queue/root.ts"
@@ -90,6 +90,11 @@ async function adoptDead(c: Context): Promise<void> {
     // Stalled for long since the takeover (see moveHeld): a claim taken over from this
     // consumer in turn is left, file and row, to the one that holds it now.
     if (clockNow() - adoptedAt > c.moveGuardMs && !(await c.ledger.holdsClaim(row.name, row.claimId, me))) continue
+    if (row.state === "committed" && inProcessing && !isCommittedFile(c, row)) {
+      c.log.warn("recovered", { file: row.name, step: "committed claim of an earlier file of this name; taken as new" })
+      finished.push(row)
+      continue
+    }
     // A file gone by the time it is moved was moved by its owner after all: a consumer that
     // was only stalled, not dead, resuming between the listing and the move.
     if (
@@ -243,6 +248,23 @@ function noteLeftInProcessing(c: Context, names: readonly string[]): void {
       "processing/ holds entries with no claim whose names are not messages (hidden, not *.json, or not UTF-8); " +
       "left where they are, as in inbox/: move them out by hand",
   })
+}
+
+/**
+ * Whether the file under a committed claim's name in processing/ is the one the claim
+ * committed. Forgetting a moved file's claim rides, unflushed, on the next full commit (the
+ * claim transaction, a run's unregistration), and a new file of the same name may be claimed
+ * and renamed into processing/ (durably) before it: a power cut then brings the old committed
+ * claim back over the new file. Moved on as committed, the new file would never be processed;
+ * told apart by its payload hash, its stale claim is dropped and it is taken as an orphan.
+ * A committed claim whose file was judged unread (no hash) is taken at its word.
+ */
+function isCommittedFile(c: Context, row: ClaimRow): boolean {
+  if (row.payloadHash === null) return true
+  const read = readMessageFile(c.dirs.processing, row.name, false, c.maxBytes, Buffer.allocUnsafe(64 * 1024))
+  // Gone meanwhile: its owner moved it after all (moveOut below finds it missing).
+  if (!read.ok) return read.reason === "vanished"
+  return Bun.CryptoHasher.hash("sha256", read.bytes, "hex") === row.payloadHash
 }
 
 function isOwnerAlive(c: Context, row: ClaimRow): boolean {

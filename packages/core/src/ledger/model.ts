@@ -51,6 +51,11 @@ export interface ClaimRow extends Claim {
   readonly state: "claimed" | "committed"
   readonly dest: Destination | null
   readonly destName: string | null
+  /**
+   * The sha256 of the file a committed claim committed, where it is known: stored with an
+   * error/ or deferred/ destination; for a claim adoptClaims returns, also for done/ (from its
+   * processed or duplicates row). Null for a file judged unread (a symbolic link, say).
+   */
   readonly payloadHash: string | null
   readonly owner: (Owner & { readonly heartbeatAt: string; readonly heartbeatAgeMs: number }) | undefined
 }

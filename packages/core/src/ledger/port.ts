@@ -124,6 +124,11 @@ export interface LedgerPort<E extends AnyEffect = never> {
   /** How many deferrals rows there are, and how many of them are due at `now`. */
   deferralCounts(now: string): Awaitable<{ deferred: number; due: number }>
   listClaims(): Awaitable<ClaimRow[]>
+  /**
+   * Takes over the listed claims still as listed, each returned as it is once taken, with the
+   * payload hash of what a committed one committed (ClaimRow.payloadHash): recovery checks
+   * that the file in processing/ is that one before it moves it on.
+   */
   adoptClaims(rows: readonly ClaimRow[], ownerId: string): Awaitable<ClaimRow[]>
   startAttempt(claim: Claim, ownerId: string): Awaitable<Claim>
   /**

@@ -1,7 +1,7 @@
 // The contract's recovery: taking over a dead owner's claims, the poison counter, who still
 // holds a claim, and the heartbeat a lease is judged by.
 import { expect, it } from "bun:test"
-import { accepted, claimAll, itWith, type LedgerBackend, NOW, owner } from "./fixture.test.ts"
+import { accepted, claimAll, itWith, type LedgerBackend, NOW, owner, rejected } from "./fixture.test.ts"
 
 export function recovery(b: LedgerBackend): void {
   it("gives each dead owner's claim to exactly one of two recovering consumers", async () => {
@@ -30,6 +30,31 @@ export function recovery(b: LedgerBackend): void {
     expect(adopted.map((r) => [r.name, r.ownerId, r.state, r.dest])).toEqual([
       ["a.json", "me", "committed", "done"],
       ["b.json", "me", "claimed", null],
+    ])
+  })
+
+  it("adopts a committed claim with the payload hash of the file it committed, whatever its outcome", async () => {
+    // Recovery moves a committed claim's file on only if processing/ still holds that very file.
+    await using t = await b.open()
+    const [a, d, r, u, c] = await claimAll(t.ledger, "dead", ["a.json", "d.json", "r.json", "u.json", "c.json"])
+    if (!a || !d || !r || !u || !c) throw new Error("no claim")
+    await t.ledger.commit(
+      "dead",
+      [
+        accepted(a, "m-a"),
+        accepted(d, "m-a", { hash: "bytes-d.json" }),
+        rejected(r, "parse", { hash: "bytes-r.json" }),
+      ],
+      NOW,
+    )
+    await t.ledger.commit("dead", [rejected(u, "symlink")], NOW)
+    const adopted = await t.ledger.adoptClaims(await t.ledger.listClaims(), "me")
+    expect(adopted.map((row) => [row.name, row.state, row.dest, row.payloadHash])).toEqual([
+      ["a.json", "committed", "done", "bytes-a.json"],
+      ["d.json", "committed", "done", "bytes-d.json"],
+      ["r.json", "committed", "error", "bytes-r.json"],
+      ["u.json", "committed", "error", null],
+      ["c.json", "claimed", null, null],
     ])
   })
 

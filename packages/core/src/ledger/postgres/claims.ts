@@ -122,7 +122,9 @@ export async function adoptClaims(l: PostgresLedger, rows: readonly ClaimRow[], 
         AS t(name, claim_id, owner_id)
       WHERE c.root_id = ${l.rootId} AND c.name = ANY (${names}::text[]) AND c.name = t.name AND c.claim_id = t.claim_id
         AND c.owner_id IS NOT DISTINCT FROM t.owner_id
-      RETURNING c.claim_id, c.attempts, c.state, c.dest, c.dest_name, c.payload_hash`,
+      RETURNING c.claim_id, c.attempts, c.state, c.dest, c.dest_name, COALESCE(c.payload_hash,
+        (SELECT p.payload_hash FROM processed p WHERE p.claim_id = c.claim_id),
+        (SELECT d.payload_hash FROM duplicates d WHERE d.claim_id = c.claim_id)) AS payload_hash`,
   )) as (AdoptedRow & Pick<RawClaimRow, "claim_id">)[]
   const current = new Map(taken.map((r) => [r.claim_id, r]))
   return rows.flatMap((r): ClaimRow[] => {
