@@ -119,6 +119,19 @@ describe("consume killed at each named step of the protocol (SPOOL_FAULT)", () =
     )
   }, 30_000)
 
+  it("after-commit, restarted with a smaller --max-bytes: the committed files are still only moved", async () => {
+    // Recovery checks that processing/ holds the very file a claim committed by hashing it whole,
+    // not by the size limit the restart happens to have.
+    const { root, claims, processing } = await killedAt("after-commit@3")
+    const committed = claims.filter((c) => c.state === "committed" && processing.includes(c.name)).map((c) => c.name)
+    expect(committed.length).toBeGreaterThanOrEqual(20)
+    const restart = await consumeToEnd(root, [...args, "--max-bytes", "16"])
+    expect(restart.stderr).toContain("committed, not yet moved")
+    expect(restart.stderr).not.toContain("taken as new")
+    const done = new Set(list(join(root, "done")))
+    expect(committed.filter((name) => !done.has(name))).toEqual([])
+  }, 30_000)
+
   it("after-move: the moved batches are final, what is still in processing/ is claimed, and the restart finishes the rest", async () => {
     const { root, claims, processing } = await killedAt("after-move@3")
     // Three batches are out; the batches after them may be in flight (claimed one ahead, and the

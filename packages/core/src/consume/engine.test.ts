@@ -327,8 +327,9 @@ describe("a consumer stalled between its commit and its move for longer than its
 })
 
 describe("the poison counter", () => {
-  it("sends a file claimed maxAttempts times to error/ as poison, unread, and not its batch-mates", async () => {
+  it("sends a file claimed maxAttempts times to error/ as poison, unjudged (only hashed), and not its batch-mates", async () => {
     const t = tempQueue({ "p.json": msg("id-p"), "q.json": msg("id-q", 2) })
+    const hash = Bun.CryptoHasher.hash("sha256", fs.readFileSync(join(t.q.inbox, "p.json")), "hex")
     leaveClaims(t, ownerOf(process.pid, { ownerId: "dead", startTicks: "1" }), { claimed: ["p.json", "q.json"] })
     // The counter lives in the ledger: as a restart finds it after p crashed three consumers.
     t.ledger.db.run("UPDATE claims SET attempts = 3 WHERE name = 'p.json'")
@@ -338,7 +339,7 @@ describe("the poison counter", () => {
     expect(ls(t.q.error)).toEqual(["p.json"])
     expect(ls(t.q.done)).toEqual(["q.json"])
     expect(rows(t.ledger, "SELECT file, reason, detail, payload_hash FROM failures")).toEqual([
-      { file: "p.json", reason: "poison", detail: "crashed the consumer on each of 3 attempts", payload_hash: null },
+      { file: "p.json", reason: "poison", detail: "crashed the consumer on each of 3 attempts", payload_hash: hash },
     ])
   })
 

@@ -137,7 +137,7 @@ export async function landClaimed(
         item,
         "poison",
         `delivered ${claim.attempts} times without being acknowledged`,
-        null,
+        a.hash,
       )
     else if (a.delivery.refusal !== undefined)
       item.outcome = c.decider.reject(item, a.delivery.refusal.reason, a.delivery.refusal.detail, a.hash)

@@ -2,7 +2,8 @@ import fs from "node:fs"
 import { join } from "node:path"
 import { fault } from "../_fault.ts"
 import type { Claim, ClaimRow } from "../ledger/model.ts"
-import { readMessageFile, renameNoReplaceAt } from "../queue/files.ts"
+import { renameNoReplaceAt } from "../queue/files.ts"
+import { hashFile } from "../queue/hash-file.ts"
 import { clockNow } from "../queue/io-thread.ts"
 import { ownerLiveness } from "../queue/owner.ts"
 import { judgeEntry, scanDir } from "../queue/root.ts"
@@ -138,8 +139,15 @@ async function retryAlone(c: Context, items: Item[]): Promise<void> {
   await c.decider.load()
   let firstCommitAt: number | undefined
   for (const item of items) {
+    // Hashed, not judged (reading cannot be what crashed it): recovery tells this file from a
+    // later one of its name by the hash (see isCommittedFile).
     if (item.attempts >= poisonAt)
-      item.outcome = c.decider.reject(item, "poison", `crashed the consumer on each of ${item.attempts} attempts`, null)
+      item.outcome = c.decider.reject(
+        item,
+        "poison",
+        `crashed the consumer on each of ${item.attempts} attempts`,
+        hashFile(c.dirs.processing, item.name) ?? null,
+      )
     else {
       const read = c.decider.read(item)
       fault("before-attempt")
@@ -256,15 +264,15 @@ function noteLeftInProcessing(c: Context, names: readonly string[]): void {
  * claim transaction, a run's unregistration), and a new file of the same name may be claimed
  * and renamed into processing/ (durably) before it: a power cut then brings the old committed
  * claim back over the new file. Moved on as committed, the new file would never be processed;
- * told apart by its payload hash, its stale claim is dropped and it is taken as an orphan.
- * A committed claim whose file was judged unread (no hash) is taken at its word.
+ * told apart by its payload hash (the whole file's, whatever --max-bytes says now), its stale
+ * claim is dropped and it is taken as an orphan. A committed claim of a file judged unread (a
+ * link, a file over the size limit) has no hash and is taken at its word.
  */
 function isCommittedFile(c: Context, row: ClaimRow): boolean {
   if (row.payloadHash === null) return true
-  const read = readMessageFile(c.dirs.processing, row.name, false, c.maxBytes, Buffer.allocUnsafe(64 * 1024))
   // Gone meanwhile: its owner moved it after all (moveOut below finds it missing).
-  if (!read.ok) return read.reason === "vanished"
-  return Bun.CryptoHasher.hash("sha256", read.bytes, "hex") === row.payloadHash
+  if (!exists(join(c.queue.processing, row.name))) return true
+  return hashFile(c.dirs.processing, row.name) === row.payloadHash
 }
 
 function isOwnerAlive(c: Context, row: ClaimRow): boolean {

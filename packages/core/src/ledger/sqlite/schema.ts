@@ -37,8 +37,7 @@ const landingStatements = {
     FROM origins WHERE claim_id = $2`,
   /**
    * Whether a claim that landed these bytes under this name has an outcome: its processed,
-   * duplicates or failures row (a poison failure, never read, has no payload hash: the origin
-   * has it), or a deferral it holds. Found through the claim ids, which every outcome table indexes.
+   * duplicates or failures row, or a deferral it holds. Found through the claim ids, which every outcome table indexes.
    */
   committedLanding: `SELECT 1 AS found FROM origins o WHERE o.name = $1 AND o.payload_hash = $2 AND (
       EXISTS (SELECT 1 FROM processed p WHERE p.claim_id = o.claim_id)
