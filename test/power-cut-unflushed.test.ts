@@ -11,6 +11,7 @@ import {
   diffSnapshots,
   endState,
   generateMessages,
+  killedThenCut,
   makeQueueFrom,
   missingTest,
   mountPowerCut,
@@ -64,14 +65,8 @@ describe("a power cut after a consumer registered", () => {
       const backing = join(t.path, "cut", "backing")
       makeQueueFrom(join(t.path, "src"), backing)
       const args = ["--batch-size", "25"]
-      /** Runs a consumer on the mount until `fault` kills it, then cuts everything not durable. */
-      const crashThenCut = async (fault: string, boot: string) => {
-        await using mount = await mountPowerCut(backing, join(t.path, "cut"))
-        const crashed = await startConsume(mount.root, args, { SPOOL_BOOT_ID: boot, SPOOL_FAULT: fault }).finished
-        expect(crashed.signalCode, crashed.stderr).toBe("SIGKILL")
-        await mount.cut({ kind: "all" })
-        await mount.unmount()
-      }
+      const crashThenCut = (fault: string, boot: string) =>
+        killedThenCut({ backing, state: join(t.path, "cut"), args, env: { SPOOL_BOOT_ID: boot, SPOOL_FAULT: fault } })
       const ledger = join(backing, "ledger.db")
       // The ledger is created (its schema flushed) by the first run; its registration is not.
       await crashThenCut("before-recovery", "registration-boot-1")
@@ -111,21 +106,18 @@ describe("a power cut after a file of a name already processed was claimed", () 
       const message = (id: string, amount: string) =>
         `{"msg_id":"${id}","order_no":"O-1","seq":${id === "m-1" ? 1 : 2},"amount":${amount}}\n`
       fs.writeFileSync(join(backing, "inbox", "orders.json"), message("m-1", "10.00"))
-      {
-        await using mount = await mountPowerCut(backing, join(t.path, "cut"))
-        const watching = startConsume(mount.root, ["--watch"], {
-          SPOOL_BOOT_ID: "reuse-boot-1",
-          SPOOL_FAULT: "after-claim@2",
-        })
-        while (!fs.existsSync(join(mount.root, "done", "orders.json"))) await Bun.sleep(20)
-        // The drain ends (its unregistration) once the move is done; give it that moment.
-        await Bun.sleep(300)
-        writeDurably(join(mount.root, "inbox", "orders.json"), message("m-2", "20.00"))
-        const crashed = await watching.finished
-        expect(crashed.signalCode, crashed.stderr).toBe("SIGKILL")
-        await mount.cut({ kind: "all" })
-        await mount.unmount()
-      }
+      await killedThenCut({
+        backing,
+        state: join(t.path, "cut"),
+        args: ["--watch"],
+        env: { SPOOL_BOOT_ID: "reuse-boot-1", SPOOL_FAULT: "after-claim@2" },
+        during: async (root) => {
+          while (!fs.existsSync(join(root, "done", "orders.json"))) await Bun.sleep(20)
+          // The drain ends (its unregistration) once the move is done; give it that moment.
+          await Bun.sleep(300)
+          writeDurably(join(root, "inbox", "orders.json"), message("m-2", "20.00"))
+        },
+      })
       await using mount = await mountPowerCut(backing, join(t.path, "cut"))
       expect(fs.readdirSync(join(mount.root, "processing"))).toEqual(["orders.json"])
       const r = await startConsume(mount.root, [], { SPOOL_BOOT_ID: "reuse-boot-3" }).finished

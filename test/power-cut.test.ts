@@ -20,6 +20,7 @@ import {
   diffSnapshots,
   endState,
   generateMessages,
+  killedThenCut,
   makeQueueFrom,
   missingTest,
   mountPowerCut,
@@ -188,17 +189,12 @@ describe("a power cut between a claim's renames and its rows' next full commit",
       await consumeToEnd(join(t.path, "reference"), ["--batch-size", "25"])
       const backing = join(t.path, "cut", "backing")
       makeQueueFrom(join(t.path, "src"), backing)
-      {
-        await using mount = await mountPowerCut(backing, join(t.path, "cut"))
-        const boot = { SPOOL_BOOT_ID: "orphan-boot-1" }
-        const crashed = await startConsume(mount.root, ["--batch-size", "25"], {
-          ...boot,
-          SPOOL_FAULT: "after-claim@1",
-        }).finished
-        expect(crashed.signalCode, crashed.stderr).toBe("SIGKILL")
-        await mount.cut({ kind: "all" })
-        await mount.unmount()
-      }
+      await killedThenCut({
+        backing,
+        state: join(t.path, "cut"),
+        args: ["--batch-size", "25"],
+        env: { SPOOL_BOOT_ID: "orphan-boot-1", SPOOL_FAULT: "after-claim@1" },
+      })
       await using mount = await mountPowerCut(backing, join(t.path, "cut"))
       const orphans = fs.readdirSync(join(mount.root, "processing"))
       const db = new Database(join(mount.root, "ledger.db"), { readonly: true })
@@ -235,18 +231,16 @@ describe("a power cut of a root bound to PostgreSQL, right after its first claim
       const backing = join(t.path, "cut", "backing")
       makeQueueFrom(join(t.path, "src"), backing)
       const args = ["--batch-size", "25", "--ledger", cutLedger.url ?? ""]
-      let id: string
-      {
-        await using mount = await mountPowerCut(backing, join(t.path, "cut"))
-        const crashed = await startConsume(mount.root, args, {
-          SPOOL_BOOT_ID: "root-id-boot-1",
-          SPOOL_FAULT: "after-claim@1",
-        }).finished
-        expect(crashed.signalCode, crashed.stderr).toBe("SIGKILL")
-        id = fs.readFileSync(join(mount.root, ".spool-root-id"), "utf8")
-        await mount.cut({ kind: "all" })
-        await mount.unmount()
-      }
+      let id = ""
+      await killedThenCut({
+        backing,
+        state: join(t.path, "cut"),
+        args,
+        env: { SPOOL_BOOT_ID: "root-id-boot-1", SPOOL_FAULT: "after-claim@1" },
+        beforeCut: (root) => {
+          id = fs.readFileSync(join(root, ".spool-root-id"), "utf8")
+        },
+      })
       await using mount = await mountPowerCut(backing, join(t.path, "cut"))
       expect(fs.readFileSync(join(mount.root, ".spool-root-id"), "utf8")).toBe(id)
       const r = await startConsume(mount.root, args, { SPOOL_BOOT_ID: "root-id-boot-2" }).finished

@@ -314,3 +314,29 @@ export function summarizeCuts(cuts: readonly CutObservation[]) {
     nothingLost: cuts.filter((c) => Object.keys(c.lost).length === 0 && Object.keys(c.writesLost).length === 0).length,
   }
 }
+
+/**
+ * One consume on a power-cut mount of `backing` (`state`: the mount's scratch directory), run
+ * until the fault `env.SPOOL_FAULT` names kills it; then the power is cut (every change not
+ * durable is lost) and the mount is unmounted: what a crash and a power cut at that step leave
+ * in `backing`. `during` runs beside the consumer (a producer, say), `beforeCut` after its death,
+ * both with the mount's root. Throws, with the consumer's stderr, if it was not killed.
+ */
+export async function killedThenCut(o: {
+  backing: string
+  state: string
+  args: readonly string[]
+  env: Record<string, string>
+  during?: (root: string) => Promise<void>
+  beforeCut?: (root: string) => void
+}): Promise<void> {
+  await using mount = await mountPowerCut(o.backing, o.state)
+  const consumer = startConsume(mount.root, o.args, o.env)
+  await o.during?.(mount.root)
+  const crashed = await consumer.finished
+  if (crashed.signalCode !== "SIGKILL")
+    throw new Error(`the consumer was not killed at ${o.env.SPOOL_FAULT} (exit ${crashed.exitCode}): ${crashed.stderr}`)
+  o.beforeCut?.(mount.root)
+  await mount.cut({ kind: "all" })
+  await mount.unmount()
+}
