@@ -219,13 +219,13 @@ async function returnLostPickup(c: Context, claim: Claim): Promise<"returned" | 
   const d = (await c.ledger.deferralsAt([claim.name])).get(claim.name)
   if (d === undefined || exists(join(c.queue.deferred, claim.name))) return "not-a-pickup"
   if (d.payloadHash !== undefined) {
-    let bytes: Uint8Array
+    let hash: string | undefined
     try {
-      bytes = fs.readFileSync(join(c.queue.processing, claim.name))
+      hash = hashFile(c.dirs.processing, claim.name)
     } catch {
       return "not-a-pickup" // unreadable: the inbox/ rules judge it
     }
-    if (Bun.CryptoHasher.hash("sha256", bytes, "hex") !== d.payloadHash) return "not-a-pickup"
+    if (hash !== d.payloadHash) return "not-a-pickup"
   }
   const moved = renameNoReplaceAt(c.dirs.processing, claim.name, c.dirs.deferred, claim.name)
   if (moved === "exists") return "not-a-pickup"
@@ -270,9 +270,10 @@ function noteLeftInProcessing(c: Context, names: readonly string[]): void {
  */
 function isCommittedFile(c: Context, row: ClaimRow): boolean {
   if (row.payloadHash === null) return true
-  // Gone meanwhile: its owner moved it after all (moveOut below finds it missing).
-  if (!exists(join(c.queue.processing, row.name))) return true
-  return hashFile(c.dirs.processing, row.name) === row.payloadHash
+  const hash = hashFile(c.dirs.processing, row.name)
+  // No regular file: gone meanwhile (its owner moved it after all; moveOut below finds it
+  // missing), or an entry of another kind, which the committed file was not.
+  return hash === undefined ? !exists(join(c.queue.processing, row.name)) : hash === row.payloadHash
 }
 
 function isOwnerAlive(c: Context, row: ClaimRow): boolean {

@@ -211,7 +211,8 @@ export type FileRead =
       readonly detail: string
     }
 
-const O_READ = fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK
+/** How a message file is opened: never a symbolic link's target, never waiting on a FIFO. */
+export const O_READ = fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK
 
 /**
  * Reads one claimed file from `dir`, never opening anything that is not a regular file: no

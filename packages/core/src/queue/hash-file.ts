@@ -1,8 +1,6 @@
 import fs from "node:fs"
 import { join } from "node:path"
-import type { OpenDir } from "./files.ts"
-
-const O_READ = fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK
+import { O_READ, type OpenDir } from "./files.ts"
 
 /**
  * The sha256 (hex) of a regular file's whole content, read in pieces with no size limit (what
