@@ -291,3 +291,67 @@ describe("a message that crashes the consumer every time (SPOOL_CRASH_ON)", () =
     expect(list(join(root, "done"))).toHaveLength(39)
   }, 60_000)
 })
+
+describe("a committed claim of a file judged unread, its file replaced before recovery", () => {
+  // The state a power cut can leave (power-cut-unflushed.test.ts makes it with a real cut): a
+  // committed claim whose forgetting was lost, over a new file of the same name in processing/.
+  // A file judged unread has no hash to tell the two apart; its claim keeps its inode, size
+  // and time instead.
+  const args = ["--max-bytes", "100"]
+  const fileOf = (id: string, pad = 0) =>
+    `${JSON.stringify({ msg_id: id, order_no: `O-${id}`, seq: 1, amount: 5 })}${" ".repeat(pad)}\n`
+
+  for (const backend of ["SQLite", "PostgreSQL"] as const)
+    (backend === "PostgreSQL" && pgSkip ? it.skip : it)(
+      `moves on the file it committed, and processes a new file of its name as new (${backend})`,
+      async () => {
+        await using q = await tempDir()
+        fs.writeFileSync(join(q.path, "outside.json"), fileOf("m-outside"))
+        const src = join(q.path, "src")
+        fs.mkdirSync(src)
+        fs.writeFileSync(join(src, "big.json"), fileOf("m-big", 200))
+        const killed = async (name: string, db: { url: string } | undefined) => {
+          const root = join(q.path, name)
+          makeQueueFrom(src, root)
+          fs.symlinkSync(join(q.path, "outside.json"), join(root, "inbox", "link.json"))
+          const ledger = db === undefined ? [] : ["--ledger", db.url]
+          const r = await startConsume(root, [...args, ...ledger], { SPOOL_FAULT: "after-commit" }).finished
+          expect(r.signalCode).toBe("SIGKILL")
+          expect(list(join(root, "processing")).sort()).toEqual(["big.json", "link.json"])
+          return { root, restart: () => consumeToEnd(root, [...args, ...ledger]) }
+        }
+
+        await using sameDb = backend === "PostgreSQL" ? await tempDatabase() : undefined
+        const same = await killed("same", sameDb)
+        const again = await same.restart()
+        expect(again.stderr).toContain("committed, not yet moved")
+        expect(again.stderr).not.toContain("taken as new")
+        const kept = await endState(same.root, sameDb?.url)
+        expect(Object.keys(kept.error).sort()).toEqual(["big.json", "link.json"])
+        expect((kept.failures as { file: string; reason: string }[]).map((f) => [f.file, f.reason])).toEqual([
+          ["big.json", "too-large"],
+          ["link.json", "symlink"],
+        ])
+
+        await using swappedDb = backend === "PostgreSQL" ? await tempDatabase() : undefined
+        const swapped = await killed("swapped", swappedDb)
+        // The committed files leave (still existing, so no inode is reused) and new ones take their names.
+        for (const name of ["big.json", "link.json"]) {
+          fs.renameSync(join(swapped.root, "processing", name), join(q.path, `left-${name}`))
+          fs.writeFileSync(join(swapped.root, "processing", name), fileOf(`m-new-${name}`))
+        }
+        const recovered = await swapped.restart()
+        expect(recovered.stderr).toContain("taken as new")
+        const state = await endState(swapped.root, swappedDb?.url)
+        expect(Object.keys(state.done).sort()).toEqual(["big.json", "link.json"])
+        expect(state.error).toEqual({})
+        expect((state.processed as { msg_id: string }[]).map((p) => p.msg_id).sort()).toEqual([
+          "m-new-big.json",
+          "m-new-link.json",
+        ])
+        expect(state.processing).toEqual({})
+        expect(fs.readFileSync(join(q.path, "outside.json"), "utf8")).toBe(fileOf("m-outside"))
+      },
+      30_000,
+    )
+})

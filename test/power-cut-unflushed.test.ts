@@ -91,51 +91,68 @@ describe("a power cut after a consumer registered", () => {
 })
 
 describe("a power cut after a file of a name already processed was claimed", () => {
-  fuseIt(
-    "processes the new file: the earlier file's committed claim that the cut brought back is not taken for it",
-    async () => {
-      // A watching consumer's drain that processed orders.json forgot its claim on ending,
-      // unflushed. Its next drain claims a new orders.json (again unflushed) and renames it into
-      // processing/ durably; a cut then brings back the old committed claim, and only the new
-      // file's hash tells the two apart. (A run that exits flushes all: closing the ledger
-      // checkpoints it.)
-      await using t = await tempDir()
-      const backing = join(t.path, "cut", "backing")
-      for (const d of ["inbox", "processing", "done", "error", "tmp"])
-        fs.mkdirSync(join(backing, d), { recursive: true })
-      const message = (id: string, amount: string) =>
-        `{"msg_id":"${id}","order_no":"O-1","seq":${id === "m-1" ? 1 : 2},"amount":${amount}}\n`
-      fs.writeFileSync(join(backing, "inbox", "orders.json"), message("m-1", "10.00"))
-      await killedThenCut({
-        backing,
-        state: join(t.path, "cut"),
-        args: ["--watch"],
-        env: { SPOOL_BOOT_ID: "reuse-boot-1", SPOOL_FAULT: "after-claim@2" },
-        during: async (root) => {
-          while (!fs.existsSync(join(root, "done", "orders.json"))) await Bun.sleep(20)
-          // The drain ends (its unregistration) once the move is done; give it that moment.
-          await Bun.sleep(300)
-          writeDurably(join(root, "inbox", "orders.json"), message("m-2", "20.00"))
-        },
-      })
-      await using mount = await mountPowerCut(backing, join(t.path, "cut"))
-      expect(fs.readdirSync(join(mount.root, "processing"))).toEqual(["orders.json"])
-      const r = await startConsume(mount.root, [], { SPOOL_BOOT_ID: "reuse-boot-3" }).finished
-      expect(r.exitCode, r.stderr).toBe(0)
-      expect(r.stderr).toContain("taken as new")
-      const db = new Database(join(mount.root, "ledger.db"), { readonly: true })
-      const processed = db.query("SELECT msg_id, amount FROM processed ORDER BY msg_id").all()
-      db.close()
-      const done = fs.readdirSync(join(mount.root, "done")).sort()
-      const processing = fs.readdirSync(join(mount.root, "processing"))
-      await mount.unmount()
-      expect(processed).toEqual([
-        { msg_id: "m-1", amount: "10.00" },
-        { msg_id: "m-2", amount: "20.00" },
-      ])
-      expect(done).toHaveLength(2)
-      expect(processing).toEqual([])
-    },
-    120_000,
-  )
+  // A watching consumer's drain that processed orders.json forgot its claim on ending,
+  // unflushed. Its next drain claims a new orders.json (again unflushed) and renames it into
+  // processing/ durably; a cut then brings back the old committed claim, and only what the
+  // claim recorded of the old file tells the two apart: the hash of its bytes, or for a file
+  // judged unread (here one over --max-bytes) its inode, size and time. (A run that exits
+  // flushes all: closing the ledger checkpoints it.)
+  const args = ["--max-bytes", "200"]
+  const message = (id: string, amount: string, pad = 0) =>
+    `{"msg_id":"${id}","order_no":"O-1","seq":${id === "m-1" ? 1 : 2},"amount":${amount}}${" ".repeat(pad)}\n`
+  for (const first of ["processed", "judged unread: too large"] as const)
+    fuseIt(
+      `processes the new file: the earlier file's committed claim (${first}), which the cut brought back, is not taken for it`,
+      async () => {
+        await using t = await tempDir()
+        const backing = join(t.path, "cut", "backing")
+        for (const d of ["inbox", "processing", "done", "error", "tmp"])
+          fs.mkdirSync(join(backing, d), { recursive: true })
+        const firstDest = first === "processed" ? "done" : "error"
+        fs.writeFileSync(
+          join(backing, "inbox", "orders.json"),
+          message("m-1", "10.00", first === "processed" ? 0 : 300),
+        )
+        await killedThenCut({
+          backing,
+          state: join(t.path, "cut"),
+          args: ["--watch", ...args],
+          env: { SPOOL_BOOT_ID: "reuse-boot-1", SPOOL_FAULT: "after-claim@2" },
+          during: async (root) => {
+            while (!fs.existsSync(join(root, firstDest, "orders.json"))) await Bun.sleep(20)
+            // The drain ends (its unregistration) once the move is done; give it that moment.
+            await Bun.sleep(300)
+            writeDurably(join(root, "inbox", "orders.json"), message("m-2", "20.00"))
+          },
+        })
+        await using mount = await mountPowerCut(backing, join(t.path, "cut"))
+        expect(fs.readdirSync(join(mount.root, "processing"))).toEqual(["orders.json"])
+        const r = await startConsume(mount.root, args, { SPOOL_BOOT_ID: "reuse-boot-3" }).finished
+        expect(r.exitCode, r.stderr).toBe(0)
+        expect(r.stderr).toContain("taken as new")
+        const db = new Database(join(mount.root, "ledger.db"), { readonly: true })
+        const processed = db.query("SELECT msg_id, amount FROM processed ORDER BY msg_id").all()
+        const failures = db.query("SELECT file, reason FROM failures").all()
+        db.close()
+        const done = fs.readdirSync(join(mount.root, "done")).sort()
+        const errors = fs.readdirSync(join(mount.root, "error"))
+        const processing = fs.readdirSync(join(mount.root, "processing"))
+        await mount.unmount()
+        if (first === "processed") {
+          expect(processed).toEqual([
+            { msg_id: "m-1", amount: "10.00" },
+            { msg_id: "m-2", amount: "20.00" },
+          ])
+          expect(done).toHaveLength(2)
+          expect(errors).toEqual([])
+        } else {
+          expect(processed).toEqual([{ msg_id: "m-2", amount: "20.00" }])
+          expect(done).toEqual(["orders.json"])
+          expect(errors).toEqual(["orders.json"])
+          expect(failures).toEqual([{ file: "orders.json", reason: "too-large" }])
+        }
+        expect(processing).toEqual([])
+      },
+      120_000,
+    )
 })

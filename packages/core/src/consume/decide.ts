@@ -6,6 +6,7 @@ import { canonicalContent, type Decoded, decodeWith, type Message, type RejectRe
 import { checkMessage } from "../message/rules.ts"
 import type { MessageType } from "../message/validate.ts"
 import { type FileRead, type OpenDir, readMessageFile } from "../queue/files.ts"
+import { fileIdentity } from "../queue/hash-file.ts"
 import { alternateName } from "../queue/names.ts"
 import type { Item } from "./context.ts"
 
@@ -92,7 +93,12 @@ export class Decider {
     }
   }
 
+  /**
+   * Rejects one claimed file: it goes to error/ with `reason`. A file judged without its bytes
+   * (no hash) is known by its identity instead, for recovery (ClaimRow.payloadHash).
+   */
   reject(item: Item, reason: RejectReason, detail: string, hash: string | null): Outcome {
+    const identity = hash === null ? fileIdentity(this.#processing, item.name) : undefined
     return {
       kind: "rejected",
       name: item.name,
@@ -101,6 +107,7 @@ export class Decider {
       reason,
       detail,
       hash,
+      ...(identity !== undefined && { identity }),
     }
   }
 

@@ -3,7 +3,7 @@ import { join } from "node:path"
 import { fault } from "../_fault.ts"
 import type { Claim, ClaimRow } from "../ledger/model.ts"
 import { renameNoReplaceAt } from "../queue/files.ts"
-import { hashFile } from "../queue/hash-file.ts"
+import { fileIdentity, hashFile, isFileIdentity } from "../queue/hash-file.ts"
 import { clockNow } from "../queue/io-thread.ts"
 import { ownerLiveness } from "../queue/owner.ts"
 import { judgeEntry, scanDir } from "../queue/root.ts"
@@ -265,11 +265,16 @@ function noteLeftInProcessing(c: Context, names: readonly string[]): void {
  * and renamed into processing/ (durably) before it: a power cut then brings the old committed
  * claim back over the new file. Moved on as committed, the new file would never be processed;
  * told apart by its payload hash (the whole file's, whatever --max-bytes says now), its stale
- * claim is dropped and it is taken as an orphan. A committed claim of a file judged unread (a
- * link, a file over the size limit) has no hash and is taken at its word.
+ * claim is dropped and it is taken as an orphan. A file judged unread (a link, a FIFO, a file
+ * over the size limit) is told apart by its identity instead (inode, size and time); a claim
+ * that recorded neither is taken at its word.
  */
 function isCommittedFile(c: Context, row: ClaimRow): boolean {
   if (row.payloadHash === null) return true
+  if (isFileIdentity(row.payloadHash)) {
+    const identity = fileIdentity(c.dirs.processing, row.name)
+    return identity === undefined || identity === row.payloadHash
+  }
   const hash = hashFile(c.dirs.processing, row.name)
   // No regular file: gone meanwhile (its owner moved it after all; moveOut below finds it
   // missing), or an entry of another kind, which the committed file was not.

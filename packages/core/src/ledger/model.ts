@@ -52,9 +52,11 @@ export interface ClaimRow extends Claim {
   readonly dest: Destination | null
   readonly destName: string | null
   /**
-   * The sha256 of the file a committed claim committed, where it is known: stored with an
-   * error/ or deferred/ destination; for a claim adoptClaims returns, also for done/ (from its
-   * processed or duplicates row). Null for a file judged unread (a symbolic link, say).
+   * What tells the file a committed claim committed from a later file of its name: the sha256
+   * of its bytes, stored with an error/ or deferred/ destination (for a claim adoptClaims
+   * returns, also for done/, from its processed or duplicates row); for a file judged unread (a
+   * symbolic link, say), its inode, size and time instead (queue/hash-file.ts, fileIdentity).
+   * Null where neither is known.
    */
   readonly payloadHash: string | null
   readonly owner: (Owner & { readonly heartbeatAt: string; readonly heartbeatAgeMs: number }) | undefined
@@ -85,6 +87,11 @@ export type Outcome =
       readonly reason: string
       readonly detail: string
       readonly hash: string | null
+      /**
+       * For a file judged unread (no hash): its fileIdentity, which its claim row keeps in place
+       * of a hash (see ClaimRow.payloadHash; `claimRecord`). Not part of the failure's history.
+       */
+      readonly identity?: string
     }
   | {
       /** The file left processing/ before it could be read: nothing to record but the claim's end. */
@@ -92,6 +99,11 @@ export type Outcome =
       readonly name: string
       readonly claimId: string
     }
+
+/** What a committed claim's row keeps of its file (ClaimRow.payloadHash): its hash, or else its identity. */
+export function claimRecord(o: Exclude<Outcome, { kind: "vanished" }>): string | null {
+  return o.hash ?? (o.kind === "rejected" ? (o.identity ?? null) : null)
+}
 
 /**
  * What the ledger made of an outcome. `handler-rejected`: the effect threw; `beyond-horizon`:

@@ -128,8 +128,9 @@ export interface LedgerPort<E extends AnyEffect = never> {
   listClaims(): Awaitable<ClaimRow[]>
   /**
    * Takes over the listed claims still as listed, each returned as it is once taken, with the
-   * payload hash of what a committed one committed (ClaimRow.payloadHash): recovery checks
-   * that the file in processing/ is that one before it moves it on.
+   * record of the file a committed one committed (ClaimRow.payloadHash: its payload hash, or
+   * its identity for a file judged unread): recovery checks that the file in processing/ is
+   * that one before it moves it on.
    */
   adoptClaims(rows: readonly ClaimRow[], ownerId: string): Awaitable<ClaimRow[]>
   startAttempt(claim: Claim, ownerId: string): Awaitable<Claim>

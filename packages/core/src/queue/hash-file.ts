@@ -1,3 +1,6 @@
+// What tells a file in processing/ from another that had its name before: recovery asks it of
+// a committed claim's file before moving it on (consume/recover.ts, isCommittedFile), since a
+// power cut can bring back the claim of a file that has left, over a new file of its name.
 import fs from "node:fs"
 import { join } from "node:path"
 import { O_READ, type OpenDir } from "./files.ts"
@@ -27,3 +30,23 @@ export function hashFile(dir: OpenDir, name: string): string | undefined {
     fs.closeSync(fd)
   }
 }
+
+const identityPrefix = "lstat:"
+
+/**
+ * Who a file is, for one judged without reading its bytes (a symbolic link, a FIFO, a file over
+ * --max-bytes): its inode number, size and modification time, as lstat gives them, never
+ * following a link; undefined when `dir` holds nothing of that name. Two files with one name
+ * have different inodes while both exist, and the earlier one still exists in error/ when the
+ * cut's stale claim is found. The device number is left out: some file systems (NFS, say) get
+ * a new one at each mount, while their inode numbers last. Where inode numbers do not last
+ * either (a FUSE file system without use_ino, CIFS with noserverino), the same file looks new
+ * after a remount: it is judged again, and goes to error/ again with a second failures row.
+ */
+export function fileIdentity(dir: OpenDir, name: string): string | undefined {
+  const st = fs.lstatSync(join(dir.path, name), { bigint: true, throwIfNoEntry: false })
+  return st === undefined ? undefined : `${identityPrefix}${st.ino}:${st.size}:${st.mtimeNs}`
+}
+
+/** Whether a claim's record of its file is a fileIdentity rather than a sha256. */
+export const isFileIdentity = (recorded: string): boolean => recorded.startsWith(identityPrefix)

@@ -34,10 +34,18 @@ export function recovery(b: LedgerBackend): void {
   })
 
   it("adopts a committed claim with the payload hash of the file it committed, whatever its outcome", async () => {
-    // Recovery moves a committed claim's file on only if processing/ still holds that very file.
+    // Recovery moves a committed claim's file on only if processing/ still holds that very file:
+    // one judged unread is known by its identity, kept on the claim row but not in the history.
     await using t = await b.open()
-    const [a, d, r, u, c] = await claimAll(t.ledger, "dead", ["a.json", "d.json", "r.json", "u.json", "c.json"])
-    if (!a || !d || !r || !u || !c) throw new Error("no claim")
+    const [a, d, r, u, c, i] = await claimAll(t.ledger, "dead", [
+      "a.json",
+      "d.json",
+      "r.json",
+      "u.json",
+      "c.json",
+      "i.json",
+    ])
+    if (!a || !d || !r || !u || !c || !i) throw new Error("no claim")
     await t.ledger.commit(
       "dead",
       [
@@ -47,7 +55,11 @@ export function recovery(b: LedgerBackend): void {
       ],
       NOW,
     )
-    await t.ledger.commit("dead", [rejected(u, "symlink")], NOW)
+    await t.ledger.commit(
+      "dead",
+      [rejected(u, "symlink"), rejected(i, "too-large", { identity: "lstat:7:900:1" })],
+      NOW,
+    )
     const adopted = await t.ledger.adoptClaims(await t.ledger.listClaims(), "me")
     expect(adopted.map((row) => [row.name, row.state, row.dest, row.payloadHash])).toEqual([
       ["a.json", "committed", "done", "bytes-a.json"],
@@ -55,7 +67,9 @@ export function recovery(b: LedgerBackend): void {
       ["r.json", "committed", "error", "bytes-r.json"],
       ["u.json", "committed", "error", null],
       ["c.json", "claimed", null, null],
+      ["i.json", "committed", "error", "lstat:7:900:1"],
     ])
+    expect((await t.ledger.unreplayedFailure("i.json"))?.payloadHash).toBeNull()
   })
 
   itWith(b, "asyncEffect")(

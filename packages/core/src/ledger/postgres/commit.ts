@@ -6,7 +6,7 @@ import type { TransactionSQL } from "bun"
 import { fault } from "../../_fault.ts"
 import { alternateName } from "../../queue/names.ts"
 import { type DeferPolicy, isTransient } from "../../transient.ts"
-import type { AcceptedOutcome, Outcome, Verdict } from "../model.ts"
+import { type AcceptedOutcome, claimRecord, type Outcome, type Verdict } from "../model.ts"
 import { statements } from "../statements.ts"
 import { destinationOf, Judgement, type PriorDeferral, resultText } from "../verdicts.ts"
 import { pgArray, someOf } from "./arrays.ts"
@@ -168,7 +168,7 @@ async function fence(
     marked.push(o)
     dests.push(dest)
     destNames.push(destName)
-    hashes.push(o.hash)
+    hashes.push(claimRecord(o))
   }
   const names = pgArray(marked.map((o) => o.name))
   const goneNames = pgArray(gone.map((o) => o.name))

@@ -5,7 +5,7 @@ import type { Database } from "bun:sqlite"
 import { fault } from "../../_fault.ts"
 import { alternateName } from "../../queue/names.ts"
 import { type DeferPolicy, isTransient } from "../../transient.ts"
-import type { AcceptedOutcome, Outcome, RawDeferral, Verdict } from "../model.ts"
+import { type AcceptedOutcome, claimRecord, type Outcome, type RawDeferral, type Verdict } from "../model.ts"
 import { Judgement, resultText } from "../verdicts.ts"
 import type { Effect } from "./ledger.ts"
 import type { Statements } from "./schema.ts"
@@ -74,7 +74,7 @@ export function commitBatch(
 function isHeld(s: Statements, o: Outcome, ownerId: string): boolean {
   if (o.kind === "vanished") return s.releaseClaim.run(o.name, o.claimId, ownerId).changes === 1
   if (o.kind === "rejected")
-    return s.commitClaim.run("error", o.destName, o.hash, o.name, o.claimId, ownerId).changes === 1
+    return s.commitClaim.run("error", o.destName, claimRecord(o), o.name, o.claimId, ownerId).changes === 1
   return s.commitClaimDone.run(o.name, o.claimId, ownerId).changes === 1
 }
 

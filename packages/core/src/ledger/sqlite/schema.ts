@@ -131,8 +131,9 @@ export function prepare(db: Database) {
               o.host, o.pid, o.boot_id, o.start_ticks, o.heartbeat_at
        FROM claims c LEFT JOIN consumers o ON o.owner_id = c.owner_id ORDER BY c.rowid`,
     ),
-    // The payload hash of what a committed claim committed: on the claim row for error/ and
-    // deferred/, on its processed or duplicates row for done/ (see LedgerPort.adoptClaims).
+    // What tells the file a committed claim committed from a later one of its name: on the claim
+    // row for error/ and deferred/, the payload hash on its processed or duplicates row for
+    // done/ (see LedgerPort.adoptClaims).
     adoptClaim: q(
       `UPDATE claims SET owner_id = ?, attempts = attempts + ? WHERE name = ? AND claim_id = ? AND owner_id IS ?
        RETURNING attempts, state, dest, dest_name, COALESCE(payload_hash,
