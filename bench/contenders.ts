@@ -201,7 +201,10 @@ export async function runOne(
 /** One line of where a run's CPU went. */
 export function describeSplit(s: CpuSplit): string {
   const server = s.server === undefined ? "" : `, PostgreSQL server ${fmt(s.server, 2)} s`
-  return `CPU s by thread: main ${fmt(s.main, 2)}, workers ${fmt(s.workers, 2)}, runtime ${fmt(s.runtime, 2)}${server}; cores busy ${fmt(s.busy * 100, 0)}%`
+  return (
+    `CPU s by thread: main ${fmt(s.main, 2)}, workers ${fmt(s.workers, 2)}, runtime ${fmt(s.runtime, 2)}${server}; cores busy ${fmt(s.busy * 100, 0)}%; ` +
+    `resident at most ${fmt(s.anonMb)} MB anonymous, ${fmt(s.filesMb)} MB of mapped files`
+  )
 }
 
 /** One line of what the console answered during a drain. */

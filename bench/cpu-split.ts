@@ -1,6 +1,6 @@
 // Where a contender's CPU goes while it runs: each thread of its processes, a local PostgreSQL
 // server's processes, and how busy the machine's cores were, read from /proc (Linux) every
-// 100 ms. A thread's or a process's CPU time is the last value read before it ended, so up to
+// 100 ms; and with it, what the resident memory of its largest process is made of. A thread's or a process's CPU time is the last value read before it ended, so up to
 // 100 ms of each may be missed, and a server process started after the first one and living
 // less than a second may not be seen; the contender's total CPU (GNU time's) has no such gap.
 import fs from "node:fs"
@@ -17,6 +17,26 @@ export interface CpuSplit {
   readonly server?: number
   /** The share of all cores that was busy (neither idle nor waiting for I/O) over the run, 0 to 1. */
   readonly busy: number
+  /**
+   * The most resident memory any one of the contender's processes had in anonymous pages (its
+   * heaps, buffers, caches), and in pages of mapped files (its executable and libraries: for
+   * Bun, the parts of its 100 MB binary it ran), in MB; read with the CPU, so a peak shorter
+   * than 100 ms can be missed (the table's peak RSS, GNU time's, misses none).
+   */
+  readonly anonMb: number
+  readonly filesMb: number
+}
+
+/** A process's resident anonymous and file-backed memory, in kB, from its /proc status. */
+function residentKb(pid: number): { anon: number; files: number } | undefined {
+  let status: string
+  try {
+    status = fs.readFileSync(`/proc/${pid}/status`, "utf8")
+  } catch {
+    return undefined
+  }
+  const kb = (field: string) => Number(new RegExp(`^${field}:\\s+(\\d+)`, "m").exec(status)?.[1] ?? 0)
+  return { anon: kb("RssAnon"), files: kb("RssFile") }
 }
 
 /** Linux's clock ticks per second in /proc (USER_HZ, 100 on every architecture Linux runs Bun on). */
@@ -63,6 +83,8 @@ export function sampleCpu(roots: readonly number[], server: boolean): { stop(): 
   if (!fs.existsSync("/proc/stat")) return undefined
   /** Per thread (pid/tid): its kind and the last ticks read. */
   const threads = new Map<string, { kind: "main" | "workers" | "runtime"; ticks: number }>()
+  let anonKb = 0
+  let filesKb = 0
   /** Per postgres process: ticks at its first reading (0 for one started during the run) and last. */
   const servers = new Map<number, { first: number; last: number }>()
   // Every process is looked at until the contender's first backend appears, then once a second
@@ -89,6 +111,9 @@ export function sampleCpu(roots: readonly number[], server: boolean): { stop(): 
     for (const pid of pids) {
       const main = readTask(`/proc/${pid}/stat`)
       if (main === undefined || main.comm === "time") continue
+      const resident = residentKb(pid)
+      anonKb = Math.max(anonKb, resident?.anon ?? 0)
+      filesKb = Math.max(filesKb, resident?.files ?? 0)
       let tids: string[]
       try {
         tids = fs.readdirSync(`/proc/${pid}/task`)
@@ -122,6 +147,8 @@ export function sampleCpu(roots: readonly number[], server: boolean): { stop(): 
         runtime: sum("runtime"),
         ...(server && { server: serverTicks / ticksPerSecond }),
         busy: total1 > total0 ? 1 - (idle1 - idle0) / (total1 - total0) : Number.NaN,
+        anonMb: anonKb / 1024,
+        filesMb: filesKb / 1024,
       }
     },
   }

@@ -43,6 +43,8 @@ function summarize(results: readonly Measured[]) {
         runtime: med(c, (m) => m.cpuSplit?.runtime),
         server: med(c, (m) => m.cpuSplit?.server),
         busy: med(c, (m) => m.cpuSplit?.busy),
+        anonMb: med(c, (m) => m.cpuSplit?.anonMb),
+        filesMb: med(c, (m) => m.cpuSplit?.filesMb),
       },
     ]),
   )
@@ -108,15 +110,15 @@ export function report(f: Figures): void {
         `| ${c} | ${cell(s.messagesPerSecond, 0)} | ${cell(s.seconds, 2)} | ${cell(s.cpuSeconds, 2)} | ${cell(s.cpuUsPerMessage, 1)} | ${cell(s.batchP50Ms)} | ${cell(s.batchP99Ms)} | ${cell(s.peakRssMb)} |`,
     ),
     "",
-    "Where the CPU went (medians, seconds; bench/cpu-split.ts):",
+    "Where the CPU went (medians, seconds), and the largest process's resident memory by kind (MB; bench/cpu-split.ts):",
     "",
-    "| contender | main threads | workers | runtime | PostgreSQL server | cores busy |",
-    "|---|---:|---:|---:|---:|---:|",
+    "| contender | main threads | workers | runtime | PostgreSQL server | cores busy | anonymous MB | mapped files MB |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|",
     ...Object.entries(summary)
       .filter(([, s]) => !Number.isNaN(s.busy))
       .map(
         ([c, s]) =>
-          `| ${c} | ${cell(s.main, 2)} | ${cell(s.workers, 2)} | ${cell(s.runtime, 2)} | ${cell(s.server, 2)} | ${cell(s.busy * 100, 0)}% |`,
+          `| ${c} | ${cell(s.main, 2)} | ${cell(s.workers, 2)} | ${cell(s.runtime, 2)} | ${cell(s.server, 2)} | ${cell(s.busy * 100, 0)}% | ${cell(s.anonMb)} | ${cell(s.filesMb)} |`,
       ),
     "",
     `consume / floor = ${times(ratios.consumeOverFloor, 2)}, consume / floor-2t = ${times(ratios.consumeOverFloor2t, 2)} (floor-2t / floor = ${times(ratios.floor2tOverFloor, 2)}), consume / baseline = ${times(ratios.consumeOverBaseline, 1)}, consume / baseline-wal = ${times(ratios.consumeOverBaselineWal, 1)}, consume / consume-1t = ${times(ratios.consumeOverOneThread, 2)}` +

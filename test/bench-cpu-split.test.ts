@@ -72,6 +72,16 @@ describe.skipIf(!fs.existsSync("/proc/stat"))("bench CPU split", () => {
     expect(split.busy).toBeLessThanOrEqual(1)
   })
 
+  it("tells the largest process's anonymous memory from its mapped files", async () => {
+    // 96 MB written (so resident), held past two readings, beside Bun's own executable.
+    const split = await splitOf(
+      "const held = Buffer.alloc(96 * 1024 * 1024, 1); await Bun.sleep(400); if (held[5] !== 1) process.exit(1)",
+    )
+    expect(split?.anonMb).toBeGreaterThanOrEqual(96)
+    expect(split?.filesMb).toBeGreaterThan(5)
+    expect(split?.filesMb).toBeLessThan(96)
+  })
+
   // The backend starts after the sampler's first look at /proc, and the run is short.
   it.skipIf(pgSkip !== undefined)("counts the CPU of a PostgreSQL backend the process starts", async () => {
     await using db = await tempDatabase()
