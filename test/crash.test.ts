@@ -298,6 +298,8 @@ describe("a committed claim of a file judged unread, its file replaced before re
   // A file judged unread has no hash to tell the two apart; its claim keeps its inode, size
   // and time instead.
   const args = ["--max-bytes", "100"]
+  /** A file over the size limit, a symbolic link and a FIFO: each judged without its bytes. */
+  const unread = ["big.json", "link.json", "pipe.json"]
   const fileOf = (id: string, pad = 0) =>
     `${JSON.stringify({ msg_id: id, order_no: `O-${id}`, seq: 1, amount: 5 })}${" ".repeat(pad)}\n`
 
@@ -314,10 +316,11 @@ describe("a committed claim of a file judged unread, its file replaced before re
           const root = join(q.path, name)
           makeQueueFrom(src, root)
           fs.symlinkSync(join(q.path, "outside.json"), join(root, "inbox", "link.json"))
+          expect(Bun.spawnSync(["mkfifo", join(root, "inbox", "pipe.json")]).exitCode).toBe(0)
           const ledger = db === undefined ? [] : ["--ledger", db.url]
           const r = await startConsume(root, [...args, ...ledger], { SPOOL_FAULT: "after-commit" }).finished
           expect(r.signalCode).toBe("SIGKILL")
-          expect(list(join(root, "processing")).sort()).toEqual(["big.json", "link.json"])
+          expect(list(join(root, "processing")).sort()).toEqual(unread)
           return { root, restart: () => consumeToEnd(root, [...args, ...ledger]) }
         }
 
@@ -327,28 +330,28 @@ describe("a committed claim of a file judged unread, its file replaced before re
         expect(again.stderr).toContain("committed, not yet moved")
         expect(again.stderr).not.toContain("taken as new")
         const kept = await endState(same.root, sameDb?.url)
-        expect(Object.keys(kept.error).sort()).toEqual(["big.json", "link.json"])
+        expect(Object.keys(kept.error).sort()).toEqual(unread)
         expect((kept.failures as { file: string; reason: string }[]).map((f) => [f.file, f.reason])).toEqual([
           ["big.json", "too-large"],
           ["link.json", "symlink"],
+          ["pipe.json", "not-regular"],
         ])
 
         await using swappedDb = backend === "PostgreSQL" ? await tempDatabase() : undefined
         const swapped = await killed("swapped", swappedDb)
         // The committed files leave (still existing, so no inode is reused) and new ones take their names.
-        for (const name of ["big.json", "link.json"]) {
+        for (const name of unread) {
           fs.renameSync(join(swapped.root, "processing", name), join(q.path, `left-${name}`))
           fs.writeFileSync(join(swapped.root, "processing", name), fileOf(`m-new-${name}`))
         }
         const recovered = await swapped.restart()
         expect(recovered.stderr).toContain("taken as new")
         const state = await endState(swapped.root, swappedDb?.url)
-        expect(Object.keys(state.done).sort()).toEqual(["big.json", "link.json"])
+        expect(Object.keys(state.done).sort()).toEqual(unread)
         expect(state.error).toEqual({})
-        expect((state.processed as { msg_id: string }[]).map((p) => p.msg_id).sort()).toEqual([
-          "m-new-big.json",
-          "m-new-link.json",
-        ])
+        expect((state.processed as { msg_id: string }[]).map((p) => p.msg_id).sort()).toEqual(
+          unread.map((name) => `m-new-${name}`),
+        )
         expect(state.processing).toEqual({})
         expect(fs.readFileSync(join(q.path, "outside.json"), "utf8")).toBe(fileOf("m-outside"))
       },
