@@ -1,8 +1,9 @@
 // Where a contender's CPU goes while it runs: each thread of its processes, a local PostgreSQL
 // server's processes, and how busy the machine's cores were, read from /proc (Linux) every
-// 100 ms; and with it, what the resident memory of its largest process is made of. A thread's or a process's CPU time is the last value read before it ended, so up to
-// 100 ms of each may be missed, and a server process started after the first one and living
-// less than a second may not be seen; the contender's total CPU (GNU time's) has no such gap.
+// 100 ms; and with it, what the resident memory of its largest process is made of. A thread's
+// or a process's CPU time is the last value read before it ended, so up to 100 ms of each may
+// be missed, and a server process started after the first one and living less than a second
+// may not be seen; the contender's total CPU (GNU time's) has no such gap.
 import fs from "node:fs"
 
 /** CPU seconds by kind of thread, and the machine's cores, over one contender's run. */
