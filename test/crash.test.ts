@@ -331,6 +331,7 @@ describe("a committed claim of a file judged unread, its file replaced before re
         expect(again.stderr).not.toContain("taken as new")
         const kept = await endState(same.root, sameDb?.url)
         expect(Object.keys(kept.error).sort()).toEqual(unread)
+        expect(kept.processing).toEqual({})
         expect((kept.failures as { file: string; reason: string }[]).map((f) => [f.file, f.reason])).toEqual([
           ["big.json", "too-large"],
           ["link.json", "symlink"],

@@ -63,8 +63,8 @@ export interface LedgerPort<E extends AnyEffect = never> {
    * Ends a consumer run: its committed claims and its row deleted, without waiting for a flush
    * on either ledger. Lost, it leaves what a crash just before it leaves: an owner that
    * recovery finds dead and forgets, and committed claims whose files have left processing/ (or
-   * whose name a new file has taken there since: recovery tells it apart by its hash, as for a
-   * claim transaction's forgetting lost with it).
+   * whose name a new file has taken there since: recovery tells it apart by what the claim
+   * recorded of its file, as for a claim transaction's forgetting lost with it).
    */
   unregisterConsumer(ownerId: string): Awaitable<void>
   /** The consumers registered in this ledger (in this root, for PostgreSQL). */
