@@ -45,7 +45,8 @@ interface Results {
   readonly summary: Record<string, { readonly messagesPerSecond: number } | undefined>
 }
 
-const median = (r: Results, contender: string) => {
+/** A contender's median messages/s as the file records it, rounded as the index writes it; "-" when it did not run. */
+const recordedMedian = (r: Results, contender: string) => {
   const s = r.summary[contender]
   return s === undefined ? "-" : String(Math.round(s.messagesPerSecond))
 }
@@ -74,10 +75,10 @@ describe("the benchmark results index", () => {
         wrong.push(
           `${row.file}: commit ${row.commit} for a file that records none (say "(attributed)" or "not recorded")`,
         )
-      if (row.consume !== median(r, "consume"))
-        wrong.push(`${row.file}: consume ${row.consume}, the file says ${median(r, "consume")}`)
-      if (row.floor !== median(r, "floor"))
-        wrong.push(`${row.file}: floor ${row.floor}, the file says ${median(r, "floor")}`)
+      if (row.consume !== recordedMedian(r, "consume"))
+        wrong.push(`${row.file}: consume ${row.consume}, the file says ${recordedMedian(r, "consume")}`)
+      if (row.floor !== recordedMedian(r, "floor"))
+        wrong.push(`${row.file}: floor ${row.floor}, the file says ${recordedMedian(r, "floor")}`)
     }
     expect(wrong).toEqual([])
   })
