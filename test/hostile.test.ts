@@ -18,6 +18,7 @@ import {
   queueListing,
   readErrorCsv,
   repoRoot,
+  rng,
   run,
   type TempQueue,
   type TestLedger,
@@ -84,6 +85,9 @@ function itEndsAlikeOnBothLedgers<T>(runs: Map<LedgerKind, LedgerRun<T>>): void 
 
 const ok = (id: string, extra = "") => `{"msg_id":"${id}","order_no":"o-${id}","seq":1,"amount":1.5${extra}}`
 const deep = (open: string, close: string, n = 100_000) => open.repeat(n) + close.repeat(n)
+/** n random letters, which no compressor shrinks much (a PostgreSQL index entry is limited in stored bytes). */
+const letters = (n: number, next = rng(n)) =>
+  Array.from({ length: n }, () => String.fromCharCode(97 + Math.floor(next() * 26))).join("")
 
 /** Tests that spawn consume: generous, since other work may share the machine's two cores. */
 const slow = 60_000
@@ -144,6 +148,14 @@ const contentCases: readonly (readonly [string, string | Uint8Array, Expect, str
   // A surrogate pair written as two escapes is one well-formed character: a valid id.
   ["🧨.json", '{"msg_id":"\\ud83e\\udde8","order_no":"o","seq":1,"amount":1}', "done", "1"],
   ["msg-id-nul-escape.json", '{"msg_id":"a\\u0000b","order_no":"o","seq":1,"amount":1}', "invalid-field"],
+  // Over 1024 bytes in UTF-8 an id is no ledger key: on PostgreSQL it would abort every commit of its batch.
+  ["msg-id-8000-bytes.json", `{"msg_id":"${letters(8000)}","order_no":"o","seq":1,"amount":1}`, "invalid-field"],
+  [
+    "order-no-3000-bytes.json",
+    `{"msg_id":"order-no-3000","order_no":"${letters(3000)}","seq":1,"amount":1}`,
+    "invalid-field",
+  ],
+  ["msg-id-1026-bytes.json", `{"msg_id":"${"€".repeat(342)}","order_no":"o","seq":1,"amount":1}`, "invalid-field"],
   ["order-no-nul-escape.json", '{"msg_id":"order-no-nul","order_no":"\\u0000","seq":1,"amount":1}', "invalid-field"],
   ["seq-nul-string.json", '{"msg_id":"seq-nul-string","order_no":"o","seq":"\\u0000","amount":1}', "invalid-field"],
   // U+0000 and lone surrogates in fields spool does not interpret are the application's data.

@@ -203,6 +203,44 @@ pg("the PostgreSQL ledger (--ledger / SPOOL_LEDGER_URL)", () => {
     }
   })
 
+  it("stores ids of the longest length the message rules allow, and prunes them into the horizon", async () => {
+    await using db = await tempDatabase()
+    // 1024 random letters each, which no compressor shrinks much: what a PostgreSQL index entry must hold.
+    const letters = (seed: number) => {
+      const next = rng(seed)
+      return Array.from({ length: 1024 }, () => String.fromCharCode(97 + Math.floor(next() * 26))).join("")
+    }
+    const [msgId, orderNo] = [letters(1), letters(2)]
+    await using q = await tempQueue({
+      seed: { "longest.json": { msg_id: msgId, order_no: orderNo, seq: 3, amount: 1 } },
+    })
+    const consumed = await spool("consume", ["--root", q.root, "--ledger", db.url])
+    expect(consumed.stderr).toContain("processed=1")
+    expect(consumed.exitCode).toBe(0)
+    expect(list(join(q.root, "done"))).toEqual(["longest.json"])
+    const pruned = await spool("compact", [
+      "--root",
+      q.root,
+      "--ledger",
+      db.url,
+      "--older-than",
+      "0s",
+      "--horizon",
+      "0s",
+    ])
+    expect(pruned.stderr).toBe("")
+    expect(pruned.exitCode).toBe(0)
+    const sql = new SQL({ url: db.url, max: 1 })
+    try {
+      expect((await sql`SELECT count(*)::int AS n FROM processed`)[0].n).toBe(0)
+      expect([...(await sql`SELECT order_no, max_seq::int AS max_seq FROM horizon`)]).toEqual([
+        { order_no: orderNo, max_seq: 3 },
+      ])
+    } finally {
+      await sql.close()
+    }
+  })
+
   itWithPsql("runs order-check.sql unchanged in psql and finds the same problems as on SQLite", async () => {
     await using db = await tempDatabase()
     const msgs = {

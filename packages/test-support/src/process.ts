@@ -32,7 +32,7 @@ export async function run(
 
 /** Runs one of the consumer package's commands (consume, setup, schema, order-check) directly with bun. */
 export function spool(
-  command: "consume" | "setup" | "schema" | "order-check",
+  command: "consume" | "setup" | "schema" | "order-check" | "compact",
   args: readonly string[],
   env?: Record<string, string>,
 ) {

@@ -91,10 +91,25 @@ export function decodeWith<T extends object>(
 
 const numberFields = ["seq", "amount"] as const
 
+/**
+ * The most bytes (UTF-8) a msg_id or order_no may have. Each is a key of a B-tree index on
+ * both ledgers, and a PostgreSQL index entry holds at most 2,704 bytes: a longer key would
+ * abort every commit of its batch, and the batch would never leave processing/. 1,024 leaves
+ * room for compressed and composite entries, and is far beyond any id a producer makes.
+ */
+export const maxKeyBytes = 1024
+
 /** Why a validated message's msg_id or order_no cannot be a ledger key, or undefined when both can. */
 function unstorableKey(m: Partial<Message>): string | undefined {
-  if (typeof m.msg_id === "string" && !isStorableText(m.msg_id)) return unstorable("msg_id", m.msg_id)
-  if (typeof m.order_no === "string" && !isStorableText(m.order_no)) return unstorable("order_no", m.order_no)
+  for (const field of ["msg_id", "order_no"] as const) {
+    const value = m[field]
+    if (typeof value !== "string") continue
+    if (!isStorableText(value)) return unstorable(field, value)
+    // A UTF-16 unit is at most 3 bytes in UTF-8 (a pair of them 4), so a short key is counted only when it could be too long.
+    const bytes = value.length * 3 > maxKeyBytes ? Buffer.byteLength(value, "utf8") : 0
+    if (bytes > maxKeyBytes)
+      return `${field} must be at most ${maxKeyBytes} bytes in UTF-8 to be a ledger key (was ${bytes} bytes: ${JSON.stringify(value.slice(0, 40))}...)`
+  }
   return undefined
 }
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "bun:test"
 import { ArkErrors } from "@ark/schema"
+import { rng } from "@spool/test-support"
 import { isStorableText } from "../ledger/storable-text.ts"
 import { Message } from "./type.ts"
 import {
@@ -194,6 +195,47 @@ describe("an application type that lets any string be an id", () => {
     for (const msg_id of ["a\nb", "🧨", "\u0001"])
       expect(decodeMessage(enc(JSON.stringify({ ...valid, msg_id })), loose)).toMatchObject({ ok: true })
   })
+})
+
+describe("an id's length in bytes", () => {
+  // Random letters, which no compressor shrinks much: a PostgreSQL index entry is limited in stored bytes.
+  const letters = (n: number, seed: number) => {
+    const next = rng(seed)
+    return Array.from({ length: n }, () => String.fromCharCode(97 + Math.floor(next() * 26))).join("")
+  }
+  const loose: MessageType<object> = (data) => data as object
+
+  it.each([...validators, ["an application type that lets any string be an id", loose] as const])(
+    "accepts ids of up to 1024 bytes and rejects longer ones as invalid-field, with %s",
+    (_, V) => {
+      const decode = (m: object) => decodeMessage(enc(JSON.stringify({ ...valid, ...m })), V)
+      expect(decode({ msg_id: letters(1024, 1), order_no: letters(1024, 2) })).toMatchObject({ ok: true })
+      // 341 three-byte characters are 1023 bytes; 342 are 1026, though a 342-character ASCII id is fine.
+      expect(decode({ msg_id: "€".repeat(341) })).toMatchObject({ ok: true })
+      expect(decode({ msg_id: "e".repeat(342) })).toMatchObject({ ok: true })
+      // Surrogate pairs are four bytes: 256 of them are 1024, one more is over.
+      expect(decode({ order_no: "🧨".repeat(256) })).toMatchObject({ ok: true })
+      const long = letters(8000, 3)
+      expect(decode({ msg_id: long })).toEqual({
+        ok: false,
+        reason: "invalid-field",
+        detail: `msg_id must be at most 1024 bytes in UTF-8 to be a ledger key (was 8000 bytes: "${long.slice(0, 40)}"...)`,
+      })
+      expect(decode({ msg_id: letters(1025, 4) })).toMatchObject({ ok: false, reason: "invalid-field" })
+      expect(decode({ msg_id: "€".repeat(342) })).toMatchObject({
+        ok: false,
+        reason: "invalid-field",
+        detail: expect.stringContaining("(was 1026 bytes: "),
+      })
+      expect(decode({ order_no: "🧨".repeat(257) })).toMatchObject({
+        ok: false,
+        reason: "invalid-field",
+        detail: expect.stringMatching(
+          /^order_no must be at most 1024 bytes in UTF-8 to be a ledger key \(was 1028 bytes: /,
+        ),
+      })
+    },
+  )
 })
 
 describe("canonicalContent", () => {
