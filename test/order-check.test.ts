@@ -34,6 +34,8 @@ async function consumedWithGaps() {
   expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
   return q
 }
+/** Y's seq 1 under two msg_ids: one duplicate row. */
+const dupOfY = { "y1.json": msg("y-1", "Y", 1), "y1-again.json": msg("y-1b", "Y", 1) }
 const gapsReport = "order_no,seq,problem\nX,3,missing\nY,1,duplicate\nZ,1,missing\nZ,2,missing\n"
 
 describe("bun run order-check", () => {
@@ -84,6 +86,38 @@ describe("bun run order-check", () => {
     expect(r.stdout).toBe(`order_no,seq,problem\n${missing}`)
     expect(r.stderr).toBe("")
     expect(r.exitCode).toBe(1)
+  })
+
+  it("lists one row per missing seq up to 100,000 rows, and each run of missing seqs as one row past them", async () => {
+    // A: 1 then 100,000 (99,998 missing) and Y's duplicate: 99,999 rows, listed one by one.
+    await using listed = await tempQueue({
+      seed: { "a1.json": msg("a-1", "A", 1), "a.json": msg("a-e", "A", 100_000), ...dupOfY },
+    })
+    expect((await spool("consume", ["--root", listed.root])).exitCode).toBe(0)
+    const r = await spool("order-check", ["--root", listed.root])
+    expect(r.stdout.split("\n").length).toBe(1 + 99_999 + 1)
+    expect(r.stdout).toStartWith("order_no,seq,problem\nA,2,missing\n")
+    expect(r.stdout).toEndWith("A,99999,missing\nY,1,duplicate\n")
+    expect(r.stderr).toBe("")
+    expect(r.exitCode).toBe(1)
+    // One more seq missing, and then a gap as wide as a seq can be: ranges, at once.
+    await using ranged = await tempQueue({
+      seed: {
+        "a1.json": msg("a-1", "A", 1),
+        "a.json": msg("a-e", "A", 100_001),
+        "m.json": msg("m-e", "M", Number.MAX_SAFE_INTEGER),
+        ...dupOfY,
+      },
+    })
+    expect((await spool("consume", ["--root", ranged.root])).exitCode).toBe(0)
+    const wide = await spool("order-check", ["--root", ranged.root])
+    const ranges =
+      "order_no,first_seq,last_seq,problem\nA,2,100000,missing\nM,1,9007199254740990,missing\nY,1,1,duplicate\n"
+    expect(wide.stdout).toBe(ranges)
+    expect(wide.stderr).toContain("each run of missing seqs is one row (first_seq,last_seq)")
+    expect(wide.exitCode).toBe(1)
+    expect(fs.readFileSync(join(ranged.root, "order-result.txt"), "utf8")).toBe(ranges)
+    expect(fs.readFileSync(join(ranged.root, "order-check.sql"), "utf8")).toBe(fs.readFileSync(sqlSource, "utf8"))
   })
 
   it("exits 2 for a root that is not a queue", async () => {

@@ -241,6 +241,28 @@ pg("the PostgreSQL ledger (--ledger / SPOOL_LEDGER_URL)", () => {
     }
   })
 
+  it("lists a gap as wide as a seq can be as one range, without running order-check.sql on the server", async () => {
+    await using db = await tempDatabase()
+    await using q = await tempQueue({
+      seed: {
+        "m.json": { msg_id: "m-e", order_no: "M", seq: Number.MAX_SAFE_INTEGER, amount: 1 },
+        "n2.json": { msg_id: "n-2", order_no: "N", seq: 2, amount: 1 },
+      },
+    })
+    expect((await spool("consume", ["--root", q.root, "--ledger", db.url])).exitCode).toBe(0)
+    const r = await spool("order-check", ["--root", q.root, "--ledger", db.url])
+    expect(r.stdout).toBe("order_no,first_seq,last_seq,problem\nM,1,9007199254740990,missing\nN,1,1,missing\n")
+    expect(r.exitCode).toBe(1)
+    const sql = new SQL({ url: db.url, max: 1 })
+    try {
+      const running =
+        await sql`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`
+      expect(running[0].n).toBe(0)
+    } finally {
+      await sql.close()
+    }
+  })
+
   itWithPsql("runs order-check.sql unchanged in psql and finds the same problems as on SQLite", async () => {
     await using db = await tempDatabase()
     const msgs = {

@@ -2,9 +2,12 @@ import { join } from "node:path"
 import { type CommandSpec, ledger, root, runCommand } from "@spool/cli"
 import {
   ExitCode,
+  formatOrderRanges,
   formatOrderResult,
+  maxOrderResultRows,
   openLedger,
   openQueue,
+  orderResultRows,
   reportFiles,
   resolveLedgerUrl,
   resolveRoot,
@@ -20,7 +23,9 @@ export const spec = {
   description:
     "Runs order-check.sql against the ledger: every order_no whose stored seq values are duplicated or\n" +
     "have a gap in 1..max(seq). Copies the SQL to ROOT/order-check.sql (run it yourself with\n" +
-    "sqlite3 ROOT/ledger.db < ROOT/order-check.sql) and writes ROOT/order-result.txt: OK, or the problems.",
+    "sqlite3 ROOT/ledger.db < ROOT/order-check.sql) and writes ROOT/order-result.txt: OK, or the problems.\n" +
+    `Where the SQL would give over ${maxOrderResultRows.toLocaleString("en-US")} rows (one per missing seq), each duplicate and each run\n` +
+    "of missing seqs is one row instead: order_no,first_seq,last_seq,problem.",
   options: { root, ledger },
   exitCodes: [0, 1, 2, 3],
   examples: [
@@ -35,13 +40,21 @@ export async function main(argv: readonly string[]): Promise<number> {
     const queue = openQueue(resolveRoot(values.root))
     const ledger = await openLedger(queue, { url: resolveLedgerUrl(values.ledger) })
     try {
-      const problems = await ledger.orderProblems()
+      // The ranges first: order-check.sql writes a row for every missing seq, and a seq is up to
+      // 2^53 - 1, so one wide gap would keep it (and a PostgreSQL server) busy for good.
+      const ranges = await ledger.orderProblemRanges()
+      const rows = orderResultRows(ranges)
+      const asRanges = rows > maxOrderResultRows
+      const text = asRanges ? formatOrderRanges(ranges) : formatOrderResult(await ledger.orderProblems())
       writeFileAtomic(join(queue.root, reportFiles.orderCheck), orderCheckSql)
-      const text = formatOrderResult(problems)
       writeFileAtomic(join(queue.root, reportFiles.orderResult), text)
+      if (asRanges)
+        process.stderr.write(
+          `order-check: ${rows} problem rows, more than the ${maxOrderResultRows} listed one by one: each run of missing seqs is one row (first_seq,last_seq); order-check.sql itself would list every seq\n`,
+        )
       // Quiet: the problems are still said, since they need a person; OK is not.
-      if (!quiet || problems.length > 0) process.stdout.write(text)
-      return problems.length === 0 ? ExitCode.ok : ExitCode.check
+      if (!quiet || ranges.length > 0) process.stdout.write(text)
+      return ranges.length === 0 ? ExitCode.ok : ExitCode.check
     } finally {
       await ledger.close()
     }

@@ -52,7 +52,15 @@ export { alternateName, quoteName } from "./queue/names.ts"
 export type { Queue, QueueDir } from "./queue/root.ts"
 export { createQueue, isMessageName, judgeEntry, openQueue, queueDirs, resolveRoot, scanDir } from "./queue/root.ts"
 export { Exposition, escapeLabel, formatNumber, writeTextfile } from "./report/metrics.ts"
-export { formatOrderResult, openFailuresIn, reportFiles, writeReports } from "./report/reports.ts"
+export {
+  formatOrderRanges,
+  formatOrderResult,
+  maxOrderResultRows,
+  openFailuresIn,
+  orderResultRows,
+  reportFiles,
+  writeReports,
+} from "./report/reports.ts"
 export type { Backlog } from "./source/backlog.ts"
 export { backlogTimeoutMs, describeSource, readBacklog } from "./source/backlog.ts"
 export { openSource } from "./source/open.ts"

@@ -187,6 +187,14 @@ export interface OrderProblem {
   readonly problem: "duplicate" | "missing"
 }
 
+/** Order problems as ranges (sql/order-ranges.sql): a duplicated seq, or a run of missing ones. */
+export interface OrderProblemRange {
+  readonly order_no: string
+  readonly first: number
+  readonly last: number
+  readonly problem: "duplicate" | "missing"
+}
+
 /** An accepted outcome, as an effect sees it. */
 export type AcceptedOutcome = Extract<Outcome, { kind: "accepted" }>
 

@@ -17,6 +17,7 @@ import type {
   FailureRecord,
   Landing,
   OrderProblem,
+  OrderProblemRange,
   Outcome,
   ReplayRecord,
   Verdict,
@@ -188,7 +189,10 @@ export interface LedgerPort<E extends AnyEffect = never> {
   withReportLock<T>(fn: () => Promise<T>): Promise<T>
   /** The statistics of `stats`, read in one snapshot; the recent window starts at `since`. */
   stats(since: Date): Awaitable<LedgerStats>
+  /** order-check.sql's rows, exactly as it gives them: one per duplicated or missing seq. */
   orderProblems(): Awaitable<OrderProblem[]>
+  /** The same problems with each run of missing seqs as one range (sql/order-ranges.sql). */
+  orderProblemRanges(): Awaitable<OrderProblemRange[]>
   /**
    * Retention: forgets history (duplicates, closed failures, replays, deletions, origins) older than
    * `historyCutoff` and, when `keyCutoff` is given, processed rows (idempotency keys) older than

@@ -1,7 +1,7 @@
 import { join } from "node:path"
 import { fault } from "../_fault.ts"
 import { reportRow, workDone } from "../collect.ts"
-import type { OrderProblem } from "../ledger/model.ts"
+import type { OrderProblem, OrderProblemRange } from "../ledger/model.ts"
 import type { LedgerPort } from "../ledger/port.ts"
 import { writeFileAtomic } from "../queue/files.ts"
 import { type Queue, scanDir } from "../queue/root.ts"
@@ -117,4 +117,19 @@ export function openFailuresIn(queue: Queue, reasons: ReadonlyMap<string, string
 export function formatOrderResult(problems: readonly OrderProblem[]): string {
   if (problems.length === 0) return "OK\n"
   return `order_no,seq,problem\n${problems.map((p) => csvRow([p.order_no, p.seq, p.problem])).join("")}`
+}
+
+/**
+ * More rows than this, one per missing seq, and order-check lists its problems as ranges
+ * instead: a gap of 2^53 seqs would take order-check.sql years and a file to match.
+ */
+export const maxOrderResultRows = 100_000
+
+/** How many rows order-check.sql would give for these ranges. */
+export const orderResultRows = (ranges: readonly OrderProblemRange[]): number =>
+  ranges.reduce((n, r) => n + (r.last - r.first + 1), 0)
+
+/** order-result.txt when its rows would be too many: a header and one CSV row per duplicate or run of missing seqs. */
+export function formatOrderRanges(ranges: readonly OrderProblemRange[]): string {
+  return `order_no,first_seq,last_seq,problem\n${ranges.map((r) => csvRow([r.order_no, r.first, r.last, r.problem])).join("")}`
 }

@@ -15,6 +15,7 @@ import {
   type FailureRecord,
   type Landing,
   type OrderProblem,
+  type OrderProblemRange,
   type Outcome,
   type RawOwner,
   type ReplayRecord,
@@ -370,6 +371,10 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
 
   orderProblems(): Promise<OrderProblem[]> {
     return operator.orderProblems(this)
+  }
+
+  orderProblemRanges(): Promise<OrderProblemRange[]> {
+    return operator.orderProblemRanges(this)
   }
 
   compact(historyCutoff: string, keyCutoff: string | undefined, now: string, o: { dryRun?: boolean } = {}) {

@@ -4,8 +4,16 @@
 // these; every query is scoped to the ledger's root where its table has one.
 import type { SQL } from "bun"
 import orderCheckSql from "../../../sql/order-check.sql" with { type: "text" }
+import orderRangesSql from "../../../sql/order-ranges.sql" with { type: "text" }
 import { type HistoryKeys, type LedgerHistory, toHistory } from "../history.ts"
-import type { CompactSummary, ConflictRow, FailureRecord, OrderProblem, ReplayRecord } from "../model.ts"
+import type {
+  CompactSummary,
+  ConflictRow,
+  FailureRecord,
+  OrderProblem,
+  OrderProblemRange,
+  ReplayRecord,
+} from "../model.ts"
 import { prune, runStepsAsync } from "../statements.ts"
 import { HORIZON_LOCK } from "./commit.ts"
 import type { PostgresLedger } from "./ledger.ts"
@@ -127,6 +135,22 @@ export async function orderProblems(l: PostgresLedger): Promise<OrderProblem[]> 
     order_no: r.order_no,
     seq: Number(r.seq),
     problem: r.problem as OrderProblem["problem"],
+  }))
+}
+
+/** sql/order-ranges.sql: the same problems, each run of missing seqs one row. */
+export async function orderProblemRanges(l: PostgresLedger): Promise<OrderProblemRange[]> {
+  const rows = (await l.sql.unsafe(orderRangesSql)) as {
+    order_no: string
+    first: string
+    last: string
+    problem: string
+  }[]
+  return rows.map((r) => ({
+    order_no: r.order_no,
+    first: Number(r.first),
+    last: Number(r.last),
+    problem: r.problem as OrderProblemRange["problem"],
   }))
 }
 

@@ -1,5 +1,6 @@
 import type { Database } from "bun:sqlite"
 import orderCheckSql from "../../../sql/order-check.sql" with { type: "text" }
+import orderRangesSql from "../../../sql/order-ranges.sql" with { type: "text" }
 import type { Owner } from "../../queue/owner.ts"
 import type { DeferPolicy } from "../../transient.ts"
 import type { HistoryKeys, LedgerHistory } from "../history.ts"
@@ -18,6 +19,7 @@ import {
   type FailureRecord,
   type Landing,
   type OrderProblem,
+  type OrderProblemRange,
   type Outcome,
   type RawClaimRow,
   type RawOwner,
@@ -376,6 +378,10 @@ export class SqliteLedger implements LedgerPort<Effect> {
   /** Runs order-check.sql as checked in. */
   orderProblems(): OrderProblem[] {
     return this.db.query(orderCheckSql).all() as OrderProblem[]
+  }
+
+  orderProblemRanges(): OrderProblemRange[] {
+    return this.db.query(orderRangesSql).all() as OrderProblemRange[]
   }
 
   /** The full integrity_check, then spool's consistency checks (sql/sqlite/verify.sql). */
