@@ -65,6 +65,21 @@ describe("inferSchema", () => {
     ])
   })
 
+  it("gives fields named like an object's own members the attribute role", async () => {
+    await using t = await tempQueue()
+    t.put(
+      "inbox",
+      "a.json",
+      '{"msg_id":"m","order_no":"o","seq":1,"amount":1,"__proto__":{},"constructor":1,"toString":"x"}',
+    )
+    const { fields } = inferSchema(t.q)
+    expect(fields.slice(4).map((f) => [f.field, f.type, f.role])).toEqual([
+      ["__proto__", "object", "attribute"],
+      ["constructor", "integer", "attribute"],
+      ["toString", "string", "attribute"],
+    ])
+  })
+
   it("ignores bad messages, error/, non-.json names and directories", async () => {
     await using t = await tempQueue()
     t.put("inbox", "good.json", base)

@@ -20,12 +20,14 @@ interface FieldInfo {
   readonly count: number
 }
 
-const roles: Record<string, FieldRole> = {
-  msg_id: "idempotency-key",
-  order_no: "ordering-key",
-  seq: "sequence",
-  amount: "amount",
-}
+// A Map, not an object: a message's own field may be named `constructor`, `toString` or
+// `__proto__`, and an object's lookup would answer with what its prototype holds.
+const roles: ReadonlyMap<string, FieldRole> = new Map([
+  ["msg_id", "idempotency-key"],
+  ["order_no", "ordering-key"],
+  ["seq", "sequence"],
+  ["amount", "amount"],
+])
 
 function jsonType(v: unknown): JsonType {
   if (v === null) return "null"
@@ -66,7 +68,12 @@ export function inferSchema(queue: Queue, limit = Number.POSITIVE_INFINITY): { f
   }
   const fields = [...seen]
     .sort(([a], [b]) => order(a) - order(b) || (a < b ? -1 : a > b ? 1 : 0))
-    .map(([field, { types, count }]) => ({ field, type: typeName(types), role: roles[field] ?? "attribute", count }))
+    .map(([field, { types, count }]) => ({
+      field,
+      type: typeName(types),
+      role: roles.get(field) ?? "attribute",
+      count,
+    }))
   return { fields, sampled }
 }
 
