@@ -263,6 +263,19 @@ for (const backend of await ledgerBackends())
       expect(await q.snapshot()).toEqual(before)
     })
 
+    it("lists a name that is not UTF-8 in its %XX spelling, with its size and age", async () => {
+      await using fresh = await backend.queue()
+      const raw = Buffer.concat([Buffer.from(`${fresh.root}/inbox/x`), Buffer.of(0xff), Buffer.from(".json")])
+      fs.writeFileSync(raw, "{}")
+      fs.utimesSync(raw, new Date(Date.now() - 7_200_000), new Date(Date.now() - 7_200_000))
+      const r = await fresh.command("list", ["--json", "inbox"])
+      expect(r.stderr).toBe("")
+      expect(r.exitCode).toBe(0)
+      const [entry] = JSON.parse(r.stdout) as (Listed & { ageSeconds: number })[]
+      expect(entry).toMatchObject({ dir: "inbox", name: "x%FF.json", type: "file", size: 2 })
+      expect(entry?.ageSeconds).toBeGreaterThanOrEqual(7200)
+    })
+
     it("lists without owners or reasons where there is no ledger yet, and creates none", async () => {
       await using fresh = await backend.queue({ seed: { "x.json": message("m-9", 1) } })
       fs.writeFileSync(join(fresh.root, "error", "e.json"), "{}")

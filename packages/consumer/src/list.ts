@@ -1,11 +1,12 @@
 import fs from "node:fs"
-import { join } from "node:path"
 import { type CommandSpec, integer, json, ledger, root, runCommand } from "@spool/cli"
 import {
   type ClaimRow,
   classOf,
   type ErrorClass,
   ExitCode,
+  entryName,
+  entryPath,
   type LedgerPort,
   openExistingLedger,
   openQueue,
@@ -194,7 +195,7 @@ export async function listDir(
       more++
       continue
     }
-    const entry = entryOf(queue[dir], dir, d.name, view, now)
+    const entry = entryOf(entryPath(queue[dir], d), dir, entryName(d), view, now)
     if (entry === undefined) continue
     chunk.push(entry)
     listed++
@@ -204,11 +205,17 @@ export async function listDir(
   return more
 }
 
-/** One entry as lstat sees it; undefined when it left the directory since readdir. */
-function entryOf(path: string, dir: QueueDir, name: string, view: DirView, now: number): ListEntry | undefined {
+/** One entry as lstat sees it at `path`, listed as `name`; undefined when it left the directory since readdir. */
+function entryOf(
+  path: string | Buffer,
+  dir: QueueDir,
+  name: string,
+  view: DirView,
+  now: number,
+): ListEntry | undefined {
   let st: fs.Stats
   try {
-    st = fs.lstatSync(join(path, name))
+    st = fs.lstatSync(path)
   } catch {
     return undefined
   }

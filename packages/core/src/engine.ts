@@ -50,7 +50,17 @@ export { enqueueBytes, seedFrom } from "./queue/enqueue.ts"
 export { renameNoReplace, unlinkDurably, writeFileAtomic } from "./queue/files.ts"
 export { alternateName, quoteName } from "./queue/names.ts"
 export type { Queue, QueueDir } from "./queue/root.ts"
-export { createQueue, isMessageName, judgeEntry, openQueue, queueDirs, resolveRoot, scanDir } from "./queue/root.ts"
+export {
+  createQueue,
+  entryName,
+  entryPath,
+  isMessageName,
+  judgeEntry,
+  openQueue,
+  queueDirs,
+  resolveRoot,
+  scanDir,
+} from "./queue/root.ts"
 export { Exposition, escapeLabel, formatNumber, writeTextfile } from "./report/metrics.ts"
 export {
   formatOrderRanges,

@@ -179,6 +179,35 @@ describe("measureLag", () => {
   })
 })
 
+describe("measureLag on names that are not UTF-8", () => {
+  // Node takes a path as bytes: the names below are written, dated and renamed through Buffers.
+  const at = (dir: string, name: Buffer) => Buffer.concat([Buffer.from(`${dir}/`), name])
+  const waiting = Buffer.from([0x78, 0xff, 0x2e, 0x6a, 0x73, 0x6f, 0x6e]) // "x\xff.json"
+  const hidden = Buffer.from([0x2e, 0xfe, 0x2e, 0x6a, 0x73, 0x6f, 0x6e]) // ".\xfe.json", not a message
+
+  it("counts, dates and buckets them as the files consume will rename and take, and ignores the hidden ones", async () => {
+    await using t = await tempQueue()
+    const q = t.queue
+    const now = Date.now()
+    const old = new Date(now - 7_200_000)
+    for (const name of [waiting, hidden]) {
+      fs.writeFileSync(at(q.inbox, name), "{}")
+      fs.utimesSync(at(q.inbox, name), old, old)
+    }
+    fs.writeFileSync(at(q.inbox, Buffer.from("p\xff.json", "latin1")), "{}")
+    fs.renameSync(
+      at(q.inbox, Buffer.from("p\xff.json", "latin1")),
+      at(q.processing, Buffer.from("p\xff.json", "latin1")),
+    )
+    const r = measureLag(q, "ages", now, { histogram: true })
+    expect([r.inbox, r.processing, r.ignored]).toEqual([1, 1, 1])
+    expect(r.oldestInboxAgeSeconds).toBeCloseTo(7200, 0)
+    expect(r.oldestProcessingAgeSeconds).toBeLessThan(60)
+    expect(r.histogram?.inbox.reduce((a, b) => a + b, 0)).toBe(1)
+    expect(measureLag(q, "counts")).toMatchObject({ inbox: 1, processing: 1, ignored: 1 })
+  })
+})
+
 describe("lagViolations", () => {
   it("passes at the threshold and fails one above it", () => {
     expect(lagViolations(report({ inbox: 5 }), { threshold: 5, maxAgeSeconds: undefined })).toEqual([])

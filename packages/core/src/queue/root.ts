@@ -4,7 +4,7 @@ import { dirname, join, resolve } from "node:path"
 import { errnoOf, SpoolError } from "../errors.ts"
 import { enclosingRoot, insideQueuePhrase } from "./enclosing.ts"
 import { fsyncDirAt, type OpenDir, openLibc, renameNoReplaceAt } from "./files.ts"
-import { alternateName, quoteName } from "./names.ts"
+import { alternateName, escapeUndecodable, quoteName } from "./names.ts"
 
 /**
  * The directories every queue root holds, on one filesystem. deferred/ holds the files whose
@@ -226,10 +226,7 @@ function isOldEnough(path: string, minAgeMs: number, now: number): boolean {
   }
 }
 
-/**
- * Streams a directory's entries without ever holding the whole listing: memory stays flat
- * at any queue size.
- */
+/** Streams a directory's entries without ever holding the whole listing: memory stays flat at any queue size. */
 export function* scanDir(path: string, bufferSize = 256): Generator<fs.Dirent> {
   if (libc === undefined) return yield* scanDirNode(path, bufferSize)
   const cPath = Buffer.from(`${path}\0`) // held in a variable: alive for the whole call
@@ -249,7 +246,9 @@ export function* scanDir(path: string, bufferSize = 256): Generator<fs.Dirent> {
       if (name === "." || name === "..") continue
       let kind = read.u8(entry, DIRENT_TYPE)
       if (kind === DT_UNKNOWN) kind = typeOf(join(path, name))
-      yield new DirEntry(name, path, kind) as unknown as fs.Dirent
+      // A name that is not UTF-8 comes back with U+FFFD, which opens nothing: its bytes are kept (see entryPath).
+      const raw = name.includes("\uFFFD") ? nameBytes(entry as Pointer) : undefined
+      yield new DirEntry(name, path, kind, raw) as unknown as fs.Dirent
     }
   } finally {
     libc.symbols.closedir(dir)
@@ -268,6 +267,7 @@ const libc = openLibc({
 })
 
 // struct dirent on Linux (glibc and musl, 64-bit): d_ino 8, d_off 8, d_reclen 2, d_type 1, d_name.
+const DIRENT_RECLEN = 16
 const DIRENT_TYPE = 18
 const DIRENT_NAME = 19
 const DT_UNKNOWN = 0
@@ -278,6 +278,26 @@ const DT_BLK = 6
 const DT_REG = 8
 const DT_LNK = 10
 const DT_SOCK = 12
+
+/** The bytes of an entry's name, read within its record (d_reclen), up to its NUL. */
+function nameBytes(entry: Pointer): Buffer {
+  const field = new Uint8Array(toArrayBuffer(entry, DIRENT_NAME, read.u16(entry, DIRENT_RECLEN) - DIRENT_NAME))
+  return Buffer.from(field.subarray(0, field.indexOf(0) < 0 ? field.length : field.indexOf(0)))
+}
+
+const rawOf = (e: fs.Dirent): Buffer | undefined => (e as unknown as { raw?: Buffer }).raw
+
+/** The path that opens a scanned entry: from its bytes for a name that is not UTF-8 (node:fs's fallback keeps none). */
+export function entryPath(dir: string, e: fs.Dirent): string | Buffer {
+  const raw = rawOf(e)
+  return raw === undefined ? join(dir, e.name) : Buffer.concat([Buffer.from(`${dir}/`), raw])
+}
+
+/** The name to print for a scanned entry: a name that is not UTF-8 in its %XX spelling (names.ts). */
+export function entryName(e: fs.Dirent): string {
+  const raw = rawOf(e)
+  return (raw === undefined ? undefined : escapeUndecodable(raw)) ?? e.name
+}
 
 /** Some filesystems report no type in readdir; lstat fills it in (0 when the entry is gone). */
 function typeOf(path: string): number {
@@ -300,6 +320,7 @@ class DirEntry {
     readonly name: string,
     readonly parentPath: string,
     readonly kind: number,
+    readonly raw: Buffer | undefined, // the name's bytes, when they are not UTF-8
   ) {}
   get path(): string {
     return this.parentPath

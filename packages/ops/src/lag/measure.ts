@@ -1,6 +1,5 @@
 import fs from "node:fs"
-import { join } from "node:path"
-import { errnoOf, judgeEntry, type Queue, type QueueDir, SpoolError, scanDir } from "@spool/core/engine"
+import { entryPath, errnoOf, judgeEntry, type Queue, type QueueDir, SpoolError, scanDir } from "@spool/core/engine"
 import { bucketOf, type Histogram, histogramEdgesMinutes } from "./histogram.ts"
 
 /** How far behind a queue is: files per directory, the age of the oldest waiting ones, and when work last finished. */
@@ -86,19 +85,20 @@ export function scanQueueDir(path: string, o: ScanOptions): DirScan {
     if (isKnown && !e.isFile()) continue
     const fate = o.names === "messages" ? judgeEntry(path, e.name, 0, o.now) : "take"
     // A name that is not UTF-8 opens nothing under the spelling readdir gave: consume renames it
-    // and takes it, so it waits, undated.
-    if (fate === "undecodable") {
-      if (isKnown) count++
-      continue
-    }
+    // and takes it, so it waits, dated through the bytes scanDir kept (entryPath).
+    const waits = fate === "take" || fate === "undecodable"
     if (isKnown && o.clock === undefined) {
-      if (fate === "take") count++
+      if (waits) count++
       else ignored++
       continue
     }
-    const st = lstatOrGone(join(path, e.name))
-    if (st === undefined || !st.isFile()) continue
-    if (fate !== "take") {
+    const st = lstatOrGone(entryPath(path, e))
+    if (st === undefined || !st.isFile()) {
+      // Its bytes unknown (node:fs's readdir), it still waits, undated.
+      if (fate === "undecodable" && isKnown) count++
+      continue
+    }
+    if (!waits) {
       ignored++
       continue
     }
@@ -111,7 +111,7 @@ export function scanQueueDir(path: string, o: ScanOptions): DirScan {
   return { count, ignored, oldestMs: oldest, buckets }
 }
 
-function lstatOrGone(path: string): fs.Stats | undefined {
+function lstatOrGone(path: string | Buffer): fs.Stats | undefined {
   try {
     return fs.lstatSync(path)
   } catch (error) {
