@@ -4,6 +4,7 @@ import { type CommandSpec, dryRun, duration, flag, holdStopRequest, ledger, root
 import {
   alternateName,
   ExitCode,
+  openExistingLedger,
   openLedger,
   openQueue,
   redact,
@@ -71,8 +72,10 @@ export async function main(argv: readonly string[]): Promise<number> {
     const cutoff = now - olderThan
     const isDry = v["dry-run"] === true
     // The ledger first: a ledger that cannot be opened (a wrong URL, a root never consumed)
-    // fails the run before any done/ file is archived.
-    const ledger = await openLedger(queue, url === undefined ? {} : { url })
+    // fails the run before any done/ file is archived. A dry run creates none where there is
+    // none yet: it would remove nothing from it.
+    const opening = url === undefined ? {} : { url }
+    const ledger = isDry ? await openExistingLedger(queue, opening) : await openLedger(queue, opening)
     try {
       let files = 0
       let seen = 0
@@ -120,7 +123,10 @@ export async function main(argv: readonly string[]): Promise<number> {
       }
       const iso = (ms: number) => new Date(ms).toISOString()
       const keyCutoff = horizon === undefined ? undefined : iso(now - horizon)
-      const summary = await ledger.compact(iso(cutoff), keyCutoff, iso(now), { dryRun: isDry })
+      const summary =
+        ledger === undefined
+          ? { duplicates: 0, failures: 0, replays: 0, deletions: 0, origins: 0, keys: 0 }
+          : await ledger.compact(iso(cutoff), keyCutoff, iso(now), { dryRun: isDry })
       const verb = isDry ? "would remove" : "removed"
       const where = url === undefined ? "" : ` in ${redact(url)} (every root)`
       if (!quiet)
@@ -129,7 +135,7 @@ export async function main(argv: readonly string[]): Promise<number> {
         )
       return ExitCode.ok
     } finally {
-      await ledger.close()
+      await ledger?.close()
     }
   }).finally(() => stop.release())
 }
