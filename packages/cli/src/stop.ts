@@ -49,6 +49,17 @@ export function releaseStopSignals(): void {
 }
 
 /**
+ * For an entry point whose command has returned: the stop signals end the process at once
+ * again. The command has answered any stop request already (its exit code says so), so none
+ * is raised again; what a library left running past it (a socket it never closed) then cannot
+ * hold the process against a signal.
+ */
+export function stopCatchingSignals(): void {
+  isCaughtForLife = false
+  if (holders === 0) for (const s of stopSignals) process.off(s, onSignal)
+}
+
+/**
  * The stop request for a command's run: caught from the entry point's first statement, or from
  * now when main() is called in-process, until `release`.
  */

@@ -303,6 +303,45 @@ describe("JetStream source", () => {
   )
 
   it(
+    "refuses a server that is not NATS as a usage error, and leaves nothing behind that holds the process open",
+    async () => {
+      // One port that accepts and says nothing (as Redis and HTTP do), one that greets otherwise.
+      const silent = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } })
+      const other = Bun.listen({
+        hostname: "127.0.0.1",
+        port: 0,
+        socket: { open: (s) => void s.write("-ERR hello\r\n"), data() {} },
+      })
+      try {
+        const url = (port: number) => `nats://127.0.0.1:${port}/?stream=S&consumer=c`
+        const script =
+          `const { openJetStreamSource } = await import(${JSON.stringify(`${import.meta.dir}/source.ts`)});` +
+          `await openJetStreamSource(process.argv[1], { timeoutMs: 500 }).catch((e) => console.log(e.code, e.message))`
+        for (const [port, says] of [
+          [silent.port, "it sent no INFO greeting within 500 ms"],
+          [other.port, 'it greeted with "-ERR hello\\r\\n"'],
+        ] as const) {
+          const child = Bun.spawn(["bun", "-e", script, url(port)], { stdout: "pipe", stderr: "inherit" })
+          // The client's own timeout leaves its socket open: the child would never end by itself.
+          const killer = setTimeout(() => child.kill(), 30_000)
+          const out = (await new Response(child.stdout).text()).trim()
+          await child.exited
+          clearTimeout(killer)
+          expect(out).toBe(
+            `usage ${url(port)} is not a NATS server: ${says}; check the URL's host and port (NATS listens on 4222 by default)`,
+          )
+          expect(child.signalCode).toBeNull()
+          expect(child.exitCode).toBe(0)
+        }
+      } finally {
+        silent.stop(true)
+        other.stop(true)
+      }
+    },
+    slow,
+  )
+
+  it(
     "close leaves nothing behind that holds the process open",
     async () => {
       await using stream = await tempStream()

@@ -24,6 +24,7 @@ import { SpoolError } from "../../errors.ts"
 import { type Delivery, type KeeperSpec, type Origin, replayHeader, type SourcePort } from "../port.ts"
 import { Acknowledger, isTransient, replyOf } from "./acks.ts"
 import { ensureConsumer, isApiError } from "./consumer.ts"
+import { checkNatsGreeting } from "./greeting.ts"
 import type { JetStreamKeeperOptions } from "./keeper.ts"
 import { Link } from "./link.ts"
 import { minExpiresMs, pullOnce } from "./pull.ts"
@@ -56,6 +57,7 @@ export interface JetStreamSource extends SourcePort {
 export async function openJetStreamSource(url: string, options: JetStreamSourceOptions = {}): Promise<JetStreamSource> {
   const parsed = parseJetStreamUrl(url)
   const timeoutMs = options.timeoutMs ?? 5000
+  await checkNatsGreeting(parsed.server, parsed.describe, timeoutMs)
   let nc: NatsConnection
   try {
     nc = await connect({
