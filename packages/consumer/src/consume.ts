@@ -35,6 +35,7 @@ import {
   type SourcePort,
   SpoolError,
   scanDir,
+  sourceSchemes,
   watch,
   writeReports,
 } from "@spool/core/engine"
@@ -53,7 +54,8 @@ export const spec = {
     "cleanly: exit 0 in watch mode, 4 for a one-shot drain that stopped before inbox/ was empty.\n" +
     "With --watch it keeps running: it drains, then waits for new files (inotify events on inbox/, plus\n" +
     "a rescan every --rescan as a safety net) and drains again, recovering dead consumers' claims each time.\n" +
-    "With --source URL it consumes a broker instead of inbox/ (amqp://, amqps://, nats://, mqtt://, mqtts://; docs/brokers.md):\n" +
+    "With --source URL it consumes a broker instead of inbox/\n" +
+    `(${sourceSchemes.map((s) => `${s}//`).join(", ")}; docs/brokers.md):\n` +
     "each delivery lands as a file in processing/, goes the way files go, and is acknowledged once moved;\n" +
     "it drains until the broker has nothing for --idle-wait, or with --watch runs until stopped.",
   options: {

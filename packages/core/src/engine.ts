@@ -73,7 +73,7 @@ export {
 } from "./report/reports.ts"
 export type { Backlog } from "./source/backlog.ts"
 export { backlogTimeoutMs, describeSource, readBacklog } from "./source/backlog.ts"
-export { openSource } from "./source/open.ts"
+export { openSource, sourceSchemes } from "./source/open.ts"
 export type { Origin, SourcePort } from "./source/port.ts"
 export { replayHeader } from "./source/port.ts"
 export type { WatchOptions } from "./watch.ts"
