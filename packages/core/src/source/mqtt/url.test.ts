@@ -30,13 +30,28 @@ describe("parseMqttUrl", () => {
     expect(parseMqttUrl(text)).toEqual({ sessionExpirySeconds: defaultSessionExpirySeconds, ...expected, describe })
   })
 
+  test("takes the wildcards where MQTT allows them: # alone as the last level, + alone as any level", () => {
+    for (const filter of ["#", "+", "+/status/#", "a/+/+", "$share/g/#", "/a//b/"])
+      expect(parseMqttUrl(`mqtt://h/?topic=${encodeURIComponent(filter)}&client=x`).topics).toEqual([filter])
+  })
+
   test.each([
     [
       "mqtt://user:secret@127.0.0.1:1883/?topic=orders/%23",
       "names no client id: add &client=NAME, the same on every run",
     ],
     ["mqtt://user:secret@h/?client=c", "names no topic: add ?topic=FILTER"],
-    ["mqtt://user:secret@h/?topic=&client=c", "names no topic"],
+    ["mqtt://user:secret@h/?topic=&client=c", 'gives the topic "", which is no topic filter: it is empty'],
+    ["mqtt://user:secret@h/?topic=a/%23&topic=&client=c", 'gives the topic "", which is no topic filter'],
+    [
+      "mqtt://user:secret@h/?topic=t1/#/a&client=c",
+      '"t1/#/a", which is no topic filter: # stands alone as the last level',
+    ],
+    ["mqtt://user:secret@h/?topic=t1/a#&client=c", "# stands alone as the last level"],
+    ["mqtt://user:secret@h/?topic=t1/a+/b&client=c", "+ stands alone as a level"],
+    ["mqtt://user:secret@h/?topic=$share//t&client=c", "names its group"],
+    ["mqtt://user:secret@h/?topic=$share/g&client=c", "it is empty"],
+    ["mqtt://user:secret@h/?topic=$share/g%2B/t&client=c", "names its group, without + or #"],
     ["mqtt://user:secret@h/?topic=t&client=a&client=b", "gives client more than once"],
     [
       "mqtt://user:secret@h/?topic=t&client=c&clean=true",

@@ -71,8 +71,13 @@ export function parseMqttUrl(text: string): MqttUrl {
     return values[0]
   }
   const topics = params.get("topic") ?? []
-  if (topics.length === 0 || topics.includes(""))
-    throw fail(`names no topic: add ?topic=FILTER (e.g. ${example}); write # as %23 or as it is`)
+  if (topics.length === 0) throw fail(`names no topic: add ?topic=FILTER (e.g. ${example}); write # as %23 or as it is`)
+  for (const topic of topics) {
+    const problem = filterProblem(topic)
+    // The broker would refuse the subscription, which the client reports like a lost connection.
+    if (problem !== undefined)
+      throw fail(`gives the topic ${JSON.stringify(topic)}, which is no topic filter: ${problem}`)
+  }
   const clientId = one("client")
   if (clientId === undefined || clientId === "")
     throw fail(
@@ -144,4 +149,23 @@ function describeUrl(url: URL, query: string): string {
 // An unparsable URL may still hold a password: hide whatever sits between "//user:" and "@".
 function describeUnparsed(text: string): string {
   return JSON.stringify(text.replace(/^([a-z][a-z0-9+.-]*:\/\/[^:/@]*):[^@/]*@/i, "$1@"))
+}
+
+/** Why `filter` is no MQTT topic filter (MQTT 5.0, 4.7.1 and 4.8.2), or undefined when it is one. */
+function filterProblem(filter: string): string | undefined {
+  let f = filter
+  if (f.startsWith("$share/")) {
+    const [, group = "", ...rest] = f.split("/")
+    if (group === "" || /[+#]/.test(group)) return "a $share/GROUP/FILTER filter names its group, without + or #"
+    f = rest.join("/")
+  }
+  if (f === "") return "it is empty; write one, e.g. orders/#"
+  if (f.includes("\0")) return "it holds U+0000"
+  const levels = f.split("/")
+  for (const [i, level] of levels.entries()) {
+    if (level.includes("#") && (level !== "#" || i !== levels.length - 1))
+      return "# stands alone as the last level (orders/#)"
+    if (level.includes("+") && level !== "+") return "+ stands alone as a level (orders/+/lines)"
+  }
+  return undefined
 }
