@@ -243,6 +243,19 @@ describe("compact --ledger", () => {
     expect(list(join(q.root, "done"))).toEqual(["a.json"])
   })
 
+  it("refuses with --dry-run too where the real run would refuse a new ledger beside history", async () => {
+    await using q = await tempQueue({ seed: { "a.json": msg("a", 1) } })
+    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+    for (const f of fs.readdirSync(q.root)) if (f.startsWith("ledger.db")) fs.rmSync(join(q.root, f))
+    for (const args of [["--dry-run"], []]) {
+      const r = await compact(["--root", q.root, "--older-than", "1d", ...args], daysLater(2))
+      expect(r.stderr).toContain("refusing to start a new ledger")
+      expect(r.exitCode).toBe(2)
+      expect(fs.existsSync(join(q.root, "ledger.db"))).toBe(false)
+      expect(list(join(q.root, "done"))).toEqual(["a.json"])
+    }
+  })
+
   it("says which ledger it could not open", async () => {
     await using q = await tempQueue({ seed: { "a.json": msg("a", 1) } })
     const r = await compact(["--root", q.root, "--ledger", "postgres://nobody@127.0.0.1:1/none", "--older-than", "90d"])

@@ -4,6 +4,7 @@ import { type CommandSpec, dryRun, duration, flag, holdStopRequest, ledger, root
 import {
   alternateName,
   ExitCode,
+  newLedgerRefusalOf,
   openExistingLedger,
   openLedger,
   openQueue,
@@ -76,6 +77,9 @@ export async function main(argv: readonly string[]): Promise<number> {
     // none yet: it would remove nothing from it.
     const opening = url === undefined ? {} : { url }
     const ledger = isDry ? await openExistingLedger(queue, opening) : await openLedger(queue, opening)
+    // Where the real run would refuse to start a new ledger beside history, so does the dry run.
+    const refusal = isDry && ledger === undefined && url === undefined ? newLedgerRefusalOf(queue) : undefined
+    if (refusal !== undefined) throw refusal
     try {
       let files = 0
       let seen = 0

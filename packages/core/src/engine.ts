@@ -28,6 +28,7 @@ export type {
 export type { OpenLedgerOptions } from "./ledger/open.ts"
 export {
   checkRootLedger,
+  newLedgerRefusalOf,
   openExistingLedger,
   openLedger,
   openPostgresLedger,

@@ -9,6 +9,7 @@ import { type Binding, checkBinding, type RootBinding, readBinding, rootIdFile, 
 import type { LedgerPort } from "./port.ts"
 import { PostgresLedger, redact } from "./postgres/ledger.ts"
 import { identify, isSetUp } from "./postgres/open.ts"
+import { historyOf, newLedgerRefusal } from "./sqlite/files.ts"
 import { SqliteLedger } from "./sqlite/ledger.ts"
 
 /** How to reach the ledger of a queue. */
@@ -62,6 +63,17 @@ export async function openPostgresLedger(
   if (!options.readonly && (bound?.isRecorded !== true || (b?.backend === "postgres" && b.ledgerId === undefined)))
     recordBinding(queue, { backend: "postgres", ledgerId: await ledger.ledgerId(), where: redact(url) }, ledger)
   return ledger
+}
+
+/**
+ * The refusal `openLedger` would give a root that has no `ledger.db` (and no PostgreSQL URL)
+ * but has history, undefined when it would create the ledger: what a dry run that opens
+ * nothing must still say, to say what the real run would do.
+ */
+export function newLedgerRefusalOf(queue: Queue): SpoolError | undefined {
+  if (fs.existsSync(queue.ledger)) return undefined
+  const history = historyOf(queue.root)
+  return history === undefined ? undefined : newLedgerRefusal(queue.ledger, "absent", history)
 }
 
 /**
