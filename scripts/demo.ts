@@ -26,7 +26,7 @@ const spec = {
     "order-check and lag on it, each as its own process, and prints what is where: 18 files in done/,\n" +
     "2 in error/, 15 ledger rows, 3 duplicate msg_ids, order-check OK. Running it again changes nothing.",
   options: {},
-  exitCodes: [0, 1],
+  exitCodes: [0, 1, 2],
   examples: [
     { args: "", does: "set up ./spool in the checkout from fixtures/, drain it, print the outcome" },
     { args: "-q", does: "the same, printing nothing but errors" },

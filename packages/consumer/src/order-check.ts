@@ -42,15 +42,14 @@ export async function main(argv: readonly string[]): Promise<number> {
     try {
       // The ranges first: order-check.sql writes a row for every missing seq, and a seq is up to
       // 2^53 - 1, so one wide gap would keep it (and a PostgreSQL server) busy for good.
-      const ranges = await ledger.orderProblemRanges()
-      const rows = orderResultRows(ranges)
-      const asRanges = rows > maxOrderResultRows
-      const text = asRanges ? formatOrderRanges(ranges) : formatOrderResult(await ledger.orderProblems())
+      // Both read in one snapshot: a consumer committing meanwhile cannot make order-check.sql list more.
+      const { ranges, problems } = await ledger.orderCheck(maxOrderResultRows)
+      const text = problems === undefined ? formatOrderRanges(ranges) : formatOrderResult(problems)
       writeFileAtomic(join(queue.root, reportFiles.orderCheck), orderCheckSql)
       writeFileAtomic(join(queue.root, reportFiles.orderResult), text)
-      if (asRanges)
+      if (problems === undefined)
         process.stderr.write(
-          `order-check: ${rows} problem rows, more than the ${maxOrderResultRows} listed one by one: each run of missing seqs is one row (first_seq,last_seq); order-check.sql itself would list every seq\n`,
+          `order-check: ${orderResultRows(ranges)} problem rows, more than the ${maxOrderResultRows} listed one by one: each run of missing seqs is one row (first_seq,last_seq); order-check.sql itself would list every seq\n`,
         )
       // Quiet: the problems are still said, since they need a person; OK is not.
       if (!quiet || ranges.length > 0) process.stdout.write(text)

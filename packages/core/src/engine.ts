@@ -25,6 +25,7 @@ export type {
   FailureRecord,
   LandedOrigin,
 } from "./ledger/model.ts"
+export { orderResultRows } from "./ledger/model.ts"
 export type { OpenLedgerOptions } from "./ledger/open.ts"
 export {
   checkRootLedger,
@@ -68,7 +69,6 @@ export {
   formatOrderResult,
   maxOrderResultRows,
   openFailuresIn,
-  orderResultRows,
   reportFiles,
   writeReports,
 } from "./report/reports.ts"

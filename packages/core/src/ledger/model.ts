@@ -195,6 +195,17 @@ export interface OrderProblemRange {
   readonly problem: "duplicate" | "missing"
 }
 
+/** The order check read in one snapshot: the ranges, and order-check.sql's rows when they are few enough. */
+export interface OrderCheck {
+  readonly ranges: readonly OrderProblemRange[]
+  /** order-check.sql's rows; absent when they would be more than the rows asked for. */
+  readonly problems?: readonly OrderProblem[]
+}
+
+/** How many rows order-check.sql gives for these ranges: one per duplicated or missing seq. */
+export const orderResultRows = (ranges: readonly OrderProblemRange[]): number =>
+  ranges.reduce((n, r) => n + (r.last - r.first + 1), 0)
+
 /** An accepted outcome, as an effect sees it. */
 export type AcceptedOutcome = Extract<Outcome, { kind: "accepted" }>
 

@@ -16,8 +16,8 @@ import type {
   FailureOrigin,
   FailureRecord,
   Landing,
+  OrderCheck,
   OrderProblem,
-  OrderProblemRange,
   Outcome,
   ReplayRecord,
   Verdict,
@@ -191,8 +191,12 @@ export interface LedgerPort<E extends AnyEffect = never> {
   stats(since: Date): Awaitable<LedgerStats>
   /** order-check.sql's rows, exactly as it gives them: one per duplicated or missing seq. */
   orderProblems(): Awaitable<OrderProblem[]>
-  /** The same problems with each run of missing seqs as one range (sql/order-ranges.sql). */
-  orderProblemRanges(): Awaitable<OrderProblemRange[]>
+  /**
+   * The same problems as ranges (sql/order-ranges.sql), and, in the same snapshot, order-check.sql's
+   * rows when the ranges come to at most `maxRows` of them: a consumer committing meanwhile cannot
+   * make it list more.
+   */
+  orderCheck(maxRows: number): Awaitable<OrderCheck>
   /**
    * Retention: forgets history (duplicates, closed failures, replays, deletions, origins) older than
    * `historyCutoff` and, when `keyCutoff` is given, processed rows (idempotency keys) older than

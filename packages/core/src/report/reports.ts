@@ -125,10 +125,6 @@ export function formatOrderResult(problems: readonly OrderProblem[]): string {
  */
 export const maxOrderResultRows = 100_000
 
-/** How many rows order-check.sql would give for these ranges. */
-export const orderResultRows = (ranges: readonly OrderProblemRange[]): number =>
-  ranges.reduce((n, r) => n + (r.last - r.first + 1), 0)
-
 /** order-result.txt when its rows would be too many: a header and one CSV row per duplicate or run of missing seqs. */
 export function formatOrderRanges(ranges: readonly OrderProblemRange[]): string {
   return `order_no,first_seq,last_seq,problem\n${ranges.map((r) => csvRow([r.order_no, r.first, r.last, r.problem])).join("")}`

@@ -141,12 +141,21 @@ export function operator(b: LedgerBackend): void {
     )
     const batch = rows.map(([m, orderNo, seq], i) => accepted(claims[i] as Claim, m, { orderNo, seq }))
     await t.ledger.commit("o", batch, NOW)
-    expect(await t.ledger.orderProblems()).toEqual([
+    const problems = [
       { order_no: "X", seq: 3, problem: "missing" },
       { order_no: "Y", seq: 1, problem: "duplicate" },
       { order_no: "Z", seq: 1, problem: "missing" },
       { order_no: "Z", seq: 2, problem: "missing" },
-    ])
+    ] as const
+    expect(await t.ledger.orderProblems()).toEqual([...problems])
+    // The same problems as ranges, with order-check.sql's rows while they are at most the rows asked for.
+    const ranges = [
+      { order_no: "X", first: 3, last: 3, problem: "missing" },
+      { order_no: "Y", first: 1, last: 1, problem: "duplicate" },
+      { order_no: "Z", first: 1, last: 2, problem: "missing" },
+    ] as const
+    expect(await t.ledger.orderCheck(4)).toEqual({ ranges: [...ranges], problems: [...problems] })
+    expect(await t.ledger.orderCheck(3)).toEqual({ ranges: [...ranges] })
   })
 
   it("looks for an order's missing seqs above the highest one compact pruned, not from the first", async () => {

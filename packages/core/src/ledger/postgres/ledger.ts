@@ -14,8 +14,8 @@ import {
   type FailureOrigin,
   type FailureRecord,
   type Landing,
+  type OrderCheck,
   type OrderProblem,
-  type OrderProblemRange,
   type Outcome,
   type RawOwner,
   type ReplayRecord,
@@ -373,8 +373,8 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
     return operator.orderProblems(this)
   }
 
-  orderProblemRanges(): Promise<OrderProblemRange[]> {
-    return operator.orderProblemRanges(this)
+  orderCheck(maxRows: number): Promise<OrderCheck> {
+    return operator.orderCheck(this, maxRows)
   }
 
   compact(historyCutoff: string, keyCutoff: string | undefined, now: string, o: { dryRun?: boolean } = {}) {

@@ -6,13 +6,15 @@ import type { SQL } from "bun"
 import orderCheckSql from "../../../sql/order-check.sql" with { type: "text" }
 import orderRangesSql from "../../../sql/order-ranges.sql" with { type: "text" }
 import { type HistoryKeys, type LedgerHistory, toHistory } from "../history.ts"
-import type {
-  CompactSummary,
-  ConflictRow,
-  FailureRecord,
-  OrderProblem,
-  OrderProblemRange,
-  ReplayRecord,
+import {
+  type CompactSummary,
+  type ConflictRow,
+  type FailureRecord,
+  type OrderCheck,
+  type OrderProblem,
+  type OrderProblemRange,
+  orderResultRows,
+  type ReplayRecord,
 } from "../model.ts"
 import { prune, runStepsAsync } from "../statements.ts"
 import { HORIZON_LOCK } from "./commit.ts"
@@ -128,30 +130,34 @@ export function withReportLock<T>(l: PostgresLedger, fn: () => Promise<T>): Prom
   })
 }
 
+/** order-check.sql's rows as the server gives them. */
+const problemsOf = (rows: { order_no: string; seq: string | number; problem: string }[]): OrderProblem[] =>
+  rows.map((r) => ({ order_no: r.order_no, seq: Number(r.seq), problem: r.problem as OrderProblem["problem"] }))
+
 /** Runs order-check.sql exactly as checked in (the same file the sqlite3 shell runs). */
 export async function orderProblems(l: PostgresLedger): Promise<OrderProblem[]> {
-  const rows = (await l.sql.unsafe(orderCheckSql)) as { order_no: string; seq: string | number; problem: string }[]
-  return rows.map((r) => ({
-    order_no: r.order_no,
-    seq: Number(r.seq),
-    problem: r.problem as OrderProblem["problem"],
-  }))
+  return problemsOf(await l.sql.unsafe(orderCheckSql))
 }
 
-/** sql/order-ranges.sql: the same problems, each run of missing seqs one row. */
-export async function orderProblemRanges(l: PostgresLedger): Promise<OrderProblemRange[]> {
-  const rows = (await l.sql.unsafe(orderRangesSql)) as {
-    order_no: string
-    first: string
-    last: string
-    problem: string
-  }[]
-  return rows.map((r) => ({
-    order_no: r.order_no,
-    first: Number(r.first),
-    last: Number(r.last),
-    problem: r.problem as OrderProblemRange["problem"],
-  }))
+/** The ranges, then order-check.sql when they come to at most `maxRows` rows, in one snapshot. */
+export function orderCheck(l: PostgresLedger, maxRows: number): Promise<OrderCheck> {
+  return l.transaction(async (tx) => {
+    await tx`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY`
+    const rows = (await tx.unsafe(orderRangesSql)) as {
+      order_no: string
+      first: string
+      last: string
+      problem: string
+    }[]
+    const ranges = rows.map((r) => ({
+      order_no: r.order_no,
+      first: Number(r.first),
+      last: Number(r.last),
+      problem: r.problem as OrderProblemRange["problem"],
+    }))
+    if (orderResultRows(ranges) > maxRows) return { ranges }
+    return { ranges, problems: problemsOf(await tx.unsafe(orderCheckSql)) }
+  })
 }
 
 /**

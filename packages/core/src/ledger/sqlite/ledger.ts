@@ -1,6 +1,5 @@
 import type { Database } from "bun:sqlite"
 import orderCheckSql from "../../../sql/order-check.sql" with { type: "text" }
-import orderRangesSql from "../../../sql/order-ranges.sql" with { type: "text" }
 import type { Owner } from "../../queue/owner.ts"
 import type { DeferPolicy } from "../../transient.ts"
 import type { HistoryKeys, LedgerHistory } from "../history.ts"
@@ -18,8 +17,8 @@ import {
   type FailureOrigin,
   type FailureRecord,
   type Landing,
+  type OrderCheck,
   type OrderProblem,
-  type OrderProblemRange,
   type Outcome,
   type RawClaimRow,
   type RawOwner,
@@ -380,8 +379,9 @@ export class SqliteLedger implements LedgerPort<Effect> {
     return this.db.query(orderCheckSql).all() as OrderProblem[]
   }
 
-  orderProblemRanges(): OrderProblemRange[] {
-    return this.db.query(orderRangesSql).all() as OrderProblemRange[]
+  /** The ranges, then order-check.sql when they are few, in one read transaction. */
+  orderCheck(maxRows: number): OrderCheck {
+    return operator.orderCheck(this.db, orderCheckSql, maxRows)
   }
 
   /** The full integrity_check, then spool's consistency checks (sql/sqlite/verify.sql). */

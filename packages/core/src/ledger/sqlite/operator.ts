@@ -2,8 +2,17 @@
 // history, replay's ledger half, the report lock, and retention. SqliteLedger's methods call
 // these with its prepared statements.
 import type { Database, Statement } from "bun:sqlite"
+import orderRangesSql from "../../../sql/order-ranges.sql" with { type: "text" }
 import { type HistoryKeys, keyLists, type LedgerHistory, toHistory } from "../history.ts"
-import type { CompactSummary, FailureRecord, ReplayRecord } from "../model.ts"
+import {
+  type CompactSummary,
+  type FailureRecord,
+  type OrderCheck,
+  type OrderProblem,
+  type OrderProblemRange,
+  orderResultRows,
+  type ReplayRecord,
+} from "../model.ts"
 import { forSqlite, prune, runSteps } from "../statements.ts"
 import { asLedgerError } from "./errors.ts"
 import type { SqliteLedger } from "./ledger.ts"
@@ -131,3 +140,14 @@ export function compact(
 }
 
 const rollback = new Error("roll back the dry run")
+
+/** The order check's ranges, then `orderCheckSql` when they come to at most `maxRows` rows, in one read transaction. */
+export function orderCheck(db: Database, orderCheckSql: string, maxRows: number): OrderCheck {
+  return db
+    .transaction((): OrderCheck => {
+      const ranges = db.query(orderRangesSql).all() as OrderProblemRange[]
+      if (orderResultRows(ranges) > maxRows) return { ranges }
+      return { ranges, problems: db.query(orderCheckSql).all() as OrderProblem[] }
+    })
+    .deferred()
+}
