@@ -17,7 +17,6 @@ import type {
   FailureRecord,
   Landing,
   OrderCheck,
-  OrderProblem,
   Outcome,
   ReplayRecord,
   Verdict,
@@ -189,12 +188,10 @@ export interface LedgerPort<E extends AnyEffect = never> {
   withReportLock<T>(fn: () => Promise<T>): Promise<T>
   /** The statistics of `stats`, read in one snapshot; the recent window starts at `since`. */
   stats(since: Date): Awaitable<LedgerStats>
-  /** order-check.sql's rows, exactly as it gives them: one per duplicated or missing seq. */
-  orderProblems(): Awaitable<OrderProblem[]>
   /**
-   * The same problems as ranges (sql/order-ranges.sql), and, in the same snapshot, order-check.sql's
-   * rows when the ranges come to at most `maxRows` of them: a consumer committing meanwhile cannot
-   * make it list more.
+   * The order problems as ranges (sql/order-ranges.sql), and, in the same snapshot, order-check.sql's
+   * rows exactly as it gives them (one per duplicated or missing seq) when the ranges come to at
+   * most `maxRows` of them: a consumer committing meanwhile cannot make it list more.
    */
   orderCheck(maxRows: number): Awaitable<OrderCheck>
   /**

@@ -15,7 +15,6 @@ import {
   type FailureRecord,
   type Landing,
   type OrderCheck,
-  type OrderProblem,
   type Outcome,
   type RawOwner,
   type ReplayRecord,
@@ -367,10 +366,6 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
   async resultOf(msgId: string): Promise<unknown> {
     const [row] = await this.sql.unsafe(statements.resultOf, [msgId])
     return parseResult(row?.result as string | null | undefined)
-  }
-
-  orderProblems(): Promise<OrderProblem[]> {
-    return operator.orderProblems(this)
   }
 
   orderCheck(maxRows: number): Promise<OrderCheck> {

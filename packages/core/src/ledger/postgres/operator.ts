@@ -130,15 +130,6 @@ export function withReportLock<T>(l: PostgresLedger, fn: () => Promise<T>): Prom
   })
 }
 
-/** order-check.sql's rows as the server gives them. */
-const problemsOf = (rows: { order_no: string; seq: string | number; problem: string }[]): OrderProblem[] =>
-  rows.map((r) => ({ order_no: r.order_no, seq: Number(r.seq), problem: r.problem as OrderProblem["problem"] }))
-
-/** Runs order-check.sql exactly as checked in (the same file the sqlite3 shell runs). */
-export async function orderProblems(l: PostgresLedger): Promise<OrderProblem[]> {
-  return problemsOf(await l.sql.unsafe(orderCheckSql))
-}
-
 /** The ranges, then order-check.sql when they come to at most `maxRows` rows, in one snapshot. */
 export function orderCheck(l: PostgresLedger, maxRows: number): Promise<OrderCheck> {
   return l.transaction(async (tx) => {
@@ -156,7 +147,16 @@ export function orderCheck(l: PostgresLedger, maxRows: number): Promise<OrderChe
       problem: r.problem as OrderProblemRange["problem"],
     }))
     if (orderResultRows(ranges) > maxRows) return { ranges }
-    return { ranges, problems: problemsOf(await tx.unsafe(orderCheckSql)) }
+    // order-check.sql exactly as checked in (the same file the sqlite3 shell runs).
+    const problems = (await tx.unsafe(orderCheckSql)) as { order_no: string; seq: string | number; problem: string }[]
+    return {
+      ranges,
+      problems: problems.map((r) => ({
+        order_no: r.order_no,
+        seq: Number(r.seq),
+        problem: r.problem as OrderProblem["problem"],
+      })),
+    }
   })
 }
 

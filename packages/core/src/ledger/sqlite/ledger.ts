@@ -1,5 +1,4 @@
 import type { Database } from "bun:sqlite"
-import orderCheckSql from "../../../sql/order-check.sql" with { type: "text" }
 import type { Owner } from "../../queue/owner.ts"
 import type { DeferPolicy } from "../../transient.ts"
 import type { HistoryKeys, LedgerHistory } from "../history.ts"
@@ -18,7 +17,6 @@ import {
   type FailureRecord,
   type Landing,
   type OrderCheck,
-  type OrderProblem,
   type Outcome,
   type RawClaimRow,
   type RawOwner,
@@ -374,14 +372,9 @@ export class SqliteLedger implements LedgerPort<Effect> {
     return recordDeletion(this, file, dir, now, remove)
   }
 
-  /** Runs order-check.sql as checked in. */
-  orderProblems(): OrderProblem[] {
-    return this.db.query(orderCheckSql).all() as OrderProblem[]
-  }
-
   /** The ranges, then order-check.sql when they are few, in one read transaction. */
   orderCheck(maxRows: number): OrderCheck {
-    return operator.orderCheck(this.db, orderCheckSql, maxRows)
+    return operator.orderCheck(this.db, maxRows)
   }
 
   /** The full integrity_check, then spool's consistency checks (sql/sqlite/verify.sql). */

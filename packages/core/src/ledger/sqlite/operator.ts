@@ -2,6 +2,7 @@
 // history, replay's ledger half, the report lock, and retention. SqliteLedger's methods call
 // these with its prepared statements.
 import type { Database, Statement } from "bun:sqlite"
+import orderCheckSql from "../../../sql/order-check.sql" with { type: "text" }
 import orderRangesSql from "../../../sql/order-ranges.sql" with { type: "text" }
 import { type HistoryKeys, keyLists, type LedgerHistory, toHistory } from "../history.ts"
 import {
@@ -141,8 +142,8 @@ export function compact(
 
 const rollback = new Error("roll back the dry run")
 
-/** The order check's ranges, then `orderCheckSql` when they come to at most `maxRows` rows, in one read transaction. */
-export function orderCheck(db: Database, orderCheckSql: string, maxRows: number): OrderCheck {
+/** The order check's ranges, then order-check.sql as checked in when they come to at most `maxRows` rows, in one read transaction. */
+export function orderCheck(db: Database, maxRows: number): OrderCheck {
   return db
     .transaction((): OrderCheck => {
       const ranges = db.query(orderRangesSql).all() as OrderProblemRange[]
