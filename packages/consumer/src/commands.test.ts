@@ -115,6 +115,8 @@ describe("main() in one process", () => {
   it.each([
     [["--log-format", "xml"], "--log-format takes text or json"],
     [["--batch-size", "0"], "--batch-size takes a whole number >= 1"],
+    // One attempt could never have had the message alone: its batch-mates would pay for its crash.
+    [["--max-attempts", "1"], "--max-attempts takes a whole number >= 2"],
     [["--max-bytes", "lots"], "--max-bytes takes a size"],
     [["--min-age", "soon"], "--min-age takes a duration"],
   ])("consume %p returns 2 and leaves inbox/ alone", async (args, message) => {

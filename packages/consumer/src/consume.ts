@@ -62,9 +62,9 @@ export const spec = {
     root,
     ledger: { ...ledger, help: "a postgres:// ledger shared by consumers on many hosts" },
     "batch-size": integer("messages per ledger transaction", { default: String(defaults.batchSize), min: 1 }),
-    "max-attempts": integer("claims before a message that keeps crashing the consumer is poison", {
+    "max-attempts": integer("claims before a message that keeps crashing the consumer is poison (one of them alone)", {
       default: String(defaults.maxAttempts),
-      min: 1,
+      min: 2,
     }),
     "max-bytes": bytes("larger files go to error/ as too-large, unread", { default: "1m" }),
     "min-age": duration("skip files modified more recently than this, e.g. 5s", { default: "0s", example: "5s" }),

@@ -44,7 +44,11 @@ export class Context {
   readonly log: Log
   readonly owner: Owner = currentOwner()
   readonly batchSize: number
-  readonly maxAttempts: number
+  /**
+   * The attempts at which a claimed message is poison (`maxAttempts`, at least 2): only a claim
+   * that had it alone can reach it, so its batch-mates never pay for its crash.
+   */
+  readonly poisonAt: number
   readonly maxBytes: number
   readonly minAgeMs: number
   readonly durable: boolean
@@ -73,7 +77,7 @@ export class Context {
     this.ledger = o.ledger
     this.log = o.log ?? silentLog
     this.batchSize = Math.max(1, o.batchSize ?? defaults.batchSize)
-    this.maxAttempts = Math.max(1, o.maxAttempts ?? defaults.maxAttempts)
+    this.poisonAt = Math.max(2, o.maxAttempts ?? defaults.maxAttempts)
     this.maxBytes = o.maxBytes ?? defaults.maxBytes
     this.minAgeMs = o.minAgeMs ?? defaults.minAgeMs
     this.durable = o.durable ?? true

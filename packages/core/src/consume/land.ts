@@ -77,7 +77,11 @@ export function isRecognisable(d: Delivery): boolean {
   return d.stableId || d.redelivered
 }
 
-/** What a landing's claim records: attempts from the source's count, so the poison rule applies. */
+/**
+ * What a landing's claim records: attempts from the source's count, so the poison rule applies
+ * (source-loop.ts lands a delivery counted `poisonAt` times alone, and recovery refuses it only if
+ * the consumer died with it in hand).
+ */
 export function toLanding(a: Arrival): Landing {
   const o = a.delivery.origin
   return {
@@ -98,8 +102,7 @@ export function toLanding(a: Arrival): Landing {
  * Writes each claimed delivery's body to processing/ under its claimed name, as a producer writes
  * into inbox/: fully written (and fsynced) under tmp/, then renamed no-replace, then processing/
  * fsynced once. Every body is in tmp/ and fsynced before the first rename. A claim whose name processing/ already holds (a file no claim explained, left by
- * hand) is given up. Returns the items now in processing/, their bytes and hash already read;
- * one whose attempts reached the poison limit is refused unread, as recovery refuses such a file.
+ * hand) is given up. Returns the items now in processing/, their bytes and hash already read.
  */
 export async function landClaimed(
   c: Context,
@@ -108,7 +111,6 @@ export async function landClaimed(
 ): Promise<Item[]> {
   const held: Item[] = []
   const gone: Claim[] = []
-  const poisonAt = Math.max(c.maxAttempts, 2)
   const tmps = await writeAll(c, claims, byName)
   if (claims.length > 0) fault("after-land-write")
   for (const [i, claim] of claims.entries()) {
@@ -132,14 +134,7 @@ export async function landClaimed(
       continue
     }
     const item: Item = { ...claim, isRegular: true, inProcessing: true }
-    if (claim.attempts >= poisonAt)
-      item.outcome = c.decider.reject(
-        item,
-        "poison",
-        `delivered ${claim.attempts} times without being acknowledged`,
-        a.hash,
-      )
-    else if (a.delivery.refusal !== undefined)
+    if (a.delivery.refusal !== undefined)
       item.outcome = c.decider.reject(item, a.delivery.refusal.reason, a.delivery.refusal.detail, a.hash)
     else {
       item.read = { ok: true, bytes: a.delivery.body }

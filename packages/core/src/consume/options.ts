@@ -21,7 +21,10 @@ export interface ConsumeOptions<T extends Message = Message, E extends AnyEffect
   readonly effect?: E
   /** Messages per ledger transaction. */
   readonly batchSize?: number
-  /** Claims a file may take before it is declared poison (it crashed the consumer each time). */
+  /**
+   * Claims a file may take before it is declared poison (it crashed the consumer each time, at
+   * least once with the file alone in hand); below 2 it is taken as 2.
+   */
   readonly maxAttempts?: number
   /** Files larger than this are sent to error/ as too-large without being read. */
   readonly maxBytes?: number

@@ -130,7 +130,6 @@ async function adoptDead(c: Context): Promise<void> {
 async function retryAlone(c: Context, items: Item[]): Promise<void> {
   if (items.length === 0) return
   const me = c.owner.ownerId
-  const poisonAt = Math.max(c.maxAttempts, 2)
   for (const item of items) c.inHand.add(item)
   countClaimed(c.summary, c.log, items)
   // An attempt counts a death with the file in hand: judged or committed. Importing the
@@ -141,7 +140,7 @@ async function retryAlone(c: Context, items: Item[]): Promise<void> {
   for (const item of items) {
     // Hashed, not judged (reading cannot be what crashed it): recovery tells this file from a
     // later one of its name by the hash (see isCommittedFile).
-    if (item.attempts >= poisonAt)
+    if (item.attempts >= c.poisonAt)
       item.outcome = c.decider.reject(
         item,
         "poison",

@@ -32,8 +32,8 @@ import { countClaimed } from "./summary.ts"
  * 4. land: each body is written under tmp/ as `<claimId>.land` and renamed no-replace into
  *    processing/, then processing/ is fsynced: as after a file's claim, a file in processing/
  *    has its claim row, and recovery of a dead consumer treats it as any claimed file, and
- *    removes its leftovers in tmp/. A delivery counted `--max-attempts` times is poison, refused
- *    unread.
+ *    removes its leftovers in tmp/. A delivery counted `--max-attempts` times or more goes through
+ *    steps 3 to 6 alone, before the rest (see takenAlone), so that a crash is pinned on it alone.
  * 5. decide, commit, move: consume/commit.ts and consume/move.ts as for files, deferral through
  *    deferred/ included. After the move the outcome is durable and the file has left processing/.
  * 6. ack: the batch's deliveries are acknowledged; an ack lost here is step 2's next time.
@@ -114,34 +114,71 @@ export class SourceIntake implements Intake {
       const fresh = [...first.values()].filter((a) => !recognised.includes(a))
       for (const a of recognised)
         c.log.debug("redelivered", { file: a.name, problem: "committed before; acknowledged again, nothing recorded" })
-      const claims =
-        fresh.length === 0
-          ? []
-          : await c.ledger.claimLanded(c.owner.ownerId, fresh.map(toLanding), now(), c.moved.splice(0))
-      const held = await landClaimed(c, claims, first)
-      const landed = new Set(held.map((i) => i.name))
-      const back = fresh.filter((a) => !landed.has(a.name)).map((a) => a.delivery)
-      if (held.length > 0) countClaimed(c.summary, c.log, held)
-      yield {
-        held,
-        settle: async (committedAt) => {
-          if (held.length > 0) await moveHere(c, held, committedAt as number)
-          await source.ack([...recognised, ...fresh.filter((a) => landed.has(a.name))].map((a) => a.delivery))
-          c.summary.redelivered += recognised.length
-          // Another consumer holds their names: their earlier delivery is in its hands. Not sooner than its lease's heartbeat.
-          for (const d of back)
-            c.log.debug("handed-back", {
-              file: landedName(d),
-              problem: "another consumer holds this name; it comes again later",
-            })
-          if (back.length > 0) await source.release(back, c.moveGuardMs)
-        },
+      const groups = takenAlone(c, fresh)
+      for (const [k, group] of groups.entries()) {
+        // A group once claimed is finished; a stop before the next one hands the rest back.
+        if (k > 0 && c.isStopping) return [...aside, ...groups.slice(k).flatMap((g) => g.map((a) => a.delivery))]
+        yield await this.#land(group, first, k === 0 ? recognised : [])
       }
       return aside
     } finally {
       stopKeepingAlive()
     }
   }
+
+  /** Steps 3 and 4 for one group of a batch, and step 6 in its `settle`, `recognised` acknowledged with it. */
+  async #land(
+    group: readonly Arrival[],
+    first: ReadonlyMap<string, Arrival>,
+    recognised: readonly Arrival[],
+  ): Promise<Batch> {
+    const c = this.#c
+    const source = this.#source
+    const claims =
+      group.length === 0
+        ? []
+        : await c.ledger.claimLanded(c.owner.ownerId, group.map(toLanding), now(), c.moved.splice(0))
+    const held = await landClaimed(c, claims, first)
+    const landed = new Set(held.map((i) => i.name))
+    const back = group.filter((a) => !landed.has(a.name)).map((a) => a.delivery)
+    if (held.length > 0) countClaimed(c.summary, c.log, held)
+    return {
+      held,
+      settle: async (committedAt) => {
+        if (held.length > 0) await moveHere(c, held, committedAt as number)
+        await source.ack([...recognised, ...group.filter((a) => landed.has(a.name))].map((a) => a.delivery))
+        c.summary.redelivered += recognised.length
+        // Another consumer holds their names: their earlier delivery is in its hands. Not sooner than its lease's heartbeat.
+        for (const d of back)
+          c.log.debug("handed-back", {
+            file: landedName(d),
+            problem: "another consumer holds this name; it comes again later",
+          })
+        if (back.length > 0) await source.release(back, c.moveGuardMs)
+      },
+    }
+  }
+}
+
+/**
+ * The batch's fresh deliveries in the groups they are landed and committed in: each one the source
+ * has counted `poisonAt` times or more alone and first, in the order received, then the rest
+ * together. Such a delivery was in hand at that many deaths (or hand-backs), but its count cannot
+ * say whether it killed them or only sat in a batch that something else killed: alone, a death is
+ * its own, and recovery then refuses it as poison (its claim's attempts are the count); otherwise
+ * it is judged as any other, and its batch-mates are never made poison by a kill that was not
+ * theirs. Always at least one group, so that a batch recognised whole is still acknowledged.
+ */
+function takenAlone(c: Context, fresh: readonly Arrival[]): Arrival[][] {
+  const alone = fresh.filter((a) => (a.delivery.deliveryCount ?? 1) >= c.poisonAt)
+  const rest = fresh.filter((a) => (a.delivery.deliveryCount ?? 1) < c.poisonAt)
+  for (const a of alone)
+    c.log.info("taken-alone", {
+      file: a.name,
+      attempts: a.delivery.deliveryCount,
+      problem: "delivered this many times without being acknowledged; processed on its own, so a crash is pinned on it",
+    })
+  return [...alone.map((a) => [a]), ...(rest.length > 0 || alone.length === 0 ? [rest] : [])]
 }
 
 /**
