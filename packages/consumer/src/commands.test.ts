@@ -6,6 +6,7 @@ import os from "node:os"
 import { join } from "node:path"
 import { captured, fixturesDir } from "@spool/test-support"
 import { main as consume } from "./consume.ts"
+import { main as enqueue } from "./enqueue.ts"
 import { main as orderCheck } from "./order-check.ts"
 import { main as schema } from "./schema.ts"
 import { main as setup } from "./setup.ts"
@@ -144,5 +145,21 @@ describe("main() in one process", () => {
     )
     expect(r.code).toBe(2)
     expect(fs.existsSync(root)).toBe(false)
+  })
+
+  it("enqueue names an argument that is not UTF-8 as such, and says how to enqueue the file", async () => {
+    await using d = await tempDir()
+    const root = join(d.path, "q")
+    expect((await call(setup, ["--root", root])).code).toBe(0)
+    // What the runtime makes of the argument bad<FF>.json: the file exists, this name of it does not.
+    fs.writeFileSync(Buffer.from([...Buffer.from(`${d.path}/bad`), 0xff, ...Buffer.from(".json")]), "{}")
+    const r = await call(enqueue, ["--root", root, join(d.path, "bad\uFFFD.json")])
+    expect(r.stderr).toContain("its name is not UTF-8")
+    expect(r.stderr).toContain("setup --from")
+    expect(r.stderr).toEndWith("; nothing was enqueued\n")
+    expect(r.code).toBe(2)
+    const plain = await call(enqueue, ["--root", root, join(d.path, "missing.json")])
+    expect(plain.stderr).not.toContain("UTF-8")
+    expect(fs.readdirSync(join(root, "inbox"))).toEqual([])
   })
 })

@@ -103,7 +103,14 @@ function readInput(path: string): Uint8Array {
   try {
     return fs.readFileSync(path)
   } catch (error) {
-    throw new SpoolError("usage", `cannot read ${path}: ${errnoOf(error) ?? String(error)}; nothing was enqueued`)
+    // The runtime hands spool its arguments as UTF-8: a name that is not arrives with U+FFFD in it.
+    const hint = path.includes("\uFFFD")
+      ? " (its name is not UTF-8, and reached spool changed: enqueue its directory with setup --from, or give its bytes with --name NAME -)"
+      : ""
+    throw new SpoolError(
+      "usage",
+      `cannot read ${path}: ${errnoOf(error) ?? String(error)}${hint}; nothing was enqueued`,
+    )
   }
 }
 

@@ -109,6 +109,17 @@ describe("seedFrom", () => {
     expect(ls(f.q.inbox)).toEqual(["a.json"])
   })
 
+  it("reads a name that is not UTF-8 by its bytes and enqueues it under its %XX spelling, once", async () => {
+    await using f = await fixture()
+    // "bad<FF>.json" and "caf<E9>.json" (Latin-1): no string names these files, only their bytes.
+    fs.writeFileSync(Buffer.from([...Buffer.from(`${f.src}/bad`), 0xff, ...Buffer.from(".json")]), "FF")
+    fs.writeFileSync(Buffer.from([...Buffer.from(`${f.src}/caf`), 0xe9, ...Buffer.from(".json")]), "E9")
+    expect(seedFrom(f.q, f.src)).toEqual({ copied: 2, skipped: [] })
+    expect(ls(f.q.inbox)).toEqual(["bad%FF.json", "caf%E9.json"])
+    expect(fs.readFileSync(join(f.q.inbox, "bad%FF.json"), "utf8")).toBe("FF")
+    expect(seedFrom(f.q, f.src)).toEqual({ copied: 0, skipped: ["bad%FF.json", "caf%E9.json"] })
+  })
+
   it("refuses a source that does not exist or is not a directory", async () => {
     await using f = await fixture()
     expect(() => seedFrom(f.q, join(f.src, "missing"))).toThrow(/does not exist/)

@@ -3,7 +3,7 @@ import { join } from "node:path"
 import { SpoolError } from "../errors.ts"
 import { fsyncDir, openDir, renameNoReplace } from "./files.ts"
 import { quoteName } from "./names.ts"
-import { isMessageName, type Queue, queueDirs, scanDir } from "./root.ts"
+import { entryName, entryPath, isMessageName, type Queue, queueDirs, scanDir } from "./root.ts"
 
 /** What putting files into a queue did. */
 interface EnqueueSummary {
@@ -68,15 +68,18 @@ export function seedFrom(queue: Queue, from: string): EnqueueSummary {
   if (!st.isDirectory()) throw new SpoolError("usage", `--from ${from} is not a directory`)
   const summary: EnqueueSummary = { copied: 0, skipped: [] }
   for (const e of scanDir(from)) {
-    if (!isMessageName(e.name)) continue
-    const src = join(from, e.name)
+    // A name that is not UTF-8 is read by its bytes and enqueued under its %XX spelling, the
+    // name consume would give it in inbox/.
+    const name = entryName(e)
+    if (!isMessageName(name)) continue
+    const src = entryPath(from, e)
     if (!fs.lstatSync(src).isFile()) continue
-    if (queueDirs.some((d) => fs.existsSync(join(queue[d], e.name)))) {
-      summary.skipped.push(e.name)
+    if (queueDirs.some((d) => fs.existsSync(join(queue[d], name)))) {
+      summary.skipped.push(name)
       continue
     }
-    if (enqueueBytes(queue, e.name, fs.readFileSync(src))) summary.copied++
-    else summary.skipped.push(e.name)
+    if (enqueueBytes(queue, name, fs.readFileSync(src))) summary.copied++
+    else summary.skipped.push(name)
   }
   return summary
 }
