@@ -3,7 +3,8 @@
 // delivery's headers (text only) and written back by a replay:
 //   XADD orders * body '{"msg_id":"m-1",...}' [trace-id abc ...]
 // An entry without exactly one `body` field is still delivered, as a refused one: its fields land
-// as a JSON object and the delivery is rejected as missing-field, so that nothing stops the stream.
+// as a JSON object (or, where a name repeats, a JSON array of [name, value] pairs) and the
+// delivery is rejected as missing-field, so that nothing stops the stream.
 import { type Delivery, type Origin, replayHeader } from "../port.ts"
 
 /** The field a producer writes the message's bytes in. */
@@ -45,9 +46,10 @@ export function toDelivery(entry: Entry, stream: string, source: string, count: 
   const [body] = bodies
   if (body !== undefined && bodies.length === 1)
     return { ...base, body: new Uint8Array(body.buffer, body.byteOffset, body.byteLength) }
-  const fields = Object.fromEntries(
-    names.map((name, i) => [name, (entry.fields[2 * i + 1] as Buffer).toString("utf8")]),
-  )
+  const pairs = names.map((name, i) => [name, (entry.fields[2 * i + 1] as Buffer).toString("utf8")] as const)
+  // An object where the names are distinct; where one repeats (two "body" fields), the pairs in
+  // order, since an object would keep only its last value.
+  const fields = new Set(names).size === names.length ? Object.fromEntries(pairs) : pairs
   const has = names.length === 0 ? "no fields" : `fields ${names.map((n) => JSON.stringify(n)).join(", ")}`
   return {
     ...base,

@@ -219,6 +219,8 @@ describe("Redis Streams source", () => {
       expect(text(batch[0] as Delivery)).toBe('{"msg_id":"m-1","amount":"3"}\n')
       expect(batch[0]?.refusal?.detail).toContain('has no "body" field (it has fields "msg_id", "amount")')
       expect(batch[1]?.refusal?.detail).toContain('has 2 "body" fields')
+      // Both bodies land: as an object, the second would hide the first.
+      expect(text(batch[1] as Delivery)).toBe('[["body","1"],["body","2"]]\n')
       await source.ack(batch.slice(0, 3))
       await s.client.xdel(s.stream, (batch[3] as Delivery).id)
       await source.close()
