@@ -6,7 +6,7 @@
 // renamed into processing/, nothing committed), `in-commit` (inside the commit transaction:
 // claims marked, the horizon asked, no processed row inserted yet), `before-recovery` (a run's
 // consumer registered, recovery about to list the claims), `before-attempt` (a file recovery
-// retries alone, read, its attempt not yet counted), `after-publish` (a source's publish confirmed
+// retries alone, or a delivery taken alone, read, its attempt not yet counted), `after-publish` (a source's publish confirmed
 // by the broker: a replay whose file is still in error/), `after-land-write` (a batch of broker
 // deliveries claimed and written under tmp/, not yet renamed into processing/),
 // optionally `step@N` for the N-th time the step is reached. SPOOL_FAULT_SIGNAL=SIGSTOP stops

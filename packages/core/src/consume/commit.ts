@@ -6,7 +6,7 @@ import { type Context, type Item, now } from "./context.ts"
 /** Decides each item and commits the batch's outcomes in one transaction; returns when it committed (clockNow). */
 export async function commit(c: Context, items: readonly Item[]): Promise<number> {
   await c.decider.load()
-  // A landed delivery refused unread (poison by its count) comes with its outcome.
+  // A landed delivery its source refused (a Redis entry without one body field) comes with its outcome.
   for (const item of items) item.outcome ??= c.decider.decide(item)
   const outcomes = items.map((i) => i.outcome as Outcome)
   const verdicts = await c.ledger.commit(c.owner.ownerId, outcomes, now(), c.options.effect, c.defer)

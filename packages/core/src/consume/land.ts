@@ -78,15 +78,16 @@ export function isRecognisable(d: Delivery): boolean {
 }
 
 /**
- * What a landing's claim records: attempts from the source's count, so the poison rule applies
- * (source-loop.ts lands a delivery counted `poisonAt` times alone, and recovery refuses it only if
- * the consumer died with it in hand).
+ * What a landing's claim records: attempts from the source's count, so the poison rule applies,
+ * but at most `poisonAt - 1`. A delivery counted `poisonAt` times or more is landed alone
+ * (source-loop.ts), and its last attempt is counted only just before it is judged, as recovery
+ * counts a file's (countAttempt): a death before that, or a database failing cleanly, costs it nothing.
  */
-export function toLanding(a: Arrival): Landing {
+export function toLanding(a: Arrival, poisonAt: number): Landing {
   const o = a.delivery.origin
   return {
     name: a.name,
-    attempts: Math.max(1, a.delivery.deliveryCount ?? 1),
+    attempts: Math.min(Math.max(1, a.delivery.deliveryCount ?? 1), poisonAt - 1),
     payloadHash: a.hash,
     deliveryId: a.delivery.id,
     origin: {

@@ -1,6 +1,7 @@
+import { fault } from "../_fault.ts"
 import { landingKey } from "../ledger/model.ts"
 import type { Delivery, SourcePort } from "../source/port.ts"
-import { type Context, now } from "./context.ts"
+import { type Context, type Item, now } from "./context.ts"
 import { type Batch, dueBatches, type Intake } from "./intake.ts"
 import { KeeperThread } from "./keeper.ts"
 import { type Arrival, arrivals, isRecognisable, landClaimed, landedName, toLanding } from "./land.ts"
@@ -103,7 +104,7 @@ export class SourceIntake implements Intake {
       if (first.has(a.name)) aside.push(a.delivery)
       else first.set(a.name, a)
     }
-    const stopKeepingAlive = keepAlive(c, source, batch, keeper)
+    const kept = keepAlive(c, source, batch, keeper)
     try {
       // Before a handler can hold the main thread, the keeper thread must be keeping the batch.
       if (keeper !== undefined && source.keepAliveWithinMs !== undefined)
@@ -118,27 +119,28 @@ export class SourceIntake implements Intake {
       for (const [k, group] of groups.entries()) {
         // A group once claimed is finished; a stop before the next one hands the rest back.
         if (k > 0 && c.isStopping) return [...aside, ...groups.slice(k).flatMap((g) => g.map((a) => a.delivery))]
-        yield await this.#land(group, first, k === 0 ? recognised : [])
+        yield await this.#land(group, first, k === 0 ? recognised : [], kept)
       }
       return aside
     } finally {
-      stopKeepingAlive()
+      kept.stop()
     }
   }
 
   /** Steps 3 and 4 for one group of a batch, and step 6 in its `settle`, `recognised` acknowledged with it. */
   async #land(
-    group: readonly Arrival[],
+    group: Group,
     first: ReadonlyMap<string, Arrival>,
     recognised: readonly Arrival[],
+    kept: KeptAlive,
   ): Promise<Batch> {
     const c = this.#c
     const source = this.#source
+    const landings = group.map((a) => toLanding(a, c.poisonAt))
     const claims =
-      group.length === 0
-        ? []
-        : await c.ledger.claimLanded(c.owner.ownerId, group.map(toLanding), now(), c.moved.splice(0))
+      group.length === 0 ? [] : await c.ledger.claimLanded(c.owner.ownerId, landings, now(), c.moved.splice(0))
     const held = await landClaimed(c, claims, first)
+    if (group.isAlone) for (const item of held) await countAttempt(c, item)
     const landed = new Set(held.map((i) => i.name))
     const back = group.filter((a) => !landed.has(a.name)).map((a) => a.delivery)
     if (held.length > 0) countClaimed(c.summary, c.log, held)
@@ -155,34 +157,60 @@ export class SourceIntake implements Intake {
             problem: "another consumer holds this name; it comes again later",
           })
         if (back.length > 0) await source.release(back, c.moveGuardMs)
+        // No longer in hand: kept alive, a delivery handed back with a delay would wait longer.
+        kept.forget(group.map((a) => a.delivery))
       },
     }
   }
 }
 
+/** A group of a batch's fresh deliveries, claimed, landed and committed together. */
+type Group = readonly Arrival[] & { readonly isAlone?: true }
+
 /**
  * The batch's fresh deliveries in the groups they are landed and committed in: each one the source
  * has counted `poisonAt` times or more alone and first, in the order received, then the rest
  * together. Such a delivery was in hand at that many deaths (or hand-backs), but its count cannot
- * say whether it killed them or only sat in a batch that something else killed: alone, a death is
- * its own, and recovery then refuses it as poison (its claim's attempts are the count); otherwise
- * it is judged as any other, and its batch-mates are never made poison by a kill that was not
- * theirs. Always at least one group, so that a batch recognised whole is still acknowledged.
+ * say whether it killed them or only sat in a batch that something else killed. Alone, a death is
+ * its own (countAttempt), and recovery then refuses it as poison; otherwise it is judged as any
+ * other, and its batch-mates are never made poison by a kill that was not theirs. Always at least
+ * one group, so that a batch recognised whole is still acknowledged.
  */
-function takenAlone(c: Context, fresh: readonly Arrival[]): Arrival[][] {
-  const alone = fresh.filter((a) => (a.delivery.deliveryCount ?? 1) >= c.poisonAt)
-  const rest = fresh.filter((a) => (a.delivery.deliveryCount ?? 1) < c.poisonAt)
-  for (const a of alone)
-    c.log.info("taken-alone", {
-      file: a.name,
-      attempts: a.delivery.deliveryCount,
-      problem: "delivered this many times without being acknowledged; processed on its own, so a crash is pinned on it",
-    })
-  return [...alone.map((a) => [a]), ...(rest.length > 0 || alone.length === 0 ? [rest] : [])]
+function takenAlone(c: Context, fresh: readonly Arrival[]): Group[] {
+  const counted = (a: Arrival) => (a.delivery.deliveryCount ?? 1) >= c.poisonAt
+  const alone = fresh.filter(counted).map((a): Group => Object.assign([a], { isAlone: true as const }))
+  const rest = fresh.filter((a) => !counted(a))
+  return [...alone, ...(rest.length > 0 || alone.length === 0 ? [rest] : [])]
 }
 
 /**
- * Keeps a batch's deliveries this consumer's while it is in hand, well within the source's
+ * Counts the last attempt of a delivery landed alone, as recovery counts a file's (retryAlone):
+ * once the validator is loaded and the body in hand, neither of which can be the delivery's fault,
+ * and just before it is judged. A death from here on is pinned on it, and makes it poison; a clean
+ * failure of the database hands it back uncounted (hand-back.ts).
+ */
+async function countAttempt(c: Context, item: Item): Promise<void> {
+  c.log.info("taken-alone", {
+    file: item.name,
+    attempts: item.attempts + 1,
+    problem: "delivered this many times without being acknowledged; judged on its own, so that a crash is pinned on it",
+  })
+  // Refused unread: nothing will judge it.
+  if (item.outcome !== undefined) return
+  await c.decider.load()
+  fault("before-attempt")
+  await c.ledger.startAttempt(item, c.owner.ownerId)
+  item.isAttempted = true
+}
+
+/** The keep-alive of a batch in hand: `forget` what has left the hand, `stop` once the batch is done. */
+interface KeptAlive {
+  forget(deliveries: readonly Delivery[]): void
+  stop(): void
+}
+
+/**
+ * Keeps a batch's deliveries this consumer's while they are in hand, well within the source's
  * window: from the keeper thread where the source has one (a synchronous handler or commit
  * holding the main thread cannot stop it), and from a timer here whenever that thread is not
  * keeping (not started yet, failed, or no keeper at all).
@@ -192,19 +220,28 @@ function keepAlive(
   source: SourcePort,
   batch: readonly Delivery[],
   keeper: KeeperThread | undefined,
-): () => void {
+): KeptAlive {
   const within = source.keepAliveWithinMs
-  if (within === undefined) return () => {}
-  const held = keeper?.hold(batch)
+  if (within === undefined) return { forget: () => {}, stop: () => {} }
+  let inHand = [...batch]
+  let held = keeper?.hold(inHand)
   const timer = setInterval(() => {
-    if (held !== undefined && keeper?.isKeeping === true) return
-    source.keepAlive(batch).catch((error: unknown) => {
+    if (inHand.length === 0 || (held !== undefined && keeper?.isKeeping === true)) return
+    source.keepAlive(inHand).catch((error: unknown) => {
       c.log.warn("keep-alive-failed", { error: error instanceof Error ? error.message : String(error) })
     })
   }, keepEveryMs(within))
-  return () => {
-    clearInterval(timer)
-    keeper?.drop(held)
+  return {
+    forget(deliveries) {
+      const gone = new Set(deliveries)
+      inHand = inHand.filter((d) => !gone.has(d))
+      keeper?.drop(held)
+      held = inHand.length > 0 ? keeper?.hold(inHand) : undefined
+    },
+    stop() {
+      clearInterval(timer)
+      keeper?.drop(held)
+    },
   }
 }
 
