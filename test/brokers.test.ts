@@ -514,6 +514,20 @@ for (const broker of brokers)
       }
     }
 
+    /** After killedTwice: a run that `killing` kills (SPOOL_FAULT or SPOOL_CRASH_ON), then one with `after` that drains. */
+    async function killedOnceMore(
+      b: Broker,
+      root: string,
+      killing: Record<string, string>,
+      after?: Record<string, string>,
+    ) {
+      const killed = await consumeSource(root, b.url, [], killing)
+      expect(killed.exitCode, killed.stderr).toBe(137)
+      await Bun.sleep(1200)
+      const r = await consumeSource(root, b.url, [], after)
+      expect(r.exitCode, r.stderr).toBe(0)
+    }
+
     broker.it(
       `every message of the batch is processed${broker.counts ? ", each one its count has reached --max-attempts taken alone" : " (the broker keeps no count)"}`,
       async () => {
@@ -549,11 +563,7 @@ for (const broker of brokers)
           // The first message: on every broker among the deliveries held at both kills.
           const landed = landedAs(broker.name, b, 0, body(0))
           const env = { SPOOL_CRASH_ON: landed }
-          const crashed = await consumeSource(q.root, b.url, [], env)
-          expect(crashed.exitCode, crashed.stderr).toBe(137)
-          await Bun.sleep(1200)
-          const r = await consumeSource(q.root, b.url, [], env)
-          expect(r.exitCode, r.stderr).toBe(0)
+          await killedOnceMore(b, q.root, env, env)
           const s = snapshot(q.root)
           expect(s.failures).toEqual([{ file: landed, original: landed, reason: "poison" }])
           using db = new Database(join(q.root, "ledger.db"), { readonly: true })
@@ -573,11 +583,7 @@ for (const broker of brokers)
           await using b = await broker.open()
           await using q = await tempQueue()
           await killedTwice(b, q.root, 3)
-          const killed = await consumeSource(q.root, b.url, [], { SPOOL_FAULT: "before-attempt" })
-          expect(killed.exitCode, killed.stderr).toBe(137)
-          await Bun.sleep(1200)
-          const r = await consumeSource(q.root, b.url)
-          expect(r.exitCode, r.stderr).toBe(0)
+          await killedOnceMore(b, q.root, { SPOOL_FAULT: "before-attempt" })
           const s = snapshot(q.root)
           expect(s.failures).toEqual([])
           expect((s.processed as { msg_id: string }[]).map((row) => row.msg_id).sort()).toEqual(["k-0", "k-1", "k-2"])
