@@ -51,6 +51,8 @@ for (const backend of backends)
       args: string[]
       consumers: number
       maxKills: number
+      /** Kills the test asks for: taken past the time budget if need be. */
+      minKills: number
       env?: Record<string, string>
       /** An application to run instead of the consume command (see startConsume). */
       bin?: string
@@ -67,6 +69,7 @@ for (const backend of backends)
         seed: o.seed,
         consumers: o.consumers,
         maxKills: o.maxKills,
+        minKills: o.minKills,
         budgetMs: 40_000,
         // Several consumers drain the queue faster than the one the reference ran; one alone
         // gets kills landing, on average, a sixteenth of its work after each restart.
@@ -101,6 +104,7 @@ for (const backend of backends)
         args: ["--batch-size", "25"],
         consumers: 1,
         maxKills: 25,
+        minKills: 5,
       })
       // One consumer: the same delivery of each msg_id wins, so every row is equal as is.
       expect(diffSnapshots(expected, actual)).toEqual([])
@@ -115,6 +119,7 @@ for (const backend of backends)
         args: ["--batch-size", "25"],
         consumers: 3,
         maxKills: 24,
+        minKills: 6,
       })
       expect(diffIgnoringWinners(expected, actual)).toEqual([])
       expect(actual.failures).toEqual(expected.failures)
@@ -129,6 +134,7 @@ for (const backend of backends)
         args: [],
         consumers: 3,
         maxKills: 12,
+        minKills: 3,
       })
       expect(diffIgnoringWinners(expected, actual)).toEqual([])
       expect(actual.failures).toEqual(expected.failures)
@@ -145,6 +151,7 @@ for (const backend of backends)
         args: ["--batch-size", "25"],
         consumers: 3,
         maxKills: 12,
+        minKills: 3,
         bin: join(import.meta.dir, "apps", "flaky.ts"),
         inspect: async ({ root, url }) => {
           const deferred = fs.existsSync(join(root, "deferred")) ? fs.readdirSync(join(root, "deferred")) : []
@@ -208,6 +215,7 @@ for (const backend of backends)
         args: ["--batch-size", "25"],
         consumers: 1,
         maxKills: 0,
+        minKills: 0,
         env: { SPOOL_CRASH_ON: crashing.join("/") },
       })
       expect(poisonedByKills).toEqual(crashing)
@@ -231,6 +239,7 @@ for (const backend of backends)
         args: ["--batch-size", "25"],
         consumers: 3,
         maxKills: 6,
+        minKills: 0,
         env: { SPOOL_CRASH_ON: poison },
       })
       expect(poisonedByKills).toEqual([poison])

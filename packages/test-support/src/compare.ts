@@ -44,6 +44,8 @@ export async function killedAgainstReference(o: {
   readonly seed: number
   readonly consumers: number
   readonly maxKills: number
+  /** Kills taken whatever `budgetMs` says, unless the queue drains first. */
+  readonly minKills?: number
   readonly budgetMs: number
   /** The kill window, from the time the uninterrupted run worked. */
   readonly activeMs: (referenceActiveMs: number) => number
@@ -64,6 +66,7 @@ export async function killedAgainstReference(o: {
     random: rng(o.seed),
     args: o.args,
     maxKills: o.maxKills,
+    ...(o.minKills !== undefined && { minKills: o.minKills }),
     budgetMs: o.budgetMs,
     activeMs,
     consumers: o.consumers,

@@ -24,8 +24,10 @@ export interface KillRun {
  * is empty is killed then, whatever its delay: the reference run that `activeMs` comes from may
  * have been slowed by the machine's load, and a round that drained the queue unharmed would
  * leave the test without a kill; for that reason too, with one consumer, a round that took more
- * than an eighth of the queue shortens the window to the rate it showed. A run that ends on its
- * own must exit 0 and never report a locked ledger.
+ * than an eighth of the queue shortens the window to the rate it showed. The budget's time ends
+ * the kills only once `minKills` are taken: a loaded machine slows every round, and a test that
+ * asks for kills must get them whatever its speed. A run that ends on its own must exit 0 and
+ * never report a locked ledger.
  */
 export async function consumeWithRandomKills(
   root: string,
@@ -33,6 +35,8 @@ export async function consumeWithRandomKills(
     readonly random: () => number
     readonly args?: readonly string[]
     readonly maxKills: number
+    /** Kills taken whatever the time budget says, unless the queue drains first. */
+    readonly minKills?: number
     readonly budgetMs: number
     readonly activeMs: number
     readonly consumers?: number
@@ -59,7 +63,8 @@ export async function consumeWithRandomKills(
     turn = next.catch(() => {})
     return next
   }
-  while (kills.length < options.maxKills && performance.now() - started < options.budgetMs) {
+  const isWithinBudget = () => kills.length < (options.minKills ?? 0) || performance.now() - started < options.budgetMs
+  while (kills.length < options.maxKills && isWithinBudget()) {
     const before = mtimes(root)
     const queuedBefore = queued(root)
     const spawnedAt = performance.now()
