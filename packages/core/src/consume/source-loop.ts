@@ -193,7 +193,8 @@ async function countAttempt(c: Context, item: Item): Promise<void> {
   c.log.info("taken-alone", {
     file: item.name,
     attempts: item.attempts + 1,
-    problem: "delivered this many times without being acknowledged; judged on its own, so that a crash is pinned on it",
+    problem:
+      "delivered at least this many times without being acknowledged; judged on its own, so that a crash is pinned on it",
   })
   // Refused unread: nothing will judge it.
   if (item.outcome !== undefined) return
