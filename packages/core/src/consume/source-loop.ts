@@ -129,7 +129,7 @@ export class SourceIntake implements Intake {
 
   /** Steps 3 and 4 for one group of a batch, and step 6 in its `settle`, `recognised` acknowledged with it. */
   async #land(
-    group: Group,
+    group: readonly Arrival[],
     first: ReadonlyMap<string, Arrival>,
     recognised: readonly Arrival[],
     kept: KeptAlive,
@@ -140,7 +140,8 @@ export class SourceIntake implements Intake {
     const claims =
       group.length === 0 ? [] : await c.ledger.claimLanded(c.owner.ownerId, landings, now(), c.moved.splice(0))
     const held = await landClaimed(c, claims, first)
-    if (group.isAlone) for (const item of held) await countAttempt(c, item)
+    // A delivery counted poisonAt times is in a group of its own (takenAlone).
+    for (const item of held) if (isCounted(c, first.get(item.name) as Arrival)) await countAttempt(c, item)
     const landed = new Set(held.map((i) => i.name))
     const back = group.filter((a) => !landed.has(a.name)).map((a) => a.delivery)
     if (held.length > 0) countClaimed(c.summary, c.log, held)
@@ -164,9 +165,6 @@ export class SourceIntake implements Intake {
   }
 }
 
-/** A group of a batch's fresh deliveries, claimed, landed and committed together. */
-type Group = readonly Arrival[] & { readonly isAlone?: true }
-
 /**
  * The batch's fresh deliveries in the groups they are landed and committed in: each one the source
  * has counted `poisonAt` times or more alone and first, in the order received, then the rest
@@ -176,11 +174,15 @@ type Group = readonly Arrival[] & { readonly isAlone?: true }
  * other, and its batch-mates are never made poison by a kill that was not theirs. Always at least
  * one group, so that a batch recognised whole is still acknowledged.
  */
-function takenAlone(c: Context, fresh: readonly Arrival[]): Group[] {
-  const counted = (a: Arrival) => (a.delivery.deliveryCount ?? 1) >= c.poisonAt
-  const alone = fresh.filter(counted).map((a): Group => Object.assign([a], { isAlone: true as const }))
-  const rest = fresh.filter((a) => !counted(a))
+function takenAlone(c: Context, fresh: readonly Arrival[]): Arrival[][] {
+  const alone = fresh.filter((a) => isCounted(c, a)).map((a) => [a])
+  const rest = fresh.filter((a) => !isCounted(c, a))
   return [...alone, ...(rest.length > 0 || alone.length === 0 ? [rest] : [])]
+}
+
+/** Whether the source has counted the delivery `poisonAt` times or more. */
+function isCounted(c: Context, a: Arrival): boolean {
+  return (a.delivery.deliveryCount ?? 1) >= c.poisonAt
 }
 
 /**
