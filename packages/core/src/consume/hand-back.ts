@@ -8,9 +8,9 @@ import { destOf, moveOut, preferredName } from "./move.ts"
 
 /**
  * After a fatal error (disk full, ledger gone read-only) leave as little as possible in
- * processing/: committed files go on to done/ or error/, the rest back to inbox/. What cannot
- * be done here waits in processing/ with its claim, and recovery finishes it on the next
- * start. Returns how many of this run's files wait so.
+ * processing/: committed files go on to done/ or error/, the rest back to inbox/, but for a
+ * broker's deliveries. What cannot be done here waits in processing/ with its claim, and
+ * recovery finishes it on the next start. Returns how many of this run's files wait so.
  */
 export async function handBack(c: Context, intake: Intake | undefined): Promise<number> {
   await intake?.halt()
@@ -20,10 +20,11 @@ export async function handBack(c: Context, intake: Intake | undefined): Promise<
     await c.ledger.flush(c.owner.ownerId, now())
     isFlushed = true
   } catch {}
+  const landed = await landedInHand(c)
   let left = 0
   for (const item of c.inHand)
     try {
-      if (!(await handBackOne(c, item, isFlushed))) left++
+      if (!(await handBackOne(c, item, isFlushed, landed))) left++
     } catch {
       left++
     }
@@ -34,8 +35,27 @@ export async function handBack(c: Context, intake: Intake | undefined): Promise<
   return left
 }
 
+/**
+ * The uncommitted files in hand that a broker delivered (landed, or picked up from deferred/):
+ * their claim ids. Undefined when the ledger cannot say, and then none goes back to inbox/.
+ */
+async function landedInHand(c: Context): Promise<ReadonlySet<string> | undefined> {
+  const asked = [...c.inHand].filter((i) => i.committed !== true && i.inProcessing === true).map((i) => i.claimId)
+  if (asked.length === 0) return new Set()
+  try {
+    return await c.ledger.landedClaims(asked)
+  } catch {
+    return undefined
+  }
+}
+
 /** Hands one file back; false if it stays in processing/ for recovery. */
-async function handBackOne(c: Context, item: Item, isFlushed: boolean): Promise<boolean> {
+async function handBackOne(
+  c: Context,
+  item: Item,
+  isFlushed: boolean,
+  landed: ReadonlySet<string> | undefined,
+): Promise<boolean> {
   const o = item.committed ? item.outcome : undefined
   if (o !== undefined) {
     const dest = destOf(o, item.verdict)
@@ -64,12 +84,18 @@ async function handBackOne(c: Context, item: Item, isFlushed: boolean): Promise<
     return await moveOut(c, o.name, dest, preferredName(item), o.claimId)
   }
   if (item.inProcessing !== true) return item.inProcessing === false
-  if (c.ledger.isFailedCommitInDoubt) {
+  if (c.ledger.isFailedCommitInDoubt || landed?.has(item.claimId) !== false) {
     // A commit that failed (over the network) may still have committed: only recovery, which
-    // reads the claim's state, can tell. The run is failing cleanly (the database), not
-    // crashing on this file, so the attempt its retry counted is taken back (only from a
-    // claim still uncommitted), or a database that fails twice while one file is retried
-    // would make a healthy file poison. Where the database cannot take it back, it stays.
+    // reads the claim's state, can tell. A file a broker delivered has no place in inbox/: a
+    // --source run never reads it there, and the broker, never acknowledged, delivers it
+    // again, so a copy in inbox/ would be consumed once more, as a duplicate, by a later run
+    // over the directory; it stays under its claim, as after a crash, and the next start's
+    // recovery processes it from its landed file (the broker's redelivery is then recognised
+    // where the source gives a stable id, else recorded as a duplicate). The run is failing
+    // cleanly (the database), not crashing on this file, so the attempt its retry counted is
+    // taken back (only from a claim still uncommitted), or a database that fails twice while
+    // one file is retried would make a healthy file poison. Where the database cannot take
+    // it back, it stays.
     if (item.isAttempted === true)
       try {
         await c.ledger.uncountAttempt(item, c.owner.ownerId)

@@ -92,6 +92,11 @@ export interface LedgerPort<E extends AnyEffect = never> {
    * dropped into inbox/) or there is no unreplayed failure under `file`.
    */
   failureOrigin(file: string): Awaitable<FailureOrigin | undefined>
+  /**
+   * Which of these claims landed a broker delivery, landed or picked up from deferred/ (an
+   * origins row): such a file's home is its broker, not inbox/ (see consume/hand-back.ts).
+   */
+  landedClaims(claimIds: readonly string[]): Awaitable<Set<string>>
   /** Gives up claims `ownerId` still holds; returns how many it held. */
   release(ownerId: string, claims: readonly Claim[]): Awaitable<number>
   /**

@@ -75,6 +75,28 @@ export function landings(b: LedgerBackend): void {
     ])
   })
 
+  it("tells the claims that landed a delivery, or picked one up from deferred/, from a file's", async () => {
+    await using t = await b.open()
+    const policy = { firstMs: 1000, maxMs: 1000, maxAgeMs: 86_400_000 }
+    const [d, l] = (await t.ledger.claimLanded("o", [landing("d.json", "h-d"), landing("l.json", "h-l")], NOW)) as [
+      Claim,
+      Claim,
+    ]
+    const [f] = (await t.ledger.claim("o", ["f.json"], NOW)) as [Claim]
+    expect(await t.ledger.landedClaims([d.claimId, f.claimId, l.claimId, "no-such-claim"])).toEqual(
+      new Set([d.claimId, l.claimId]),
+    )
+    expect(await t.ledger.landedClaims([])).toEqual(new Set())
+    const down = () => {
+      throw new TransientError("down")
+    }
+    expect(await t.commit("o", [accepted(d, "m-d", { hash: "h-d" })], NOW, down, policy)).toEqual(["deferred"])
+    await t.ledger.claim("o", [], NOW, [d])
+    const due = new Date(Date.parse(NOW) + 1000).toISOString()
+    const [picked] = (await t.ledger.claimDue("o", await t.ledger.dueDeferrals(due, 10), due)) as [Claim]
+    expect(await t.ledger.landedClaims([picked.claimId, f.claimId])).toEqual(new Set([picked.claimId]))
+  })
+
   it("recognises a landed pair once a commit gave it an outcome, and only that pair", async () => {
     await using t = await b.open()
     const [a, r, p] = (await t.ledger.claimLanded(

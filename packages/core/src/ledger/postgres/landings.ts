@@ -1,8 +1,9 @@
 // The PostgreSQL ledger's landed broker deliveries (see ../landings.ts): their claims with the
 // source's attempts and their origins rows in one transaction, and which landed pairs already
-// have an outcome, within this root.
+// have an outcome, and which claims landed one, within this root.
 import { type FailureOriginRow, originParams, toFailureOrigin } from "../landings.ts"
 import { type Claim, type FailureOrigin, type Landing, landingKey } from "../model.ts"
+import { pgArray } from "./arrays.ts"
 import * as claims from "./claims.ts"
 import type { PostgresLedger } from "./ledger.ts"
 
@@ -57,6 +58,16 @@ export async function committedLandings(
     payload_hash: string
   }[]
   return new Set(rows.map((r) => landingKey(r.name, r.payload_hash)))
+}
+
+/** Which of these claims landed a broker delivery: the claim ids with an origins row in this root. */
+export async function landedClaims(l: PostgresLedger, claimIds: readonly string[]): Promise<Set<string>> {
+  if (claimIds.length === 0) return new Set()
+  const rows = (await l.sql`
+    SELECT claim_id FROM origins WHERE root_id = ${l.rootId} AND claim_id = ANY(${pgArray(claimIds)}::text[])`) as {
+    claim_id: string
+  }[]
+  return new Set(rows.map((r) => r.claim_id))
 }
 
 /** The origins row of the latest unreplayed failure under `file` in this root's error/, if it has one. */

@@ -176,6 +176,10 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
     return landings.committedLandings(this, pairs)
   }
 
+  landedClaims(claimIds: readonly string[]): Promise<Set<string>> {
+    return landings.landedClaims(this, claimIds)
+  }
+
   async release(ownerId: string, claims: readonly Claim[]): Promise<number> {
     if (claims.length === 0) return 0
     const released = await this.sql`

@@ -126,3 +126,8 @@ export function committedLandings(
     if (s.committedLanding.get(p.name, p.payloadHash) !== null) found.add(landingKey(p.name, p.payloadHash))
   return found
 }
+
+/** Which of these claims landed a broker delivery: the claim ids with an origins row. */
+export function landedClaims(s: Statements, claimIds: readonly string[]): Set<string> {
+  return new Set(claimIds.filter((id) => s.landedClaim.get(id) !== null))
+}

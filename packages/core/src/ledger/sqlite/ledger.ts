@@ -142,6 +142,10 @@ export class SqliteLedger implements LedgerPort<Effect> {
     return claims.committedLandings(this.#s, pairs)
   }
 
+  landedClaims(claimIds: readonly string[]): Set<string> {
+    return claims.landedClaims(this.#s, claimIds)
+  }
+
   /** Gives up claims `ownerId` still holds (its files vanished, or go back to inbox/); returns how many. */
   release(ownerId: string, claims: readonly Claim[]): number {
     if (claims.length === 0) return 0

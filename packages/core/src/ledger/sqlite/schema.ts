@@ -45,6 +45,8 @@ const landingStatements = {
       OR EXISTS (SELECT 1 FROM failures f WHERE f.claim_id = o.claim_id)
       OR EXISTS (SELECT 1 FROM deferrals r WHERE r.claim_id = o.claim_id))
     LIMIT 1`,
+  /** Whether a claim landed a broker delivery (or picked one up from deferred/): its origins row. */
+  landedClaim: "SELECT 1 AS found FROM origins WHERE claim_id = $1",
   /** The origins row of the latest unreplayed failure under a file in error/, if it has one. */
   failureOrigin: `SELECT o.claim_id, o.source, o.address, o.headers, o.message_id
     FROM (SELECT claim_id FROM failures WHERE file = $1 AND replayed_at IS NULL AND deleted_at IS NULL ORDER BY id DESC LIMIT 1) f
@@ -119,6 +121,7 @@ export function prepare(db: Database) {
     insertOrigin: q(forSqlite(landingStatements.insertOrigin)),
     copyOrigin: q(forSqlite(landingStatements.copyOrigin)),
     committedLanding: q(forSqlite(landingStatements.committedLanding)),
+    landedClaim: q(forSqlite(landingStatements.landedClaim)),
     failureOrigin: q(forSqlite(landingStatements.failureOrigin)),
     pickUpDeferral: q("UPDATE deferrals SET claim_id = ? WHERE file = ? AND claim_id = ? AND next_attempt_at <= ?"),
     dropDeferral: q("DELETE FROM deferrals WHERE file = ? AND claim_id = ?"),

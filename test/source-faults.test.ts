@@ -1,0 +1,68 @@
+// A --source run that fails cleanly (exit 3: here the SQLite ledger locked past --busy-timeout)
+// with deliveries landed and not committed leaves them in processing/ under their claims, as a
+// crash would: their home is the broker, which delivers them again, so a copy handed back into
+// inbox/ would be consumed a second time by a later run over the directory. The next run's
+// recovery processes them from their landed files and recognises the broker's redeliveries.
+import { Database } from "bun:sqlite"
+import { expect } from "bun:test"
+import fs from "node:fs"
+import { join } from "node:path"
+import { isStopped, repoRoot, requireServer, snapshot, tempAmqpQueue, tempQueue } from "@spool/test-support"
+
+const rabbit = await requireServer("RabbitMQ", "127.0.0.1", 5672, "rabbitmq-server")
+
+const consume = (root: string, url: string, more: readonly string[], env: Record<string, string> = {}) =>
+  Bun.spawn(["bun", join(repoRoot, "packages/consumer/bin/consume.ts"), "--root", root, "--source", url, ...more], {
+    env: { ...process.env, NO_COLOR: "1", ...env },
+    stdout: "pipe",
+    stderr: "pipe",
+  })
+
+rabbit(
+  "deliveries landed when the commit fails cleanly wait in processing/, not inbox/, and the next run finishes them",
+  async () => {
+    await using amqp = await tempAmqpQueue()
+    const body = (i: number) => JSON.stringify({ msg_id: `f-${i}`, order_no: "F", seq: i + 1, amount: 1 })
+    await amqp.publish(...[0, 1, 2].map((i) => ({ body: body(i), id: `p-${i}` })))
+    await using q = await tempQueue()
+    // Stopped once the batch is landed in processing/ under its claims, nothing committed.
+    const a = consume(q.root, amqp.url, ["--busy-timeout", "1s"], {
+      SPOOL_FAULT: "after-claim",
+      SPOOL_FAULT_SIGNAL: "SIGSTOP",
+    })
+    const holder = new Database(join(q.root, "ledger.db"))
+    try {
+      for (const deadline = Date.now() + 30_000; !isStopped(a.pid); await Bun.sleep(10))
+        if (a.exitCode !== null || Date.now() > deadline) throw new Error("the consumer never stopped")
+      expect(fs.readdirSync(join(q.root, "processing"))).toHaveLength(3)
+      holder.exec("PRAGMA busy_timeout = 20000")
+      holder.exec("BEGIN IMMEDIATE")
+      a.kill("SIGCONT")
+      const [stderr, code] = await Promise.all([new Response(a.stderr).text(), a.exited])
+      expect(code, stderr).toBe(3)
+      expect(stderr).toContain("--busy-timeout")
+      expect(stderr).toContain(`nothing is lost: 3 files of this run wait in ${join(q.root, "processing")}/`)
+    } finally {
+      a.kill("SIGCONT")
+      a.kill("SIGKILL")
+      if (holder.inTransaction) holder.exec("ROLLBACK")
+      holder.close()
+    }
+    expect(fs.readdirSync(join(q.root, "inbox"))).toEqual([])
+    expect(fs.readdirSync(join(q.root, "processing")).sort()).toEqual(
+      [0, 1, 2].map((i) => `amqp-${amqp.name}-p-${i}.json`),
+    )
+    const b = consume(q.root, amqp.url, ["--log-format", "json"])
+    const [stderr, code] = await Promise.all([new Response(b.stderr).text(), b.exited])
+    expect(code, stderr).toBe(0)
+    expect(stderr).toContain('"redelivered":3')
+    const s = snapshot(q.root)
+    expect((s.processed as { msg_id: string }[]).map((r) => r.msg_id).sort()).toEqual(["f-0", "f-1", "f-2"])
+    expect(s.duplicates).toEqual([])
+    expect(s.claims).toEqual([])
+    expect(Object.keys(s.done).sort()).toEqual([0, 1, 2].map((i) => `amqp-${amqp.name}-p-${i}.json`))
+    expect(fs.readdirSync(join(q.root, "inbox"))).toEqual([])
+    expect(await amqp.ready()).toBe(0)
+  },
+  60_000,
+)
