@@ -197,7 +197,7 @@ const killBatch = 20
  * The generated files the random kills made poison by design: a landed file in hand at a kill that
  * found it alone and its last attempt counted (recovery's retry, or a delivery the broker had
  * counted `maxAttempts` times), its earlier attempts from the broker's count, is refused by
- * recovery (recover.ts: "crashed the consumer on each of N attempts"). Every poison failure must
+ * recovery (recover.ts: "no commit in N attempts; ..."). Every poison failure must
  * say so, N from `maxAttempts` to one more than the kills, and there can be no more of them than
  * kills. Each is mapped to the generated file of the same bytes; a poison failure outside that rule, or
  * one with no such file, fails the test here.
@@ -209,7 +209,7 @@ function poisonedByKills(root: string, dir: string, kills: number): string[] {
     detail: string
   }[]
   for (const p of poison) {
-    const counted = /^crashed the consumer on each of (\d+) attempts$/.exec(p.detail)
+    const counted = /^no commit in (\d+) attempts; the consumer died with it alone in hand on the last$/.exec(p.detail)
     const times = Number(counted?.[1] ?? Number.NaN)
     expect(times >= maxAttempts && times <= kills + 1, `${p.file}: ${p.detail} (${kills} kills)`).toBe(true)
   }
@@ -568,7 +568,7 @@ for (const broker of brokers)
           expect(s.failures).toEqual([{ file: landed, original: landed, reason: "poison" }])
           using db = new Database(join(q.root, "ledger.db"), { readonly: true })
           expect(db.query("SELECT detail FROM failures").all()).toEqual([
-            { detail: "crashed the consumer on each of 3 attempts" },
+            { detail: "no commit in 3 attempts; the consumer died with it alone in hand on the last" },
           ])
           expect((s.processed as { msg_id: string }[]).map((row) => row.msg_id).sort()).toEqual(["k-1", "k-2"])
           expect(await b.unacked()).toBe(0)

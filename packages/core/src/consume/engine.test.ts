@@ -339,7 +339,12 @@ describe("the poison counter", () => {
     expect(ls(t.q.error)).toEqual(["p.json"])
     expect(ls(t.q.done)).toEqual(["q.json"])
     expect(rows(t.ledger, "SELECT file, reason, detail, payload_hash FROM failures")).toEqual([
-      { file: "p.json", reason: "poison", detail: "crashed the consumer on each of 3 attempts", payload_hash: hash },
+      {
+        file: "p.json",
+        reason: "poison",
+        detail: "no commit in 3 attempts; the consumer died with it alone in hand on the last",
+        payload_hash: hash,
+      },
     ])
   })
 

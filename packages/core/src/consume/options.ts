@@ -22,8 +22,9 @@ export interface ConsumeOptions<T extends Message = Message, E extends AnyEffect
   /** Messages per ledger transaction. */
   readonly batchSize?: number
   /**
-   * Claims a file may take before it is declared poison (it crashed the consumer each time, at
-   * least once with the file alone in hand); below 2 it is taken as 2.
+   * Attempts a file may take before it is declared poison (none committed, the consumer dead
+   * with the file alone in hand on the last; a broker's delivery count counts too); below 2 it
+   * is taken as 2.
    */
   readonly maxAttempts?: number
   /** Files larger than this are sent to error/ as too-large without being read. */

@@ -144,7 +144,7 @@ async function retryAlone(c: Context, items: Item[]): Promise<void> {
       item.outcome = c.decider.reject(
         item,
         "poison",
-        `crashed the consumer on each of ${item.attempts} attempts`,
+        `no commit in ${item.attempts} attempts; the consumer died with it alone in hand on the last`,
         hashFile(c.dirs.processing, item.name) ?? null,
       )
     else {

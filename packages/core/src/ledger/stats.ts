@@ -15,7 +15,7 @@ export interface StatsPeriod {
   /** Files sent to error/. */
   readonly failures: number
   readonly failuresByReason: Readonly<Record<string, number>>
-  /** Failures with reason poison: files that crashed the consumer on every attempt. */
+  /** Failures with reason poison: files that were in hand at every death of their consumer, the last time alone. */
   readonly poison: number
   /** Files moved from error/ back to inbox/ by replay. */
   readonly replays: number
