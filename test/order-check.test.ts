@@ -120,6 +120,21 @@ describe("bun run order-check", () => {
     expect(fs.readFileSync(join(ranged.root, "order-check.sql"), "utf8")).toBe(fs.readFileSync(sqlSource, "utf8"))
   })
 
+  it("on a root no consume has run on: OK, and no ledger created, so the first consume may still choose PostgreSQL", async () => {
+    await using q = await tempQueue({ seed: { "a.json": msg("a-1", "A", 1) } })
+    const r = await spool("order-check", ["--root", q.root])
+    expect([r.stdout, r.stderr, r.exitCode]).toEqual(["OK\n", "", 0])
+    expect(fs.readFileSync(join(q.root, "order-result.txt"), "utf8")).toBe("OK\n")
+    expect(fs.existsSync(join(q.root, "ledger.db"))).toBe(false)
+    expect(fs.existsSync(join(q.root, ".spool"))).toBe(false)
+    // A root whose history outlived its ledger is refused, not reported OK.
+    fs.writeFileSync(join(q.root, "done", "x.json"), "{}")
+    const lost = await spool("order-check", ["--root", q.root])
+    expect(lost.stderr).toContain("done/ holds files")
+    expect(lost.exitCode).toBe(2)
+    expect(fs.existsSync(join(q.root, "ledger.db"))).toBe(false)
+  })
+
   it("exits 2 for a root that is not a queue", async () => {
     await using q = await tempQueue()
     const root = join(q.path, "nowhere")

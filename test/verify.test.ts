@@ -85,6 +85,22 @@ describe("bun run verify on a SQLite ledger", () => {
     })
   })
 
+  it("finds nothing to check, exit 0, on a root no consume has run on, and creates nothing there", async () => {
+    await using q = await tempQueue({ seed: { "a.json": msg("a-1", 1) } })
+    const r = await verify(["--root", q.root])
+    expect(r.stdout).toContain("no ledger yet, nothing to check")
+    expect(r.exitCode).toBe(0)
+    const json = await verify(["--root", q.root, "--json"])
+    expect(JSON.parse(json.stdout)).toMatchObject({ ok: true, backend: null, checks: [] })
+    expect(json.exitCode).toBe(0)
+    expect(fs.readdirSync(q.root).sort()).toEqual(["deferred", "done", "error", "inbox", "processing", "tmp"])
+    // A root whose history outlived its ledger is refused, as consume refuses it.
+    fs.writeFileSync(join(q.root, "done", "x.json"), "{}")
+    const lost = await verify(["--root", q.root])
+    expect(lost.stderr).toContain("done/ holds files")
+    expect(lost.exitCode).toBe(2)
+  })
+
   it(
     "finds a flipped bit in the PRIMARY KEY's index that quick_check passes, and the doubled effect it lets through",
     async () => {

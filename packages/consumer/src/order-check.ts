@@ -5,7 +5,8 @@ import {
   formatOrderRanges,
   formatOrderResult,
   maxOrderResultRows,
-  openLedger,
+  newLedgerRefusalOf,
+  openExistingLedger,
   openQueue,
   orderResultRows,
   reportFiles,
@@ -38,12 +39,20 @@ export const spec = {
 export async function main(argv: readonly string[]): Promise<number> {
   return runCommand(spec, argv, async ({ values, quiet }) => {
     const queue = openQueue(resolveRoot(values.root))
-    const ledger = await openLedger(queue, { url: resolveLedgerUrl(values.ledger) })
+    const url = resolveLedgerUrl(values.ledger)
+    // Read-only, and nothing created where no consume has run yet: a ledger made here would bind
+    // the root to SQLite before its first consume could choose PostgreSQL.
+    const ledger = await openExistingLedger(queue, { url, readonly: true })
+    if (ledger === undefined && url === undefined) {
+      const refusal = newLedgerRefusalOf(queue)
+      if (refusal !== undefined) throw refusal
+    }
     try {
       // The ranges first: order-check.sql writes a row for every missing seq, and a seq is up to
       // 2^53 - 1, so one wide gap would keep it (and a PostgreSQL server) busy for good.
       // Both read in one snapshot: a consumer committing meanwhile cannot make order-check.sql list more.
-      const { ranges, problems } = await ledger.orderCheck(maxOrderResultRows)
+      const { ranges, problems } =
+        ledger === undefined ? { ranges: [], problems: [] } : await ledger.orderCheck(maxOrderResultRows)
       const text = problems === undefined ? formatOrderRanges(ranges) : formatOrderResult(problems)
       writeFileAtomic(join(queue.root, reportFiles.orderCheck), orderCheckSql)
       writeFileAtomic(join(queue.root, reportFiles.orderResult), text)
@@ -55,7 +64,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       if (!quiet || ranges.length > 0) process.stdout.write(text)
       return ranges.length === 0 ? ExitCode.ok : ExitCode.check
     } finally {
-      await ledger.close()
+      await ledger?.close()
     }
   })
 }

@@ -2,7 +2,8 @@ import { type CommandSpec, json, ledger, root, runCommand } from "@spool/cli"
 import {
   ExitCode,
   type LedgerCheck,
-  openLedger,
+  newLedgerRefusalOf,
+  openExistingLedger,
   openQueue,
   redact,
   resolveLedgerUrl,
@@ -38,14 +39,29 @@ export async function main(argv: readonly string[]): Promise<number> {
   return runCommand(spec, argv, async ({ values: v, quiet }) => {
     const queue = openQueue(resolveRoot(v.root))
     const url = resolveLedgerUrl(v.ledger)
-    const ledger = await openLedger(queue, { url, readonly: true })
+    const ledger = await openExistingLedger(queue, { url, readonly: true })
+    const where = url === undefined ? queue.ledger : redact(url)
+    if (ledger === undefined) {
+      // A root whose history outlived its ledger is refused as consume would refuse it; one no
+      // consume has run on has nothing to check, which is not a failure.
+      const refusal = url === undefined ? newLedgerRefusalOf(queue) : undefined
+      if (refusal !== undefined) throw refusal
+      if (quiet) return ExitCode.ok
+      if (v.json) {
+        const out = { root: queue.root, ledger: where, backend: null, ok: true, checks: [] }
+        process.stdout.write(`${JSON.stringify(out, null, 2)}\n`)
+      } else
+        process.stdout.write(
+          `spool verify for ${where}\n\nno ledger yet, nothing to check: no consume has run on this root\n`,
+        )
+      return ExitCode.ok
+    }
     let checks: LedgerCheck[]
     try {
       checks = await ledger.verify()
     } finally {
       await ledger.close()
     }
-    const where = url === undefined ? queue.ledger : redact(url)
     const failed = checks.filter((c) => c.status === "failed")
     if (quiet && failed.length === 0) return ExitCode.ok
     if (v.json) {
