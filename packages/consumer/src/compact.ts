@@ -6,7 +6,6 @@ import {
   ExitCode,
   newLedgerRefusalOf,
   openExistingLedger,
-  openLedger,
   openQueue,
   redact,
   renameNoReplace,
@@ -72,13 +71,12 @@ export async function main(argv: readonly string[]): Promise<number> {
     const now = wallClock()
     const cutoff = now - olderThan
     const isDry = v["dry-run"] === true
-    // The ledger first: a ledger that cannot be opened (a wrong URL, a root never consumed)
-    // fails the run before any done/ file is archived. A dry run creates none where there is
-    // none yet: it would remove nothing from it.
-    const opening = url === undefined ? {} : { url }
-    const ledger = isDry ? await openExistingLedger(queue, opening) : await openLedger(queue, opening)
-    // Where the real run would refuse to start a new ledger beside history, so does the dry run.
-    const refusal = isDry && ledger === undefined && url === undefined ? newLedgerRefusalOf(queue) : undefined
+    // The ledger first: a ledger that cannot be opened (a wrong URL, history whose ledger is
+    // gone) fails the run before any done/ file is archived. None is created where there is
+    // none yet: it would have nothing to remove, and it would bind a root no consume has run
+    // on to SQLite before its first consume could choose PostgreSQL.
+    const ledger = await openExistingLedger(queue, url === undefined ? {} : { url })
+    const refusal = ledger === undefined && url === undefined ? newLedgerRefusalOf(queue) : undefined
     if (refusal !== undefined) throw refusal
     try {
       let files = 0
