@@ -75,7 +75,7 @@ export function decodeWith<T extends object>(
   }
   const record = value as Record<string, unknown>
   const checked = check(record)
-  if (!checked.ok) return checked
+  if (!checked.ok) return withNumbersAsWritten(checked, record, text)
   const out = checked.message
   // An application's own type may let any string be an id. Written as escapes an id could equal
   // another one, and stored as is it aborts a PostgreSQL commit: whatever the type, it is invalid.
@@ -90,6 +90,32 @@ export function decodeWith<T extends object>(
 }
 
 const numberFields = ["seq", "amount"] as const
+
+/**
+ * A rejection whose detail says each number field as the file wrote it: JSON.parse rounds
+ * `12345678901234567891` to the nearest double, which the detail would print as
+ * `12345678901234567000`, and `1e400` to Infinity. Only a part about that field (the parts are
+ * joined by "; ", each starting with its field's name) is changed.
+ */
+function withNumbersAsWritten(failed: Rejected, record: Record<string, unknown>, text: string): Rejected {
+  const fields = numberFields.filter((f) => typeof record[f] === "number")
+  if (fields.length === 0) return failed
+  const raw = rawNumberFields(text, fields)
+  const detail = failed.detail
+    .split("; ")
+    .map((part) => {
+      for (const f of fields) {
+        const parsed = String(record[f])
+        const written = raw[f]
+        if (written === undefined || written === parsed || !part.startsWith(`${f} `)) continue
+        const said = written.length > 64 ? `${written.slice(0, 60)}... (${written.length} characters)` : written
+        return part.replace(`(was ${parsed})`, `(was ${said})`).replace(`${f} (${parsed})`, `${f} (${said})`)
+      }
+      return part
+    })
+    .join("; ")
+  return detail === failed.detail ? failed : { ...failed, detail }
+}
 
 /**
  * The most bytes (UTF-8) a msg_id or order_no may have. Each is a key of a B-tree index on

@@ -83,6 +83,26 @@ describe.each(validators)("with %s", (_, V) => {
       if (!d.ok) expect(d.detail).toContain(field)
     })
 
+    it.each([
+      [
+        "a seq past 2^53",
+        '{"msg_id":"m","order_no":"o","seq":12345678901234567891,"amount":1}',
+        "seq must be at most 9007199254740991 (was 12345678901234567891)",
+      ],
+      [
+        "a seq and an amount out of range",
+        '{"msg_id":"m","order_no":"o","seq":-1.50,"amount":1e400}',
+        "amount must be a finite number (was 1e400); seq (-1.50) must be...;   ◦ an integer;   ◦ at least 1",
+      ],
+      [
+        "a number written longer than a detail should hold",
+        `{"msg_id":"m","order_no":"o","seq":1${"0".repeat(99)},"amount":1}`,
+        `seq must be at most 9007199254740991 (was 1${"0".repeat(59)}... (100 characters))`,
+      ],
+    ])("says the numbers as the file wrote them for %s, not as JSON.parse rounded them", (_, text, detail) => {
+      expect(decodeMessage(enc(text), V)).toEqual({ ok: false, reason: "invalid-field", detail })
+    })
+
     it("keeps every field of an accepted message and its text for the exact amount", () => {
       const text = '{"msg_id":"m1","order_no":"o1","seq":2,"amount":250.00,"currency":"EUR","lines":[1]}'
       const d = decodeMessage(enc(text), V)
