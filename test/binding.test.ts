@@ -3,7 +3,7 @@
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import { list, pgUnavailable, repoRoot, run, spool, tempDatabase, tempQueue } from "@spool/test-support"
+import { isStopped, list, pgUnavailable, repoRoot, run, spool, tempDatabase, tempQueue } from "@spool/test-support"
 import { SQL } from "bun"
 
 const pgSkip = await pgUnavailable()
@@ -232,4 +232,54 @@ pg("a root bound to a PostgreSQL ledger", () => {
     expect((await spool("consume", ["--root", q.root, "--ledger", b.url])).exitCode).toBe(0)
     expect((await spool("consume", ["--root", q.root, "--ledger", a.url])).exitCode).toBe(2)
   })
+})
+
+describe("a root's first ledger", () => {
+  it("is not given by a PostgreSQL URL that fails: the root is left as it was, for any ledger", async () => {
+    await using q = await tempQueue({ seed: "fixtures" })
+    for (const url of ["postgres://postgres@127.0.0.1:1/none", "postgres://postgres@127.0.0.1:5432/spool_no_such_db"]) {
+      const r = await spool("consume", ["--root", q.root, "--ledger", url])
+      expect([url, r.exitCode]).toEqual([url, 3])
+      expect(fs.readdirSync(q.root).filter((f) => f.startsWith("."))).toEqual([])
+    }
+    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+    expect(binding(q.root)).toEqual({ backend: "sqlite" })
+  })
+
+  ;(pgSkip ? it.skip : it)(
+    "goes to one of two first consumes that chose different ledgers at once; the other refuses before consuming",
+    async () => {
+      await using db = await tempDatabase()
+      await using q = await tempQueue({ seed: "fixtures" })
+      // The PostgreSQL consume found no binding, and is stopped before it creates anything...
+      const late = Bun.spawn(
+        ["bun", join(repoRoot, "packages/consumer/bin/consume.ts"), "--root", q.root, "--ledger", db.url],
+        {
+          env: { ...process.env, SPOOL_FAULT: "after-binding-check", SPOOL_FAULT_SIGNAL: "SIGSTOP" },
+          stdout: "pipe",
+          stderr: "pipe",
+        },
+      )
+      try {
+        for (const deadline = Date.now() + 30_000; !isStopped(late.pid); await Bun.sleep(10))
+          if (late.exitCode !== null || Date.now() > deadline) throw new Error("the consume never stopped")
+        // ...while a consume on SQLite gives the root its ledger and drains it.
+        expect((await spool("consume", ["--root", q.root], { SPOOL_LEDGER_URL: "" })).exitCode).toBe(0)
+        fs.copyFileSync(join(q.root, "done", "evt-03bdf456.json"), join(q.root, "inbox", "again.json"))
+        late.kill("SIGCONT")
+        const [stderr, code] = await Promise.all([new Response(late.stderr).text(), late.exited])
+        expect(stderr).toContain(`is bound to its SQLite ledger ${join(q.root, "ledger.db")}`)
+        expect(code).toBe(2)
+      } finally {
+        late.kill("SIGCONT")
+        late.kill("SIGKILL")
+      }
+      expect(binding(q.root)).toEqual({ backend: "sqlite" })
+      // The redelivery waits for the root's own ledger, which knows it.
+      expect(list(join(q.root, "inbox"))).toEqual(["again.json"])
+      const again = await spool("consume", ["--root", q.root], { SPOOL_LEDGER_URL: "" })
+      expect(again.stderr).toContain("processed=0 duplicates=1")
+    },
+    60_000,
+  )
 })

@@ -8,7 +8,8 @@
 // consumer registered, recovery about to list the claims), `before-attempt` (a file recovery
 // retries alone, or a delivery taken alone, read, its attempt not yet counted), `after-publish` (a source's publish confirmed
 // by the broker: a replay whose file is still in error/), `after-land-write` (a batch of broker
-// deliveries claimed and written under tmp/, not yet renamed into processing/),
+// deliveries claimed and written under tmp/, not yet renamed into processing/), `after-binding-check`
+// (a writer found the root's binding, or none, and has created nothing yet),
 // optionally `step@N` for the N-th time the step is reached. SPOOL_FAULT_SIGNAL=SIGSTOP stops
 // the process there instead (a stall: a paused VM, a hung mount), for a test to resume with
 // SIGCONT. SPOOL_CRASH_ON=name kills the process whenever it reads that file (a poison
@@ -30,6 +31,7 @@ const steps = [
   "before-attempt",
   "after-publish",
   "after-land-write",
+  "after-binding-check",
 ] as const
 
 /** The protocol steps a test can crash at. */

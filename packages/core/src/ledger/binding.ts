@@ -6,7 +6,7 @@
 import fs from "node:fs"
 import { join } from "node:path"
 import { SpoolError } from "../errors.ts"
-import { fsyncDirAt, writeFileAtomic } from "../queue/files.ts"
+import { createFileAtomic, fsyncDirAt, writeFileAtomic } from "../queue/files.ts"
 
 /** The ledger a root is bound to. */
 export type Binding =
@@ -72,14 +72,33 @@ function parseBinding(text: string, path: string): Binding {
 
 /** Records `binding` as the root's ledger (atomically: readers see the old record or the new). */
 export function writeBinding(root: string, binding: Binding): void {
-  // A new .spool/ is a new entry of the root: fsynced, or a power cut could take the record
-  // with it (writeFileAtomic fsyncs .spool/ itself, not the root).
+  writeFileAtomic(bindingFile(makeSpoolDir(root)), recordOf(binding))
+}
+
+/**
+ * Records `binding` as the root's first, unless a record is there by now: of two commands that
+ * give a root its first ledger at once (a consume on SQLite and one with a PostgreSQL URL, each
+ * finding no binding when it looked), only one records it. Returns undefined once recorded, else
+ * the binding recorded first, which the caller must check its ledger against.
+ */
+export function recordFirstBinding(root: string, binding: Binding): Binding | undefined {
+  const path = bindingFile(makeSpoolDir(root))
+  if (createFileAtomic(path, recordOf(binding))) return undefined
+  return parseBinding(fs.readFileSync(path, "utf8"), path)
+}
+
+/** ROOT/.spool, made if missing. A new .spool/ is a new entry of the root: fsynced, or a power cut could take the record with it. */
+function makeSpoolDir(root: string): string {
   if (fs.mkdirSync(join(root, ".spool"), { recursive: true, mode: 0o755 }) !== undefined) fsyncDirAt(root)
+  return root
+}
+
+function recordOf(binding: Binding): string {
   const record =
     binding.backend === "sqlite"
       ? { backend: "sqlite" }
       : { backend: "postgres", ledger_id: binding.ledgerId, where: binding.where }
-  writeFileAtomic(bindingFile(root), `${JSON.stringify(record)}\n`)
+  return `${JSON.stringify(record)}\n`
 }
 
 /** How a binding is named in messages. */

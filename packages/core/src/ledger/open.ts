@@ -2,10 +2,19 @@
 // library open the root's own ledger here, by its binding, and get the port.
 import fs from "node:fs"
 import { join } from "node:path"
+import { fault } from "../_fault.ts"
 import { SpoolError } from "../errors.ts"
 import { fsyncDirAt, renameNoReplace } from "../queue/files.ts"
 import type { Queue } from "../queue/root.ts"
-import { type Binding, checkBinding, type RootBinding, readBinding, rootIdFile, writeBinding } from "./binding.ts"
+import {
+  type Binding,
+  checkBinding,
+  type RootBinding,
+  readBinding,
+  recordFirstBinding,
+  rootIdFile,
+  writeBinding,
+} from "./binding.ts"
 import type { LedgerPort } from "./port.ts"
 import { PostgresLedger, redact } from "./postgres/ledger.ts"
 import { identify, isSetUp } from "./postgres/open.ts"
@@ -54,14 +63,17 @@ export async function openPostgresLedger(
 ): Promise<PostgresLedger> {
   const url = options.url
   const bound = await checkRootLedger(queue, url)
-  const id = options.readonly ? (readRootId(queue) ?? crypto.randomUUID()) : rootId(queue)
+  if (!options.readonly) fault("after-binding-check")
+  // The root's id is made only once the database has answered: a wrong URL must leave the root
+  // as it was, and an id file alone would count as the mark of a root bound to PostgreSQL.
+  const id = options.readonly ? (readRootId(queue) ?? crypto.randomUUID()) : () => rootId(queue)
   const ledger = await PostgresLedger.open(url, id, {
     migrate: !options.readonly,
     ...(options.busyTimeoutMs !== undefined && { busyTimeoutMs: options.busyTimeoutMs }),
   })
   const b = bound?.binding
   if (!options.readonly && (bound?.isRecorded !== true || (b?.backend === "postgres" && b.ledgerId === undefined)))
-    recordBinding(queue, { backend: "postgres", ledgerId: await ledger.ledgerId(), where: redact(url) }, ledger)
+    recordBinding(queue, bound, { backend: "postgres", ledgerId: await ledger.ledgerId(), where: redact(url) }, ledger)
   return ledger
 }
 
@@ -103,13 +115,14 @@ export async function openExistingLedger(
 export function openSqliteLedger(queue: Queue, options: Omit<OpenLedgerOptions, "url"> = {}): SqliteLedger {
   const bound = readBinding(queue.root)
   checkBinding(queue.root, bound, undefined, undefined)
+  if (!options.readonly) fault("after-binding-check")
   const ledger = SqliteLedger.open(queue.ledger, {
     ...(options.durable !== undefined && { durable: options.durable }),
     ...(options.busyTimeoutMs !== undefined && { busyTimeoutMs: options.busyTimeoutMs }),
     ...(options.readonly !== undefined && { readonly: options.readonly }),
     ...(options.isNewLedgerAllowed !== undefined && { isNewLedgerAllowed: options.isNewLedgerAllowed }),
   })
-  if (!options.readonly && bound?.isRecorded !== true) recordBinding(queue, { backend: "sqlite" }, ledger)
+  if (!options.readonly && bound?.isRecorded !== true) recordBinding(queue, bound, { backend: "sqlite" }, ledger)
   return ledger
 }
 
@@ -127,10 +140,27 @@ export async function checkRootLedger(queue: Queue, url: string | undefined): Pr
   return bound
 }
 
-/** Records a root's binding once its ledger is open; a failure closes that ledger and is the open's. */
-function recordBinding(queue: Queue, binding: Binding, ledger: LedgerPort): void {
+/**
+ * Records a root's binding once its ledger is open: a record from before ledger ids is
+ * completed, a root's first is made no-replace, and a first that another command recorded
+ * meanwhile (it gave the root another ledger at the same time) refuses this one, exit 2, before
+ * anything is consumed into it. A failure closes the ledger and is the open's.
+ */
+function recordBinding(queue: Queue, bound: RootBinding | undefined, binding: Binding, ledger: LedgerPort): void {
   try {
-    writeBinding(queue.root, binding)
+    if (bound?.isRecorded === true) {
+      writeBinding(queue.root, binding)
+      return
+    }
+    const first = recordFirstBinding(queue.root, binding)
+    if (first === undefined) return
+    const url = binding.backend === "postgres" ? (binding.where ?? "") : undefined
+    checkBinding(
+      queue.root,
+      { binding: first, isRecorded: true },
+      url,
+      binding.backend === "postgres" ? binding.ledgerId : undefined,
+    )
   } catch (error) {
     void ledger.close()
     throw error
@@ -150,7 +180,7 @@ export async function rebindRoot(
   const before = readBinding(queue.root)?.binding
   let after: Binding = { backend: "sqlite" }
   if (url !== undefined) {
-    const ledger = await PostgresLedger.open(url, rootId(queue))
+    const ledger = await PostgresLedger.open(url, () => rootId(queue))
     try {
       after = { backend: "postgres", ledgerId: await ledger.ledgerId(), where: redact(url) }
     } finally {

@@ -328,8 +328,20 @@ export function openDir(path: string): number {
  * stream of chunks, written in 64 KiB pieces, so a large report never sits whole in memory.
  */
 export function writeFileAtomic(path: string, data: string | Iterable<string>, mode = 0o644): void {
+  writeFileAtomicOr(path, data, mode, true)
+}
+
+/**
+ * `writeFileAtomic` unless `path` exists: of several processes creating it at once, exactly
+ * one does. Returns false, writing nothing, when the name was taken.
+ */
+export function createFileAtomic(path: string, data: string, mode = 0o644): boolean {
+  return writeFileAtomicOr(path, data, mode, false)
+}
+
+function writeFileAtomicOr(path: string, data: string | Iterable<string>, mode: number, isReplacing: boolean): boolean {
   try {
-    writeAndRename(path, data, mode)
+    return writeAndRename(path, data, mode, isReplacing)
   } catch (error) {
     const code = errnoOf(error)
     if (error instanceof SpoolError || code === undefined) throw error
@@ -345,7 +357,7 @@ export function writeFileAtomic(path: string, data: string | Iterable<string>, m
 
 const O_REPLACE = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_TRUNC | fs.constants.O_NOFOLLOW
 
-function writeAndRename(path: string, data: string | Iterable<string>, mode: number): void {
+function writeAndRename(path: string, data: string | Iterable<string>, mode: number, isReplacing: boolean): boolean {
   const tmp = join(dirname(path), `.${basename(path)}.${process.pid}.tmp`)
   // O_NOFOLLOW: a link planted under the temp name must not redirect the write out of the root.
   const fd = fs.openSync(tmp, O_REPLACE, mode)
@@ -371,7 +383,11 @@ function writeAndRename(path: string, data: string | Iterable<string>, mode: num
   }
   fs.closeSync(fd)
   try {
-    fs.renameSync(tmp, path)
+    if (isReplacing) fs.renameSync(tmp, path)
+    else if (renameNoReplace(tmp, path) === "exists") {
+      fs.rmSync(tmp, { force: true })
+      return false
+    }
   } catch (error) {
     fs.rmSync(tmp, { force: true })
     throw error
@@ -382,4 +398,5 @@ function writeAndRename(path: string, data: string | Iterable<string>, mode: num
   } finally {
     fs.closeSync(dfd)
   }
+  return true
 }

@@ -82,21 +82,23 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
    */
   static async open(
     url: string,
-    rootId: string,
+    rootId: string | (() => string),
     options: { migrate?: boolean; busyTimeoutMs?: number } = {},
   ): Promise<PostgresLedger> {
     const busyTimeoutMs = options.busyTimeoutMs ?? defaultBusyTimeoutMs
     const sql = connect(url, busyTimeoutMs)
-    const ledger = new PostgresLedger(sql, url, rootId, busyTimeoutMs)
+    let id: string
     try {
       if (options.migrate !== false) await migrate(sql)
-      else if ((await ledger.version()) === 0)
+      else if ((await versionOf(sql)) === 0)
         throw new SpoolError("ledger", `${redact(url)} has no spool ledger yet; run consume first`)
+      // A root id to be made is made only once the server has answered.
+      id = typeof rootId === "string" ? rootId : rootId()
     } catch (error) {
       await sql.close().catch(() => {})
       throw asLedgerError(error, url, busyTimeoutMs)
     }
-    return ledger
+    return new PostgresLedger(sql, url, id, busyTimeoutMs)
   }
 
   /** This ledger's identity (see identify in open.ts). */
