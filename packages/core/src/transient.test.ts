@@ -1,7 +1,7 @@
 import { describe, expect, it } from "bun:test"
 import type { AcceptedOutcome } from "./ledger/model.ts"
 import { Judgement } from "./ledger/verdicts.ts"
-import { backoffMs, defaultDeferPolicy, isTransient, TransientError } from "./transient.ts"
+import { backoffMs, defaultDeferPolicy, deferPolicyOf, isTransient, TransientError } from "./transient.ts"
 
 const policy = { firstMs: 100, maxMs: 350, maxAgeMs: 1000 }
 const outcome: AcceptedOutcome = {
@@ -34,6 +34,25 @@ describe("the deferral policy", () => {
   it("waits at least the error's retryAfterMs, within the cap", () => {
     expect(backoffMs(policy, 1, 250)).toBe(250)
     expect(backoffMs(policy, 1, 10_000)).toBe(350)
+    expect(backoffMs(policy, 1, Number.POSITIVE_INFINITY)).toBe(350)
+  })
+
+  it("takes a retryAfterMs that is not a number above 0 as asking for nothing", () => {
+    // NaN is what Number() makes of a Retry-After header that holds a date.
+    for (const asked of [Number.NaN, -5, 0, "5000", null]) expect(backoffMs(policy, 2, asked)).toBe(200)
+  })
+
+  it("refuses a policy no deferral could run with, naming the field", () => {
+    expect(deferPolicyOf(undefined, "x")).toEqual(defaultDeferPolicy)
+    expect(deferPolicyOf({ maxAgeMs: 0, maxMs: Number.POSITIVE_INFINITY }, "x")).toMatchObject({ maxAgeMs: 0 })
+    for (const [defer, said] of [
+      [{ firstMs: 0 }, "x: defer.firstMs must be a finite number of milliseconds above 0 (was 0)"],
+      [{ firstMs: Number.NaN }, "(was NaN)"],
+      [{ firstMs: "5m" }, '(was "5m")'],
+      [{ maxMs: -1 }, "defer.maxMs must be a number of milliseconds above 0"],
+      [{ maxAgeMs: Number.NaN }, "defer.maxAgeMs must be a number of milliseconds, 0 or more"],
+    ] as const)
+      expect(() => deferPolicyOf(defer as never, "x")).toThrow(said)
   })
 
   it("tells a TransientError, and a subclass, from any other error", () => {

@@ -1,6 +1,7 @@
 // Transient failures: an effect that throws TransientError says "the system I need is down,
 // try later". The message is deferred (the ledger records a deferrals row, then the file moves
 // to deferred/) and retried when due, with exponential backoff, until its maximum age.
+import { SpoolError } from "./errors.ts"
 
 /**
  * Thrown (or a subclass thrown) by a handler or an effect whose failure is transient: the
@@ -46,10 +47,39 @@ export const defaultDeferPolicy: DeferPolicy = {
 /**
  * The delay before the next attempt of a message deferred `attempts` times (1 for the first):
  * `firstMs * 2^(attempts-1)`, capped at `maxMs`, and never less than the error's `retryAfterMs`
- * (itself capped).
+ * (itself capped). A `retryAfterMs` that is not a number above 0 (NaN from a Retry-After header
+ * parsed as a date, a string from another copy of spool) asks for nothing: a due time spool
+ * cannot write would fail the commit of every batch the message is in.
  */
-export function backoffMs(policy: DeferPolicy, attempts: number, retryAfterMs?: number): number {
+export function backoffMs(policy: DeferPolicy, attempts: number, retryAfterMs?: unknown): number {
   const exp = policy.firstMs * 2 ** Math.min(Math.max(0, attempts - 1), 52)
   const delay = Math.min(policy.maxMs, exp)
-  return Math.min(policy.maxMs, Math.max(delay, retryAfterMs ?? 0))
+  const asked = typeof retryAfterMs === "number" && retryAfterMs > 0 ? retryAfterMs : 0
+  return Math.min(policy.maxMs, Math.max(delay, asked))
+}
+
+/**
+ * The policy of `defer` over the defaults, refused (a usage error that names `where`) unless
+ * each delay is a number above 0 and the maximum age one of at least 0: a first delay of 0
+ * would take a failing message again at once, in the same drain, for as long as its maximum age.
+ */
+export function deferPolicyOf(defer: Partial<DeferPolicy> | undefined, where: string): DeferPolicy {
+  const p = { ...defaultDeferPolicy, ...defer }
+  const rules = {
+    firstMs: [(v: number) => v > 0 && Number.isFinite(v), "a finite number of milliseconds above 0"],
+    maxMs: [(v: number) => v > 0, "a number of milliseconds above 0"],
+    maxAgeMs: [(v: number) => v >= 0, "a number of milliseconds, 0 or more"],
+  } as const
+  for (const [key, [isValid, what]] of Object.entries(rules) as [
+    keyof DeferPolicy,
+    (typeof rules)[keyof DeferPolicy],
+  ][]) {
+    const v: unknown = p[key]
+    if (typeof v !== "number" || !isValid(v))
+      throw new SpoolError(
+        "usage",
+        `${where}: defer.${key} must be ${what} (was ${typeof v === "string" ? JSON.stringify(v) : String(v)})`,
+      )
+  }
+  return p
 }

@@ -6,7 +6,7 @@ import { type Log, silentLog } from "../log.ts"
 import { type FileRead, fsyncDir, type OpenDir, openDir } from "../queue/files.ts"
 import { currentOwner, type Owner } from "../queue/owner.ts"
 import type { Queue } from "../queue/root.ts"
-import { type DeferPolicy, defaultDeferPolicy } from "../transient.ts"
+import { type DeferPolicy, deferPolicyOf } from "../transient.ts"
 import { Decider } from "./decide.ts"
 import { type ConsumeOptions, defaults } from "./options.ts"
 import { type ConsumeSummary, emptySummary } from "./summary.ts"
@@ -81,7 +81,7 @@ export class Context {
     this.maxBytes = o.maxBytes ?? defaults.maxBytes
     this.minAgeMs = o.minAgeMs ?? defaults.minAgeMs
     this.durable = o.durable ?? true
-    this.defer = { ...defaultDeferPolicy, ...o.defer }
+    this.defer = deferPolicyOf(o.defer, "consume")
     this.moveGuardMs = (o.leaseMs ?? defaults.leaseMs) / 4
     const at = (d: QueueDirName): OpenDir => ({ path: this.queue[d], fd: openDir(this.queue[d]) })
     this.dirs = {
