@@ -5,6 +5,7 @@ import { join } from "node:path"
 import { pgUnavailable, tempDatabase } from "@spool/test-support"
 import { SQL } from "bun"
 import { createQueue, type Queue } from "./queue/root.ts"
+import { TransientError } from "./transient.ts"
 import { createConsumer, createPostgresConsumer, type Delivery } from "./typed-consumer.ts"
 
 const pgSkip = await pgUnavailable()
@@ -59,6 +60,73 @@ describe("createConsumer (SQLite)", () => {
     expect(await consumer.drain()).toMatchObject({ processed: 1, rejected: 1 })
     expect(consumer.ledger.failureReason("m-2.json")).toBe("handler")
   })
+
+  it("refuses options no drain could run with, before it opens anything", () => {
+    const q = tempQueue(1)
+    for (const [options, said] of [
+      [{ batchSize: 2.5 }, "createConsumer: batchSize must be a whole number of at least 1 (was 2.5)"],
+      [{ batchSize: 0 }, "(was 0)"],
+      [{ maxBytes: Number.NaN }, "maxBytes must be a whole number of at least 0 (was NaN)"],
+      [{ rescanMs: 0 }, "rescanMs must be a finite number above 0"],
+      [{ defer: { firstMs: 0 } }, "createConsumer: defer.firstMs must be a finite number of milliseconds above 0"],
+    ] as const) {
+      expect(() => createConsumer({ root: q.root, ...options })).toThrow(said)
+      expect(fs.existsSync(join(q.root, "ledger.db"))).toBe(false)
+    }
+  })
+
+  it("defers a message whose TransientError asks for NaN ms, and commits the rest of its batch", async () => {
+    const q = tempQueue(3)
+    using consumer = createConsumer({
+      root: q.root,
+      durable: false,
+      handle: (m) => {
+        // A Retry-After header holding a date, read as a number.
+        if (m.msg_id === "m-2") throw new TransientError("rate limited", { retryAfterMs: Number("Wed, 21 Oct") })
+      },
+    })
+    expect(await consumer.drain()).toMatchObject({ processed: 2, deferred: 1 })
+    expect(fs.readdirSync(q.deferred)).toEqual(["m-2.json"])
+  })
+
+  it("tells onOutcome every message of a batch though it throws on one, and why each handler failed", async () => {
+    const q = tempQueue(5)
+    const told: [string, string, string | undefined][] = []
+    const warned: unknown[] = []
+    using consumer = createConsumer({
+      root: q.root,
+      durable: false,
+      logger: (level, msg, fields) => void (level === "warn" && warned.push([msg, fields])),
+      handle: ((m: { msg_id: string }) => {
+        if (m.msg_id === "m-3") return { n: 1n }
+        if (m.msg_id === "m-4") return Promise.reject(new Error("late"))
+        return undefined
+      }) as () => void,
+      onOutcome: ({ file, verdict, error }) => {
+        told.push([file, verdict, error?.message])
+        if (file === "m-1.json") throw new Error("sink down")
+      },
+    })
+    await consumer.drain()
+    expect(told.sort()).toEqual([
+      ["m-1.json", "processed", undefined],
+      ["m-2.json", "processed", undefined],
+      ["m-3.json", "handler-rejected", expect.stringContaining("cannot be stored as JSON")],
+      ["m-4.json", "handler-rejected", expect.stringContaining("the handler returned a promise")],
+      ["m-5.json", "processed", undefined],
+    ])
+    expect(warned).toEqual([["on-outcome-failed", { file: "m-1.json", msg_id: "m-1", error: "sink down" }]])
+  })
+
+  it("ends a watch at close(), which then returns", async () => {
+    const q = tempQueue(3)
+    const consumer = createConsumer({ root: q.root, durable: false })
+    const watching = consumer.watch(new AbortController().signal)
+    for (const deadline = Date.now() + 10_000; fs.readdirSync(q.done).length < 3; await Bun.sleep(10))
+      if (Date.now() > deadline) throw new Error("the watch never drained")
+    await consumer[Symbol.asyncDispose]()
+    expect(await watching).toMatchObject({ processed: 3 })
+  })
 })
 
 ;(pgSkip ? describe.skip : describe)("createPostgresConsumer", () => {
@@ -86,6 +154,41 @@ describe("createConsumer (SQLite)", () => {
     await using again = await createPostgresConsumer({ root: q.root, ledger: db.url })
     const [n] = await again.ledger.sql`SELECT COUNT(*)::int AS n FROM seen`
     expect(n).toEqual({ n: 30 })
+  })
+
+  it("tells a message that succeeds on its next drain no error of the drain that failed", async () => {
+    const db = await tempDatabase()
+    cleanups.push(() => db[Symbol.asyncDispose]())
+    const q = tempQueue(3)
+    const told: [string, string, string | undefined][] = []
+    const other = new SQL({ url: db.url, max: 1 })
+    cleanups.push(() => other.close())
+    await other`CREATE TABLE locked (id INT PRIMARY KEY, n INT)`
+    await other`INSERT INTO locked VALUES (1, 0)`
+    const holder = await other.reserve()
+    await using consumer = await createPostgresConsumer({
+      root: q.root,
+      ledger: db.url,
+      busyTimeoutMs: 300,
+      async handle(_m, tx) {
+        await tx`UPDATE locked SET n = n + 1 WHERE id = 1`
+      },
+      onOutcome: ({ file, verdict, error }) => void told.push([file, verdict, error?.message]),
+    })
+    try {
+      await holder`BEGIN`
+      await holder`SELECT * FROM locked WHERE id = 1 FOR UPDATE`
+      await expect(consumer.drain()).rejects.toThrow("lock")
+    } finally {
+      await holder`ROLLBACK`
+      holder.release()
+    }
+    expect((await consumer.drain()).processed).toBe(3)
+    expect(told.sort()).toEqual([
+      ["m-1.json", "processed", undefined],
+      ["m-2.json", "processed", undefined],
+      ["m-3.json", "processed", undefined],
+    ])
   })
 
   it("closes its ledger when setup fails, and opens nothing without a URL", async () => {

@@ -12,7 +12,7 @@ import { type LibraryLog, type LogFunction, type Logger, logThrough } from "./lo
 import type { Message, MessageType } from "./message/validate.ts"
 import { openQueue, type Queue, resolveRoot } from "./queue/root.ts"
 import type { SourcePort } from "./source/port.ts"
-import type { DeferPolicy } from "./transient.ts"
+import { type DeferPolicy, deferPolicyOf } from "./transient.ts"
 import { ConsumerSource, type DrainSettings, Drains, drainOnce, type HandledOutcome, Results } from "./typed-drain.ts"
 
 export type { HandledOutcome } from "./typed-drain.ts"
@@ -178,7 +178,11 @@ export interface PostgresConsumer extends AsyncDisposable {
   drain(signal?: AbortSignal): Promise<ConsumeSummary>
   /** Consumes inbox/ (or the source) until `signal` aborts, as SpoolConsumer's watch. */
   watch(signal: AbortSignal): Promise<ConsumeSummary>
-  /** Waits for the drains in flight, then closes the source opened from a URL and the ledger's connections. */
+  /**
+   * Ends the watches in flight (each finishes its batch in hand, as when its signal aborts) and
+   * waits for them and the drains in flight, then closes the source opened from a URL and the
+   * ledger's connections.
+   */
   close(): Promise<void>
 }
 
@@ -189,6 +193,7 @@ export interface PostgresConsumer extends AsyncDisposable {
  * that is `createPostgresConsumer`'s.
  */
 export function createConsumer<T extends Message>(config: ConsumerConfig<T> = {}): SpoolConsumer {
+  checkOptions(config, "createConsumer")
   const queue = openQueue(resolveRoot(config.root))
   refuseOtherLedger(queue)
   const ledger = openSqliteLedger(queue, {
@@ -245,6 +250,7 @@ export function createConsumer<T extends Message>(config: ConsumerConfig<T> = {}
 export async function createPostgresConsumer<T extends Message>(
   config: PostgresConsumerConfig<T> = {},
 ): Promise<PostgresConsumer> {
+  checkOptions(config, "createPostgresConsumer")
   const queue = openQueue(resolveRoot(config.root))
   const url = resolveLedgerUrl(config.ledger)
   if (url === undefined)
@@ -306,7 +312,9 @@ function runner(
       )
     return drains.start(async () => {
       const port = await source.port()
-      return drain({ ...(signal && { signal }), ...(port && { source: port }), untilStopped })
+      // A watch ends at close() too; a one-shot drain is waited for.
+      const stop = untilStopped ? AbortSignal.any([drains.stopping, ...(signal ? [signal] : [])]) : signal
+      return drain({ ...(stop && { signal: stop }), ...(port && { source: port }), untilStopped })
     })
   }
   return {
@@ -332,6 +340,41 @@ function refuseOtherLedger(queue: Queue): void {
     "unsafe-ledger",
     `createConsumer runs its handler on the SQLite ledger in the root, but ${why}; build this consumer with createPostgresConsumer, whose handler runs on the PostgreSQL ledger${isBoundToPostgres ? "" : ", or unset SPOOL_LEDGER_URL for a SQLite root"}. Nothing was opened or created`,
   )
+}
+
+/** What each numeric option must be: a whole number of at least `min`, or any number of at least `min` (`above`: more than it). */
+const numericOptions = {
+  batchSize: { whole: true, min: 1 },
+  maxAttempts: { whole: true, min: 1 },
+  maxBytes: { whole: true, min: 0 },
+  minAgeMs: { whole: false, min: 0 },
+  busyTimeoutMs: { whole: false, min: 0 },
+  idleWaitMs: { whole: false, min: 0 },
+  rescanMs: { whole: false, min: 0, above: true },
+  batchWindowMs: { whole: false, min: 0 },
+} as const
+
+/**
+ * Refuses (a usage error, before anything is opened) an option no drain could run with: a
+ * batch size of 2.5 failed deep in SQLite as "datatype mismatch", and a first deferral delay of
+ * 0 took a failing message again and again within one drain.
+ */
+function checkOptions(config: ConsumerOptions<Message>, where: string): void {
+  for (const [key, rule] of Object.entries(numericOptions)) {
+    const v: unknown = config[key as keyof typeof numericOptions]
+    if (v === undefined) continue
+    const isValid =
+      typeof v === "number" &&
+      Number.isFinite(v) &&
+      (!rule.whole || Number.isInteger(v)) &&
+      ("above" in rule ? v > rule.min : v >= rule.min)
+    if (!isValid)
+      throw new SpoolError(
+        "usage",
+        `${where}: ${key} must be ${rule.whole ? "a whole number" : "a finite number"} ${"above" in rule ? "above" : "of at least"} ${rule.min} (was ${typeof v === "string" ? JSON.stringify(v) : String(v)})`,
+      )
+  }
+  deferPolicyOf(config.defer, where)
 }
 
 /** The consumer's settings for each drain, its logger turned into spool's log. */

@@ -73,10 +73,19 @@ export class Results {
     return result
   }
 
-  /** Runs a synchronous handler, keeping what it throws for its outcome (and throwing it on). */
+  /**
+   * Runs a synchronous handler, keeping what it throws for its outcome (and throwing it on). A
+   * result the ledger cannot store, or a promise, fails it here, so that its outcome says why.
+   */
   attempt<R>(o: AcceptedOutcome, handle: () => R): R {
+    this.#forget(o)
     try {
-      return handle()
+      const result = handle()
+      // A promise is refused below; what it rejects with later must not crash the process.
+      if (typeof (result as PromiseLike<unknown> | undefined)?.then === "function")
+        Promise.resolve(result).catch(() => {})
+      resultText(result, true)
+      return result
     } catch (error) {
       throw this.#thrown(o, error)
     }
@@ -84,11 +93,23 @@ export class Results {
 
   /** Runs an asynchronous handler, keeping what it throws or rejects with for its outcome. */
   async attemptAsync<R>(o: AcceptedOutcome, handle: () => R | PromiseLike<R>): Promise<R> {
+    this.#forget(o)
     try {
-      return await handle()
+      const result = await handle()
+      resultText(result)
+      return result
     } catch (error) {
       throw this.#thrown(o, error)
     }
+  }
+
+  /**
+   * Forgets what an earlier attempt under this claim left: a batch whose commit failed is tried
+   * again by recovery under the same claim, and its outcome must not carry the failed one's error.
+   */
+  #forget(o: { readonly claimId: string }): void {
+    this.#returned.delete(o.claimId)
+    this.#errors.delete(o.claimId)
   }
 
   #thrown(o: AcceptedOutcome, error: unknown): unknown {
@@ -107,23 +128,40 @@ export class Results {
     try {
       for (const [i, o] of outcomes.entries()) {
         if (o.kind !== "accepted") continue
-        const verdict = verdicts[i] as Verdict
-        const result =
-          verdict === "processed"
-            ? parseResult(resultText(this.#returned.get(o.claimId)))
-            : verdict === "duplicate" || verdict === "conflict"
-              ? await this.#ledger.resultOf(o.msgId)
-              : undefined
-        const error = this.#errors.get(o.claimId)
-        await onOutcome({ file: o.name, msgId: o.msgId, verdict, result, ...(error && { error }) })
+        // Each message is told on its own: one that onOutcome fails on does not keep it from the rest.
+        try {
+          const verdict = verdicts[i] as Verdict
+          const result =
+            verdict === "processed"
+              ? parseResult(resultText(this.#returned.get(o.claimId)))
+              : verdict === "duplicate" || verdict === "conflict"
+                ? await this.#ledger.resultOf(o.msgId)
+                : undefined
+          const error =
+            this.#errors.get(o.claimId) ?? (verdict === "handler-rejected" ? await this.#refusal(o) : undefined)
+          await onOutcome({ file: o.name, msgId: o.msgId, verdict, result, ...(error && { error }) })
+        } catch (error) {
+          this.#log?.warn("on-outcome-failed", { file: o.name, msg_id: o.msgId, error: describe(error) })
+        }
       }
     } finally {
-      for (const o of outcomes) {
-        this.#returned.delete(o.claimId)
-        this.#errors.delete(o.claimId)
-      }
+      for (const o of outcomes) this.#forget(o)
     }
   }
+
+  /**
+   * Why the ledger refused an effect the handler returned from (on PostgreSQL, a statement that
+   * failed inside it and was caught leaves the transaction aborted): its failure's detail.
+   */
+  async #refusal(o: AcceptedOutcome): Promise<Error> {
+    const history = await this.#ledger.history({ payloadHashes: [o.hash] })
+    const detail = history.failures.find((f) => f.claimId === o.claimId)?.detail
+    return new Error(detail ?? "the ledger refused the handler's effect")
+  }
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error)
 }
 
 /**
@@ -231,6 +269,12 @@ interface Closing {
 export class Drains {
   readonly #inFlight = new Set<Promise<unknown>>()
   #closing: Closing | undefined
+  readonly #stop = new AbortController()
+
+  /** Aborted by close(): a watch in flight ends as its own signal would end it, then the close runs. */
+  get stopping(): AbortSignal {
+    return this.#stop.signal
+  }
 
   get isDraining(): boolean {
     return this.#inFlight.size > 0
@@ -255,6 +299,7 @@ export class Drains {
   close(close: () => void | Promise<void>): Promise<void> {
     if (this.#closing === undefined) {
       this.#closing = { close, done: Promise.withResolvers<void>() }
+      this.#stop.abort("close")
       if (this.#inFlight.size === 0) void this.#closeNow(this.#closing)
     }
     return this.#closing.done.promise
