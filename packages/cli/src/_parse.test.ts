@@ -71,6 +71,14 @@ describe("readArgv", () => {
     expect(problem(["--root", "--version"])).toBe("--root needs a value (DIR) before --version")
     expect(readArgv(options, ["-V", "--window"]).values.version).toBe(true)
   })
+
+  it("takes no letter of a group with one no option has: a name that starts with -h asks for no help", () => {
+    expect(problem(["-hourly.json"], "FILE")).toBe(
+      "unknown option -o in -hourly.json; put -- before a FILE that starts with -",
+    )
+    expect(problem(["-qVx.json"], "FILE")).toContain("unknown option -x in -qVx.json")
+    expect(readArgv(options, ["-qh"]).values).toEqual({ quiet: true, help: true })
+  })
 })
 
 describe("suggestion", () => {

@@ -35,6 +35,14 @@ export function readArgv(options: Options, argv: readonly string[], argumentName
   const positionals: string[] = []
   let problem: string | undefined
   let negativeAt = -1
+  // A group of short options with a letter no option has (`-hourly.json`, a name meant as an
+  // argument) counts for none of its letters: its -h must not print help and exit 0.
+  const badGroups = new Set<number>()
+  for (const t of tokens) {
+    if (t.kind !== "option" || Object.hasOwn(options, t.name)) continue
+    const arg = args[t.index] ?? ""
+    if (!arg.startsWith("--") && arg.length > 2 && !isNegativeNumber(arg)) badGroups.add(t.index)
+  }
   for (const t of tokens) {
     if (t.kind === "option-terminator") continue
     if (t.kind === "positional") {
@@ -58,6 +66,7 @@ export function readArgv(options: Options, argv: readonly string[], argumentName
       problem ??= why
       continue
     }
+    if (badGroups.has(t.index)) continue
     if (option?.kind === "flag") values[t.name] = true
     else if (option?.multiple === true)
       values[t.name] = [...((values[t.name] as string[] | undefined) ?? []), String(t.value)]

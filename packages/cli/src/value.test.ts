@@ -15,6 +15,14 @@ describe("parseDuration", () => {
     expect(parseDuration(text, "--x")).toBe(ms)
   })
 
+  it("refuses a duration past 100 years, which no date could be written for", () => {
+    expect(parseDuration("36500d", "--x")).toBe(36_500 * 86_400_000)
+    for (const text of ["36501d", "999999999d", "1e400d".replace("e400", "0".repeat(400))])
+      expect(() => parseDuration(text, "--older-than")).toThrow(
+        `--older-than takes a duration of at most 36500d (100 years), not ${JSON.stringify(text)}`,
+      )
+  })
+
   it("refuses with a usage error: exit 2", () => {
     expect(() => parseDuration("90", "--older-than")).toThrow(SpoolError)
     try {

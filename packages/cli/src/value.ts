@@ -11,6 +11,9 @@ export function parseBytes(text: string, flag: string): number {
 
 const durationUnits = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const
 
+/** The longest duration an option takes: 100 years. */
+const maxDurationMs = 36_500 * durationUnits.d
+
 /**
  * Parses a duration such as `500ms`, `30s`, `5m`, `2h`, `90d` into milliseconds. The unit is
  * required: a bare number is refused, since no one unit is what every reader means by it
@@ -18,8 +21,16 @@ const durationUnits = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }
  */
 export function parseDuration(text: string, flag: string, example = "30s"): number {
   const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(text.trim())
-  if (m?.[1] !== undefined && m[2] !== undefined)
-    return Number(m[1]) * durationUnits[m[2] as keyof typeof durationUnits]
+  if (m?.[1] !== undefined && m[2] !== undefined) {
+    const ms = Number(m[1]) * durationUnits[m[2] as keyof typeof durationUnits]
+    // A time this far from now is one no clock or ledger can write (a Date ends 273,790 years out).
+    if (ms > maxDurationMs)
+      throw new SpoolError(
+        "usage",
+        `${flag} takes a duration of at most 36500d (100 years), not ${JSON.stringify(text)}`,
+      )
+    return ms
+  }
   const needs = `${flag} takes a duration with a unit (ms, s, m, h, d), such as ${example}`
   throw new SpoolError(
     "usage",
