@@ -124,6 +124,21 @@ describe("a command line a command does not take", () => {
       "verify: --json is a flag and takes no value: write --json, not '--json=yes'; run verify --help for the options",
     ],
     [
+      "a name that starts with -h, which no option group would ask help with",
+      [replaySh, "--root", "Q", "-hourly.json"],
+      "replay: unknown option -o in -hourly.json; put -- before a FILE that starts with -; run replay --help for the options",
+    ],
+    [
+      "a duration past 100 years",
+      ["bun", "run", "--silent", "compact", "--root", "Q", "--older-than", "999999999d"],
+      'compact: --older-than takes a duration of at most 36500d (100 years), not "999999999d"',
+    ],
+    [
+      "a ledger URL that cannot be read, not echoed since it may hold a password",
+      ["bun", "run", "--silent", "stats", "--root", "Q", "--ledger", "postgres://u:se#cret@[::1"],
+      "stats: --ledger/SPOOL_LEDGER_URL is not a URL that can be read (not shown here: it may hold a password); write it as postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE, with %-escapes for the special characters of a password (# as %23, @ as %40)",
+    ],
+    [
       "an argument to a command that takes none",
       ["bun", "run", "--silent", "schema", "--root", "Q", "extra"],
       "schema: unexpected argument extra: schema takes no arguments; run schema --help for the options",

@@ -120,6 +120,18 @@ describe("bun run consume on the sample", () => {
     }
   })
 
+  it("writes --stats-json after the run, and says so in one line where it cannot, exit 3", async () => {
+    await using q = await tempQueue({ seed: "fixtures" })
+    const file = join(q.path, "stats.json")
+    const r = await spool("consume", ["--root", q.root, "-q", "--stats-json", file])
+    expect(r.exitCode).toBe(0)
+    expect(JSON.parse(fs.readFileSync(file, "utf8"))).toMatchObject({ processed: 15, duplicates: 3 })
+    const nowhere = join(q.path, "no-such-dir", "stats.json")
+    const bad = await spool("consume", ["--root", q.root, "-q", "--stats-json", nowhere])
+    expect(bad.stderr).toBe(`consume: cannot write ${nowhere} (ENOENT); fix the cause, then run the command again\n`)
+    expect(bad.exitCode).toBe(3)
+  })
+
   it("changes nothing when run a second time", async () => {
     await using q = await tempQueue({ seed: "fixtures" })
     expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)

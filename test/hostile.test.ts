@@ -791,6 +791,7 @@ describe("bun run enqueue", () => {
     ["stdin without --name", ["-"]],
     ["a hidden name", ["--name", ".hidden.json", "-"]],
     ["a name not ending in .json", ["--name", "x.txt", "-"]],
+    ["a name longer than a file name can be", ["--name", `${"n".repeat(251)}.json`, "-"]],
     ["--name with two inputs", ["--name", "x.json", "a.json", "b.json"]],
     ["no input at all", []],
     ["an input that does not exist", ["/nonexistent/spool/x.json"]],
@@ -803,6 +804,7 @@ describe("bun run enqueue", () => {
       expect(r.stderr).not.toBe("")
       expect(r.exitCode).toBe(2)
       expect(queueListing(q.root).inbox).toEqual([])
+      expect(fs.readdirSync(join(q.root, "tmp"))).toEqual([])
     },
     slow,
   )

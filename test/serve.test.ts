@@ -178,6 +178,18 @@ describe("spool serve, the process", () => {
     expect(wide.stderr()).toContain("serve: warning: listening on 0.0.0.0 in plain HTTP")
   })
 
+  it("says the port is in use, exit 3, when something else listens on it", async () => {
+    const q = await backends[0]?.queue()
+    if (q === undefined) throw new Error("no SQLite backend")
+    await using _q = q
+    using taken = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("") })
+    const r = await run(["bun", spoolBin, "serve", "--root", q.root, "--port", String(taken.port)])
+    expect(r.stderr).toBe(
+      `serve: cannot listen on 127.0.0.1:${taken.port}; the port is in use: stop what holds it, or choose another --port\n`,
+    )
+    expect(r.exitCode).toBe(3)
+  })
+
   it("refuses a --token-file holding a short token with exit 2, saying how to make one", async () => {
     const q = await backends[0]?.queue()
     if (q === undefined) throw new Error("no SQLite backend")

@@ -1,4 +1,3 @@
-import fs from "node:fs"
 import { availableParallelism } from "node:os"
 import {
   bytes,
@@ -37,6 +36,7 @@ import {
   scanDir,
   sourceSchemes,
   watch,
+  writeFileAtomic,
   writeReports,
 } from "@spool/core/engine"
 import { createProgress, noProgress, type Progress } from "./progress.ts"
@@ -298,8 +298,9 @@ export async function main(argv: readonly string[]): Promise<number> {
         seconds: Number(seconds),
         ...(isStopRequested() && { stopped: "by signal" }),
       })
+      // After the run: a file that cannot be written fails the command (exit 3) with the done line above.
       if (v["stats-json"])
-        fs.writeFileSync(v["stats-json"], JSON.stringify({ ...summary, seconds: Number(seconds), batchMs }))
+        writeFileAtomic(v["stats-json"], JSON.stringify({ ...summary, seconds: Number(seconds), batchMs }))
       // A drain cut short says so, so that `consume && next` does not go on as if it had drained.
       // A drain of a source cut short cannot know what the broker still holds: it says so too.
       const isCutShort = source ? isStopRequested() : backlogOf(queue) > 0

@@ -5,7 +5,7 @@ import {
   ExitCode,
   enqueueBytes,
   errnoOf,
-  isMessageName,
+  messageNameProblem,
   openQueue,
   type Queue,
   quoteName,
@@ -58,11 +58,8 @@ export async function main(argv: readonly string[]): Promise<number> {
     const inputs: Input[] = []
     for (const source of positionals) {
       const name = values.name ?? basename(source)
-      if (!isMessageName(name) || name.includes("/"))
-        throw new SpoolError(
-          "usage",
-          `${quoteName(name)} is not a message file name: it must end in .json and not start with a dot`,
-        )
+      const problem = messageNameProblem(name)
+      if (problem !== undefined) throw new SpoolError("usage", problem)
       if (inputs.some((i) => i.name === name))
         throw new SpoolError("usage", `two inputs would both be named ${quoteName(name)} in inbox/`)
       inputs.push({ source, name, data: source === "-" ? await Bun.stdin.bytes() : readInput(source) })

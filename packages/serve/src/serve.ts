@@ -65,7 +65,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     // A URL that no source adapter reads is a usage error now, not an unreachable broker on every page.
     for (const url of source.brokers ?? []) await describeSource(url)
     const token = v["token-file"] === undefined ? undefined : readToken(v["token-file"])
-    const server = Bun.serve({ hostname: v.host, port: v.port, fetch: createApp(source, { token }).fetch })
+    const server = listen(v.host, v.port, createApp(source, { token }).fetch)
     const mode = token === undefined ? "read-only" : "replay and delete for the token's holders"
     if (!["127.0.0.1", "::1", "localhost"].includes(v.host))
       process.stderr.write(
@@ -93,4 +93,24 @@ function readToken(path: string): string {
       `--token-file ${quoteName(path)} holds ${token.length} characters; put a token of 16 or more in it (openssl rand -hex 32)`,
     )
   return token
+}
+
+/** Bun.serve, its failure to listen said as what to do (exit 3): the port taken, or the address not this host's. */
+function listen(
+  host: string,
+  port: number,
+  fetch: (request: Request) => Response | Promise<Response>,
+): Bun.Server<undefined> {
+  try {
+    return Bun.serve({ hostname: host, port, fetch })
+  } catch (error) {
+    const code = (error as { code?: unknown }).code
+    const why =
+      code === "EADDRINUSE"
+        ? "the port is in use: stop what holds it, or choose another --port"
+        : code === "EADDRNOTAVAIL"
+          ? "the address is not one of this host's: choose another --host"
+          : `${error instanceof Error ? error.message : String(error)}: check --host and --port`
+    throw new SpoolError("io", `cannot listen on ${host}:${port}; ${why}`, { cause: error })
+  }
 }

@@ -42,6 +42,11 @@ export function resolveLedgerUrl(flag: string | undefined, env: NodeJS.ProcessEn
       "usage",
       `--ledger/SPOOL_LEDGER_URL takes a postgres:// URL (SQLite needs none: it lives in ROOT/ledger.db), not ${JSON.stringify(url)}`,
     )
+  if (!URL.canParse(url))
+    throw new SpoolError(
+      "usage",
+      "--ledger/SPOOL_LEDGER_URL is not a URL that can be read (not shown here: it may hold a password); write it as postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE, with %-escapes for the special characters of a password (# as %23, @ as %40)",
+    )
   return url
 }
 

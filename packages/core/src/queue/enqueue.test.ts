@@ -58,7 +58,7 @@ describe("enqueueBytes", () => {
     expect(ls(f.q.tmp)).toEqual([])
   })
 
-  it.each([["a.txt"], [".hidden.json"], ["a.json.tmp"], ["sub/a.json"], ["../a.json"]])(
+  it.each([["a.txt"], [".hidden.json"], ["a.json.tmp"], ["sub/a.json"], ["../a.json"], [`${"n".repeat(251)}.json`]])(
     "refuses the name %p as a usage error and writes nothing",
     async (name) => {
       await using f = await fixture()

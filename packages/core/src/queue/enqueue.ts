@@ -2,7 +2,7 @@ import fs from "node:fs"
 import { join } from "node:path"
 import { SpoolError } from "../errors.ts"
 import { fsyncDir, openDir, renameNoReplace } from "./files.ts"
-import { quoteName } from "./names.ts"
+import { fitsNameMax, quoteName } from "./names.ts"
 import { entryName, entryPath, isMessageName, type Queue, queueDirs, scanDir } from "./root.ts"
 
 /** What putting files into a queue did. */
@@ -12,17 +12,24 @@ interface EnqueueSummary {
   skipped: string[]
 }
 
+/** Why `name` cannot be a message's name in inbox/, or undefined when it can. */
+export function messageNameProblem(name: string): string | undefined {
+  if (name.includes("/")) return `${quoteName(name)} is not a message file name: it must contain no /`
+  if (!isMessageName(name))
+    return `${quoteName(name)} is not a message file name: it must end in .json and not start with a dot`
+  if (!fitsNameMax(name))
+    return `${quoteName(name)} is not a message file name: it is ${Buffer.byteLength(name)} bytes in UTF-8, and a file name holds at most 255`
+  return undefined
+}
+
 /**
  * Puts one message into inbox/ atomically, the Maildir way: written and fsynced under tmp/,
  * then renamed into inbox/ without replacing anything. A consumer never sees half a file.
  * Returns false (and leaves nothing behind) when inbox/ already has that name.
  */
 export function enqueueBytes(queue: Queue, name: string, data: Uint8Array | string, durable = true): boolean {
-  if (!isMessageName(name) || name.includes("/"))
-    throw new SpoolError(
-      "usage",
-      `${quoteName(name)} is not a message file name: it must end in .json, not start with a dot, and contain no /`,
-    )
+  const problem = messageNameProblem(name)
+  if (problem !== undefined) throw new SpoolError("usage", problem)
   // Not derived from `name`: a 255-byte name plus a prefix would be too long for the filesystem.
   const tmp = join(queue.tmp, `${process.pid}.${crypto.randomUUID()}.tmp`)
   const fd = fs.openSync(tmp, "wx", 0o644)
