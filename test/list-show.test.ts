@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import { type BackendQueue, ledgerBackends } from "@spool/test-support"
+import { type BackendQueue, ledgerBackends, repoRoot, tempQueue } from "@spool/test-support"
 
 const message = (msgId: string, amount: number) => ({ msg_id: msgId, order_no: "O-1", seq: 1, amount })
 
@@ -295,3 +295,20 @@ for (const backend of await ledgerBackends())
       expect(fs.existsSync(join(fresh.root, "ledger.db"))).toBe(false)
     })
   })
+
+describe("spool list read by a program that stops early (`spool list | head -1`)", () => {
+  it("exits 0 without a word once the reader has gone, however much was left to write", async () => {
+    await using q = await tempQueue()
+    for (let i = 0; i < 6000; i++) fs.writeFileSync(join(q.root, "inbox", `f${i}.json`), "")
+    const p = Bun.spawn(["bun", join(repoRoot, "packages/spool/bin/spool.ts"), "list", "--root", q.root], {
+      stdout: "pipe",
+      stderr: "pipe",
+    })
+    const reader = p.stdout.getReader()
+    expect((await reader.read()).done).toBe(false)
+    await reader.cancel()
+    const [stderr, code] = await Promise.all([new Response(p.stderr).text(), p.exited])
+    expect(stderr).toBe("")
+    expect(code).toBe(0)
+  })
+})

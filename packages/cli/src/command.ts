@@ -93,6 +93,8 @@ export async function runCommand<O extends Options>(
     })
   } catch (error) {
     if (error instanceof SpoolError) return await fail(error.message, exitCodeFor(error))
+    // The reader of the output went away (`spool list | head`): it had what it wanted.
+    if ((error as NodeJS.ErrnoException | undefined)?.code === "EPIPE") return ExitCode.ok
     return await fail(
       `unexpected failure: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
       ExitCode.failure,
