@@ -254,6 +254,29 @@ for (const backend of await ledgerBackends())
       expect((await q.command("show", ["bad.json"])).stdout).not.toContain("-- body of")
     })
 
+    it("prints a msg_id's own bytes with --body when its name was taken in done/ and it became name~1.json", async () => {
+      await using fresh = await backend.queue()
+      const put = (m: object) => fs.writeFileSync(join(fresh.root, "inbox", "x.json"), JSON.stringify(m))
+      put({ msg_id: "A", order_no: "O", seq: 1, amount: 1 })
+      expect((await fresh.command("consume", ["-q"])).exitCode).toBe(0)
+      put({ msg_id: "B", order_no: "O", seq: 2, amount: 2 })
+      expect((await fresh.command("consume", ["-q"])).exitCode).toBe(0)
+      const b = await fresh.command("show", ["--body", "B"])
+      expect(b.stdout).toEndWith(
+        '-- body of done/x~1.json, 48 bytes --\n{"msg_id":"B","order_no":"O","seq":2,"amount":2}\n',
+      )
+      expect(b.exitCode).toBe(0)
+      const a = await fresh.command("show", ["--body", "A"])
+      expect(a.stdout).toEndWith(
+        '-- body of done/x.json, 48 bytes --\n{"msg_id":"A","order_no":"O","seq":1,"amount":1}\n',
+      )
+      // An entry with no bytes of its own is named for what it is.
+      Bun.spawnSync(["mkfifo", join(fresh.root, "error", "fifo.json")])
+      const fifo = await fresh.command("show", ["--body", "fifo.json"])
+      expect(fifo.stderr).toContain("error/fifo.json is a FIFO, not a regular file")
+      expect(fifo.exitCode).toBe(1)
+    })
+
     it("exits 1 for a name or id neither the directories nor the ledger know, changing nothing", async () => {
       const before = await q.snapshot()
       const r = await q.command("show", ["nobody.json"])

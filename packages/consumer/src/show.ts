@@ -128,7 +128,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     } else if (!quiet) process.stdout.write(formatReport(report))
     if (!quiet && !v.json && body !== undefined) process.stdout.write(formatBody(body))
     if (v.body && body === undefined) {
-      process.stderr.write(noBodyLine(report))
+      process.stderr.write(noBodyLine(queue, report))
       return ExitCode.check
     }
     return ExitCode.ok
