@@ -286,7 +286,7 @@ for (const backend of await ledgerBackends())
       expect(await q.snapshot()).toEqual(before)
     })
 
-    it("lists a name that is not UTF-8 in its %XX spelling, with its size and age", async () => {
+    it("lists a name that is not UTF-8 in its %XX spelling, with its size and age, and its bytes for a shell", async () => {
       await using fresh = await backend.queue()
       const raw = Buffer.concat([Buffer.from(`${fresh.root}/inbox/x`), Buffer.of(0xff), Buffer.from(".json")])
       fs.writeFileSync(raw, "{}")
@@ -295,8 +295,27 @@ for (const backend of await ledgerBackends())
       expect(r.stderr).toBe("")
       expect(r.exitCode).toBe(0)
       const [entry] = JSON.parse(r.stdout) as (Listed & { ageSeconds: number })[]
-      expect(entry).toMatchObject({ dir: "inbox", name: "x%FF.json", type: "file", size: 2 })
+      expect(entry).toMatchObject({
+        dir: "inbox",
+        name: "x%FF.json",
+        shellName: "x$'\\377'.json",
+        type: "file",
+        size: 2,
+      })
       expect(entry?.ageSeconds).toBeGreaterThanOrEqual(7200)
+      // A file whose real name is that %XX spelling is told apart in the text listing, and a shell
+      // given each printed name finds that very file.
+      fs.writeFileSync(join(fresh.root, "inbox", "x%FF.json"), "{1}")
+      const text = await fresh.command("list", ["inbox"])
+      const names = text.stdout.split("\n").flatMap((l) => (l.startsWith("inbox") ? [l.split(/ +/).at(-1)] : []))
+      expect(names.sort()).toEqual(["x$'\\377'.json", "x%FF.json"])
+      for (const [name, size] of [
+        ["x$'\\377'.json", 2],
+        ["x%FF.json", 3],
+      ] as const) {
+        const stat = Bun.spawnSync(["bash", "-c", `stat -c %s ${name}`], { cwd: join(fresh.root, "inbox") })
+        expect([name, stat.stdout.toString().trim()]).toEqual([name, String(size)])
+      }
     })
 
     it("lists without owners or reasons where there is no ledger yet, and creates none", async () => {

@@ -51,7 +51,7 @@ export function formatEntry(e: ListEntry): string {
     facts.push(
       e.deferral === null ? "deferral=none" : `attempts=${e.deferral.attempts} next=${e.deferral.nextAttemptAt}`,
     )
-  const line = `${e.dir.padEnd(10)} ${formatAge(e.ageSeconds).padStart(4)} ${String(e.size).padStart(9)}  ${quoteName(e.name)}`
+  const line = `${e.dir.padEnd(10)} ${formatAge(e.ageSeconds).padStart(4)} ${String(e.size).padStart(9)}  ${e.shellName ?? quoteName(e.name)}`
   return facts.length === 0 ? line : `${line}  ${facts.join(" ")}`
 }
 

@@ -7,6 +7,7 @@ import {
   ExitCode,
   entryName,
   entryPath,
+  entryShellName,
   type LedgerPort,
   openExistingLedger,
   openQueue,
@@ -50,6 +51,8 @@ export interface ListedDeferral {
 export interface ListEntry {
   readonly dir: QueueDir
   readonly name: string
+  /** Only for a name that is not UTF-8 (`name` is then its %XX spelling): the exact name, quoted for a shell. */
+  readonly shellName?: string
   readonly type: "file" | "symlink" | "directory" | "other"
   /** Bytes (of the link itself for a symlink). */
   readonly size: number
@@ -197,7 +200,8 @@ export async function listDir(
     }
     const entry = entryOf(entryPath(queue[dir], d), dir, entryName(d), view, now)
     if (entry === undefined) continue
-    chunk.push(entry)
+    const shellName = entryShellName(d)
+    chunk.push(shellName === undefined ? entry : { ...entry, shellName })
     listed++
     if (chunk.length >= chunkSize) await flush()
   }

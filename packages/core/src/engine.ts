@@ -56,6 +56,7 @@ export {
   createQueue,
   entryName,
   entryPath,
+  entryShellName,
   isMessageName,
   judgeEntry,
   openQueue,

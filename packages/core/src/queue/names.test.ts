@@ -2,7 +2,7 @@ import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import os from "node:os"
 import { join } from "node:path"
-import { alternateName, escapeUndecodable, quoteName } from "./names.ts"
+import { alternateName, escapeUndecodable, quoteName, quoteRawName } from "./names.ts"
 
 async function tempDir(): Promise<{ path: string } & AsyncDisposable> {
   const path = fs.mkdtempSync(join(os.tmpdir(), "spool-names-"))
@@ -136,5 +136,18 @@ describe("escapeUndecodable", () => {
     ["a truncated UTF-8 sequence", Buffer.concat([Buffer.of(0xe6, 0x97), Buffer.from(".json")]), "%E6%97.json"],
   ])("%s", (_label, raw, expected) => {
     expect(escapeUndecodable(raw)).toBe(expected)
+  })
+})
+
+describe("quoteRawName", () => {
+  it.each([
+    [Buffer.from("plain.json"), "plain.json"],
+    [Buffer.concat([Buffer.from("x"), Buffer.of(0xff), Buffer.from(".json")]), "x$'\\377'.json"],
+    [Buffer.concat([Buffer.of(0xfe, 0xff), Buffer.from("a b.json")]), "''$'\\376\\377''a b.json'"],
+    [Buffer.concat([Buffer.from("é"), Buffer.of(0xc3), Buffer.from("\n.json")]), "é$'\\303'''$'\\n''.json'"],
+  ])("quotes %p so that a shell reads back its exact bytes: %s", (raw, quoted) => {
+    expect(quoteRawName(raw)).toBe(quoted)
+    const echoed = Bun.spawnSync(["bash", "-c", `printf %s ${quoted}`]).stdout
+    expect(Buffer.compare(Buffer.from(echoed), raw)).toBe(0)
   })
 })

@@ -95,6 +95,47 @@ export function alternateName(name: string, k: number): string {
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
 
 /**
+ * A name's bytes as `quoteName` quotes text, each byte that is not part of valid UTF-8 written
+ * as an octal escape in `$'...'` (`a\xff.json` -> `a$'\377'.json`): pasted into a shell, the
+ * exact name, where its %XX spelling (escapeUndecodable) may be another file's real name.
+ */
+export function quoteRawName(raw: Uint8Array): string {
+  let out = ""
+  let text = ""
+  let bytes = ""
+  const flushText = () => {
+    if (text !== "") out += quoteName(text)
+    text = ""
+  }
+  const flushBytes = () => {
+    if (bytes !== "") out += `$'${bytes}'`
+    bytes = ""
+  }
+  for (let i = 0; i < raw.length; ) {
+    let decoded: string | undefined
+    let n = 1
+    for (; n <= 4 && i + n <= raw.length; n++) {
+      try {
+        decoded = strictUtf8.decode(raw.subarray(i, i + n))
+        break
+      } catch {}
+    }
+    if (decoded === undefined) {
+      flushText()
+      bytes += `\\${(raw[i] as number).toString(8).padStart(3, "0")}`
+      n = 1
+    } else {
+      flushBytes()
+      text += decoded
+    }
+    i += n
+  }
+  flushText()
+  flushBytes()
+  return out.startsWith("$") ? `''${out}` : out
+}
+
+/**
  * The name with each byte that is not part of valid UTF-8 written as %XX (`a\xff.json` ->
  * `a%FF.json`); undefined when the whole name is valid UTF-8. The result may pass 255 bytes
  * (each bad byte takes three): alternateName shortens it without splitting an escape.

@@ -4,7 +4,7 @@ import { dirname, join, resolve } from "node:path"
 import { errnoOf, SpoolError } from "../errors.ts"
 import { enclosingRoot, insideQueuePhrase } from "./enclosing.ts"
 import { fsyncDirAt, type OpenDir, openLibc, renameNoReplaceAt } from "./files.ts"
-import { alternateName, escapeUndecodable, quoteName } from "./names.ts"
+import { alternateName, escapeUndecodable, quoteName, quoteRawName } from "./names.ts"
 
 /**
  * The directories every queue root holds, on one filesystem. deferred/ holds the files whose
@@ -297,6 +297,12 @@ export function entryPath(dir: string, e: fs.Dirent): string | Buffer {
 export function entryName(e: fs.Dirent): string {
   const raw = rawOf(e)
   return (raw === undefined ? undefined : escapeUndecodable(raw)) ?? e.name
+}
+
+/** A scanned entry's name quoted for a shell when it is not UTF-8 (quoteRawName); undefined when it is. */
+export function entryShellName(e: fs.Dirent): string | undefined {
+  const raw = rawOf(e)
+  return raw === undefined || escapeUndecodable(raw) === undefined ? undefined : quoteRawName(raw)
 }
 
 /** Some filesystems report no type in readdir; lstat fills it in (0 when the entry is gone). */
