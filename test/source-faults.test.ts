@@ -66,3 +66,53 @@ rabbit(
   },
   60_000,
 )
+
+rabbit(
+  "a --watch consumer takes over what a consumer that died beside it landed, instead of handing it back for good",
+  async () => {
+    await using amqp = await tempAmqpQueue()
+    await using q = await tempQueue()
+    const n = 200
+    const body = (i: number) => JSON.stringify({ msg_id: `w-${i}`, order_no: "W", seq: i + 1, amount: 1 })
+    // The survivor runs first: its start-up recovery has nothing to take.
+    const survivor = consume(q.root, amqp.url, ["--watch", "--batch-size", "20"])
+    const stderr = new Response(survivor.stderr).text()
+    try {
+      await untilLogged(q.root, amqp.url)
+      // The other lands its first batch and dies with it: its claims hold those names.
+      const dying = consume(q.root, amqp.url, ["--batch-size", "20"], { SPOOL_FAULT: "after-claim" })
+      await Bun.sleep(500)
+      await amqp.publish(...Array.from({ length: n }, (_, i) => ({ body: body(i), id: `p-${i}` })))
+      expect(await dying.exited).toBe(137)
+      const done = join(q.root, "done")
+      for (const deadline = Date.now() + 45_000; fs.readdirSync(done).length < n; await Bun.sleep(50))
+        if (Date.now() > deadline) throw new Error(`${fs.readdirSync(done).length} of ${n} done after 45 s`)
+      survivor.kill("SIGTERM")
+      expect(await survivor.exited, await stderr).toBe(0)
+    } finally {
+      survivor.kill("SIGKILL")
+    }
+    const s = snapshot(q.root)
+    expect(s.processed).toHaveLength(n)
+    expect(s.duplicates).toEqual([])
+    expect(s.claims).toEqual([])
+    expect(fs.readdirSync(join(q.root, "processing"))).toEqual([])
+    expect(await amqp.ready()).toBe(0)
+  },
+  90_000,
+)
+
+/** Waits until a consumer of `url` on `root` is connected: its consumers row is in the ledger. */
+async function untilLogged(root: string, _url: string): Promise<void> {
+  for (const deadline = Date.now() + 30_000; ; await Bun.sleep(20)) {
+    if (Date.now() > deadline) throw new Error("the consumer never registered")
+    if (!fs.existsSync(join(root, "ledger.db"))) continue
+    const db = new Database(join(root, "ledger.db"), { readonly: true })
+    try {
+      if ((db.query("SELECT count(*) AS n FROM consumers").get() as { n: number }).n > 0) return
+    } catch {
+    } finally {
+      db.close()
+    }
+  }
+}

@@ -27,6 +27,21 @@ export async function recover(c: Context): Promise<void> {
   await removeAbandonedLandings(c)
   await adoptDead(c)
   await takeOrphans(c)
+  await forgetDeadConsumers(c)
+}
+
+/**
+ * Recovery while a run takes a broker's deliveries: what consumers that died since it started
+ * left (their claims, their landings in tmp/), between two batches. Their deliveries come to
+ * this run again, and their names would be held by the dead claims for as long as it runs.
+ */
+export async function recoverDeadPeers(c: Context): Promise<void> {
+  await removeAbandonedLandings(c)
+  await adoptDead(c)
+  await forgetDeadConsumers(c)
+}
+
+async function forgetDeadConsumers(c: Context): Promise<void> {
   // The rows of consumers that died without unregistering (killed, or the machine rebooted),
   // now that their claims are taken: one per killed run, which a consumer started by cron
   // would otherwise leave forever. Only an owner this host can prove dead: one on another

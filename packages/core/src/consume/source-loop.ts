@@ -7,6 +7,7 @@ import { KeeperThread } from "./keeper.ts"
 import { type Arrival, arrivals, isRecognisable, landClaimed, landedName, toLanding } from "./land.ts"
 import { moveHere } from "./move.ts"
 import { defaults } from "./options.ts"
+import { recoverDeadPeers } from "./recover.ts"
 import { countClaimed } from "./summary.ts"
 
 /**
@@ -44,6 +45,10 @@ export class SourceIntake implements Intake {
   readonly #c: Context
   readonly #source: SourcePort
   readonly #keeper: KeeperThread | undefined
+  /** When recoverDeadPeers last ran (performance.now()); the run's start recovered everything before. */
+  #recoveredAt = performance.now()
+  /** A batch handed back names another consumer held: maybe one that died since this run started. */
+  #isHeldElsewhere = false
 
   constructor(c: Context, source: SourcePort) {
     this.#c = c
@@ -63,6 +68,7 @@ export class SourceIntake implements Intake {
     const idleWaitMs = c.options.idleWaitMs ?? defaults.idleWaitMs
     let aside: Delivery[] = []
     while (!c.isStopping) {
+      await this.#recoverDeadPeers()
       yield* dueBatches(c, now())
       // Deliveries set aside make a batch already: what has arrived meanwhile joins them, and
       // nothing more is waited for (a wait would cost each batch of them the whole idle wait).
@@ -84,6 +90,21 @@ export class SourceIntake implements Intake {
   }
 
   async halt(): Promise<void> {}
+
+  /**
+   * Between two batches, takes over what consumers that died since this run started left: a
+   * second later once a name was handed back as held (the dead one's deliveries come here again,
+   * and would be handed back for as long as this run lives), else every quarter lease. Their
+   * files are processed from processing/, and the redeliveries then recognised.
+   */
+  async #recoverDeadPeers(): Promise<void> {
+    const c = this.#c
+    const every = this.#isHeldElsewhere ? heldRecoveryMs : c.moveGuardMs
+    if (performance.now() - this.#recoveredAt < every) return
+    this.#isHeldElsewhere = false
+    this.#recoveredAt = performance.now()
+    await recoverDeadPeers(c)
+  }
 
   async close(): Promise<void> {
     await this.#keeper?.close()
@@ -157,13 +178,19 @@ export class SourceIntake implements Intake {
             file: landedName(d),
             problem: "another consumer holds this name; it comes again later",
           })
-        if (back.length > 0) await source.release(back, c.moveGuardMs)
+        if (back.length > 0) {
+          this.#isHeldElsewhere = true
+          await source.release(back, c.moveGuardMs)
+        }
         // No longer in hand: kept alive, a delivery handed back with a delay would wait longer.
         kept.forget(group.map((a) => a.delivery))
       },
     }
   }
 }
+
+/** How soon after a name was handed back as held the claims are looked at for a dead holder. */
+const heldRecoveryMs = 1000
 
 /**
  * The batch's fresh deliveries in the groups they are landed and committed in: each one the source
