@@ -1,8 +1,10 @@
-// A --source run that fails cleanly (exit 3: here the SQLite ledger locked past --busy-timeout)
-// with deliveries landed and not committed leaves them in processing/ under their claims, as a
-// crash would: their home is the broker, which delivers them again, so a copy handed back into
-// inbox/ would be consumed a second time by a later run over the directory. The next run's
-// recovery processes them from their landed files and recognises the broker's redeliveries.
+// What a --source run does with what it cannot simply take. One that fails cleanly (exit 3: here
+// the SQLite ledger locked past --busy-timeout) with deliveries landed and not committed leaves
+// them in processing/ under their claims, as a crash would: their home is the broker, which
+// delivers them again, so a copy handed back into inbox/ would be consumed a second time by a
+// later run over the directory; the next run's recovery processes them from their landed files
+// and recognises the broker's redeliveries. A --watch consumer takes over what a consumer killed
+// beside it left. A delivery over --max-bytes goes to error/ unread, as such a file does.
 import { Database } from "bun:sqlite"
 import { expect } from "bun:test"
 import fs from "node:fs"
@@ -116,3 +118,22 @@ async function untilLogged(root: string, _url: string): Promise<void> {
     }
   }
 }
+
+rabbit("a delivery over --max-bytes goes to error/ as too-large, unread, as a file of its size would", async () => {
+  await using amqp = await tempAmqpQueue()
+  await using q = await tempQueue()
+  const big = JSON.stringify({ msg_id: "big", order_no: "B", seq: 1, amount: 1, pad: "x".repeat(500) })
+  const small = JSON.stringify({ msg_id: "small", order_no: "B", seq: 2, amount: 1 })
+  await amqp.publish({ body: big, id: "p-big" }, { body: small, id: "p-small" })
+  const r = consume(q.root, amqp.url, ["--max-bytes", "200"])
+  expect(await r.exited, await new Response(r.stderr).text()).toBe(0)
+  const s = snapshot(q.root)
+  expect((s.processed as { msg_id: string }[]).map((p) => p.msg_id)).toEqual(["small"])
+  expect(s.failures).toMatchObject([{ file: `amqp-${amqp.name}-p-big.json`, reason: "too-large" }])
+  using db = new Database(join(q.root, "ledger.db"), { readonly: true })
+  expect(db.query("SELECT detail, payload_hash FROM failures").all()).toEqual([
+    { detail: `${big.length} bytes, over the 200-byte limit`, payload_hash: null },
+  ])
+  expect(fs.readFileSync(join(q.root, "error", `amqp-${amqp.name}-p-big.json`), "utf8")).toBe(big)
+  expect(await amqp.ready()).toBe(0)
+})

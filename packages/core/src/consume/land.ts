@@ -6,7 +6,7 @@ import { open } from "node:fs/promises"
 import { join } from "node:path"
 import { fault } from "../_fault.ts"
 import type { Claim, Landing } from "../ledger/model.ts"
-import { renameNoReplace } from "../queue/files.ts"
+import { renameNoReplace, tooLargeRead } from "../queue/files.ts"
 import { fitsNameMax } from "../queue/names.ts"
 import type { Delivery } from "../source/port.ts"
 import type { Context, Item } from "./context.ts"
@@ -137,6 +137,8 @@ export async function landClaimed(
     const item: Item = { ...claim, isRegular: true, inProcessing: true }
     if (a.delivery.refusal !== undefined)
       item.outcome = c.decider.reject(item, a.delivery.refusal.reason, a.delivery.refusal.detail, a.hash)
+    // As a file of that size would be: to error/ unread (recovery, reading the landed file, judges it so too).
+    else if (a.delivery.body.length > c.maxBytes) item.read = tooLargeRead(a.delivery.body.length, c.maxBytes)
     else {
       item.read = { ok: true, bytes: a.delivery.body }
       item.hash = a.hash

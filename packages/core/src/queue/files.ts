@@ -253,7 +253,7 @@ export function readMessageFile(
   try {
     const st = fs.fstatSync(fd)
     if (!st.isFile()) return { ok: false, reason: "not-regular", detail: kindOf(st) }
-    if (st.size > maxBytes) return tooLarge(`${st.size} bytes, over the ${maxBytes}-byte limit`)
+    if (st.size > maxBytes) return tooLargeRead(st.size, maxBytes)
     // read(2) may return less than asked (NFS, FUSE), and the file may still be growing: read
     // to end of file or to one byte past the limit, whichever comes first. A file larger than
     // the scratch buffer gets a buffer of its own.
@@ -282,6 +282,11 @@ export function readMessageFile(
 const symlink: FileRead = { ok: false, reason: "symlink", detail: "a symbolic link; its target was not touched" }
 const vanished: FileRead = { ok: false, reason: "vanished", detail: "no longer in processing/" }
 const tooLarge = (detail: string): FileRead => ({ ok: false, reason: "too-large", detail })
+
+/** What a file of `size` bytes is where at most `maxBytes` are read: too-large, unread. */
+export function tooLargeRead(size: number, maxBytes: number): FileRead {
+  return tooLarge(`${size} bytes, over the ${maxBytes}-byte limit`)
+}
 
 function kindOf(st: fs.Stats): string {
   if (st.isDirectory()) return "a directory"
