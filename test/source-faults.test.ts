@@ -4,14 +4,24 @@
 // delivers them again, so a copy handed back into inbox/ would be consumed a second time by a
 // later run over the directory; the next run's recovery processes them from their landed files
 // and recognises the broker's redeliveries. A --watch consumer takes over what a consumer killed
-// beside it left. A delivery over --max-bytes goes to error/ unread, as such a file does.
+// beside it left. A delivery over --max-bytes goes to error/ unread, as such a file does. A
+// delivery two processes were both given is committed by one and recognised by the other.
 import { Database } from "bun:sqlite"
 import { expect } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import { isStopped, repoRoot, requireServer, snapshot, tempAmqpQueue, tempQueue } from "@spool/test-support"
+import {
+  isStopped,
+  repoRoot,
+  requireServer,
+  snapshot,
+  tempAmqpQueue,
+  tempQueue,
+  tempRedisStream,
+} from "@spool/test-support"
 
 const rabbit = await requireServer("RabbitMQ", "127.0.0.1", 5672, "rabbitmq-server")
+const redis = await requireServer("Redis", "127.0.0.1", 6379, "redis-server --daemonize yes --save ''")
 
 const consume = (root: string, url: string, more: readonly string[], env: Record<string, string> = {}) =>
   Bun.spawn(["bun", join(repoRoot, "packages/consumer/bin/consume.ts"), "--root", root, "--source", url, ...more], {
@@ -137,3 +147,51 @@ rabbit("a delivery over --max-bytes goes to error/ as too-large, unread, as a fi
   expect(fs.readFileSync(join(q.root, "error", `amqp-${amqp.name}-p-big.json`), "utf8")).toBe(big)
   expect(await amqp.ready()).toBe(0)
 })
+
+redis(
+  "a pending entry two processes of one consumer name both read is committed once, the other acknowledging it",
+  async () => {
+    await using stream = await tempRedisStream()
+    await using q = await tempQueue()
+    const body = JSON.stringify({ msg_id: "r-1", order_no: "R", seq: 1, amount: 1 })
+    const [id] = await stream.publish(body)
+    const url = `${stream.url}&consumer=shared`
+    // Read once and never acknowledged: pending with the consumer name both processes share.
+    await stream.client.call(
+      "XREADGROUP",
+      "GROUP",
+      stream.group,
+      "shared",
+      "COUNT",
+      "10",
+      "STREAMS",
+      stream.stream,
+      ">",
+    )
+    // One reads it from the pending list and stops before it claims it...
+    const late = consume(q.root, url, ["--log-format", "json"], {
+      SPOOL_FAULT: "before-land-claim",
+      SPOOL_FAULT_SIGNAL: "SIGSTOP",
+    })
+    try {
+      for (const deadline = Date.now() + 30_000; !isStopped(late.pid); await Bun.sleep(10))
+        if (late.exitCode !== null || Date.now() > deadline) throw new Error("the consumer never stopped")
+      // ...while the other reads the same entry, commits and acknowledges it, and ends.
+      const first = consume(q.root, url, [])
+      expect(await first.exited, await new Response(first.stderr).text()).toBe(0)
+      late.kill("SIGCONT")
+      const [stderr, code] = await Promise.all([new Response(late.stderr).text(), late.exited])
+      expect(code, stderr).toBe(0)
+      expect(stderr).toContain('"redelivered":1')
+    } finally {
+      late.kill("SIGCONT")
+      late.kill("SIGKILL")
+    }
+    const s = snapshot(q.root)
+    expect((s.processed as { msg_id: string }[]).map((p) => p.msg_id)).toEqual(["r-1"])
+    expect(s.duplicates).toEqual([])
+    expect(Object.keys(s.done)).toEqual([`redis-${stream.stream}-${id}.json`])
+    expect(await stream.unacked()).toBe(0)
+  },
+  60_000,
+)

@@ -8,7 +8,8 @@
 // consumer registered, recovery about to list the claims), `before-attempt` (a file recovery
 // retries alone, or a delivery taken alone, read, its attempt not yet counted), `after-publish` (a source's publish confirmed
 // by the broker: a replay whose file is still in error/), `after-land-write` (a batch of broker
-// deliveries claimed and written under tmp/, not yet renamed into processing/), `after-binding-check`
+// deliveries claimed and written under tmp/, not yet renamed into processing/), `before-land-claim`
+// (a batch of deliveries received and checked for earlier outcomes, not yet claimed), `after-binding-check`
 // (a writer found the root's binding, or none, and has created nothing yet),
 // optionally `step@N` for the N-th time the step is reached. SPOOL_FAULT_SIGNAL=SIGSTOP stops
 // the process there instead (a stall: a paused VM, a hung mount), for a test to resume with
@@ -32,6 +33,7 @@ const steps = [
   "after-publish",
   "after-land-write",
   "after-binding-check",
+  "before-land-claim",
 ] as const
 
 /** The protocol steps a test can crash at. */

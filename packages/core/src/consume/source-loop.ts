@@ -1,5 +1,5 @@
 import { fault } from "../_fault.ts"
-import { landingKey } from "../ledger/model.ts"
+import { type Claim, landingKey } from "../ledger/model.ts"
 import type { Delivery, SourcePort } from "../source/port.ts"
 import { type Context, type Item, now } from "./context.ts"
 import { type Batch, dueBatches, type Intake } from "./intake.ts"
@@ -158,20 +158,38 @@ export class SourceIntake implements Intake {
     const c = this.#c
     const source = this.#source
     const landings = group.map((a) => toLanding(a, c.poisonAt))
-    const claims =
+    if (group.length > 0) fault("before-land-claim")
+    const taken =
       group.length === 0 ? [] : await c.ledger.claimLanded(c.owner.ownerId, landings, now(), c.moved.splice(0))
+    // Recognised after all: another consumer of the root committed the same delivery between the
+    // check and this claim (two processes given one pending entry, as a Redis consumer name they
+    // share is). Once claimed, no one else can commit it: its claim is given up, and it is
+    // acknowledged with nothing recorded, never committed a second time as a duplicate.
+    const late = await recognisedLate(c, taken, first)
+    if (late.size > 0)
+      await c.ledger.release(
+        c.owner.ownerId,
+        taken.filter((cl) => late.has(cl.name)),
+      )
+    for (const name of late)
+      c.log.debug("redelivered", {
+        file: name,
+        problem: "committed by another consumer meanwhile; acknowledged again, nothing recorded",
+      })
+    const claims = late.size === 0 ? taken : taken.filter((cl) => !late.has(cl.name))
     const held = await landClaimed(c, claims, first)
     // A delivery counted poisonAt times is in a group of its own (takenAlone).
     for (const item of held) if (isCounted(c, first.get(item.name) as Arrival)) await countAttempt(c, item)
     const landed = new Set(held.map((i) => i.name))
-    const back = group.filter((a) => !landed.has(a.name)).map((a) => a.delivery)
+    const back = group.filter((a) => !landed.has(a.name) && !late.has(a.name)).map((a) => a.delivery)
     if (held.length > 0) countClaimed(c.summary, c.log, held)
     return {
       held,
       settle: async (committedAt) => {
         if (held.length > 0) await moveHere(c, held, committedAt as number)
-        await source.ack([...recognised, ...group.filter((a) => landed.has(a.name))].map((a) => a.delivery))
-        c.summary.redelivered += recognised.length
+        const acked = group.filter((a) => landed.has(a.name) || late.has(a.name))
+        await source.ack([...recognised, ...acked].map((a) => a.delivery))
+        c.summary.redelivered += recognised.length + late.size
         // Another consumer holds their names: their earlier delivery is in its hands. Not sooner than its lease's heartbeat.
         for (const d of back)
           c.log.debug("handed-back", {
@@ -187,6 +205,18 @@ export class SourceIntake implements Intake {
       },
     }
   }
+}
+
+/** The names of `claims` whose delivery, recognisable, has an outcome by now (see committedLandings). */
+async function recognisedLate(
+  c: Context,
+  claims: readonly Claim[],
+  first: ReadonlyMap<string, Arrival>,
+): Promise<Set<string>> {
+  const asked = claims.map((cl) => first.get(cl.name) as Arrival).filter((a) => isRecognisable(a.delivery))
+  if (asked.length === 0) return new Set()
+  const known = await c.ledger.committedLandings(asked.map((a) => ({ name: a.name, payloadHash: a.hash })))
+  return new Set(asked.filter((a) => known.has(landingKey(a.name, a.hash))).map((a) => a.name))
 }
 
 /** How soon after a name was handed back as held the claims are looked at for a dead holder. */
