@@ -139,6 +139,16 @@ describe("a command line a command does not take", () => {
       "stats: --ledger/SPOOL_LEDGER_URL is not a URL that can be read (not shown here: it may hold a password); write it as postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE, with %-escapes for the special characters of a password (# as %23, @ as %40)",
     ],
     [
+      "a first deferral delay longer than the longest",
+      ["bun", "run", "--silent", "consume", "--root", "Q", "--defer-first", "2h"],
+      "consume: --defer-first (2h) is longer than --defer-max (1h), the longest wait between two attempts: lower --defer-first or raise --defer-max",
+    ],
+    [
+      "a size limit no message fits",
+      ["bun", "run", "--silent", "consume", "--root", "Q", "--max-bytes", "0"],
+      'consume: --max-bytes must be at least 1 byte, not "0"',
+    ],
+    [
       "an argument to a command that takes none",
       ["bun", "run", "--silent", "schema", "--root", "Q", "extra"],
       "schema: unexpected argument extra: schema takes no arguments; run schema --help for the options",

@@ -155,6 +155,6 @@ function atLeast(flag: string, option: ValueOption, n: number, text: string): nu
   const bound =
     option.kind === "duration" && option.min === 1
       ? "longer than 0"
-      : `at least ${option.min}${option.kind === "duration" ? "ms" : " bytes"}`
+      : `at least ${option.min}${option.kind === "duration" ? "ms" : option.min === 1 ? " byte" : " bytes"}`
   throw new SpoolError("usage", `${flag} must be ${bound}, not ${JSON.stringify(text)}`)
 }

@@ -66,7 +66,7 @@ export const spec = {
       default: String(defaults.maxAttempts),
       min: 2,
     }),
-    "max-bytes": bytes("larger files go to error/ as too-large, unread", { default: "1m" }),
+    "max-bytes": bytes("larger files go to error/ as too-large, unread", { default: "1m", min: 1 }),
     "min-age": duration("skip files modified more recently than this, e.g. 5s", { default: "0s", example: "5s" }),
     "defer-first": duration("after a transient failure (TransientError), try the message again this much later", {
       default: "5m",
@@ -146,7 +146,7 @@ export async function main(argv: readonly string[]): Promise<number> {
   const stop = holdStopRequest()
   // A function, not the property: a check early in the run must not narrow the later ones.
   const isStopRequested = () => stop.signal.aborted
-  return runCommand(spec, argv, async ({ values: v }) => {
+  return runCommand(spec, argv, async ({ values: v, texts }) => {
     const format: LogFormat = v["log-format"]
     const level: LogLevel = v.quiet ? "quiet" : v.verbose ? "verbose" : "info"
     const durable = !v["no-fsync"]
@@ -170,6 +170,11 @@ export async function main(argv: readonly string[]): Promise<number> {
       throw new SpoolError(
         "usage",
         "--concurrency does not take --source: start several `consume --source` processes on the root instead; the broker shares its deliveries among them",
+      )
+    if (v["defer-first"] > v["defer-max"])
+      throw new SpoolError(
+        "usage",
+        `--defer-first (${texts["defer-first"]}) is longer than --defer-max (${texts["defer-max"]}), the longest wait between two attempts: lower --defer-first or raise --defer-max`,
       )
     const rescanMs = v.rescan
     const batchWindowMs = v["batch-window"]

@@ -31,6 +31,8 @@ describe("parseAmqpUrl", () => {
     ["amqp://h/?queue=", "names no queue: add ?queue=NAME"],
     ["amqp://h/?queue=a&queue=b", "names more than one queue"],
     ["amqp://h/?queue=q&prefech=1", "does not know (prefech); it takes queue (required), heartbeat"],
+    ["amqp://h/?queue=q&heartbeat=abc", 'heartbeat takes a whole number of seconds, not "abc"'],
+    ["amqp://h/?queue=q&frameMax=-1", 'frameMax takes a whole number, not "-1"'],
     ["http://h/?queue=q", "must start amqp:// or amqps://"],
     ["amqp:///?queue=q", "names no host"],
     ["amqp://user:secret@/?queue=q", "is not a URL"],

@@ -57,6 +57,15 @@ export function parseAmqpUrl(text: string): AmqpUrl {
       `${describeUrl(url)} has a parameter an AMQP source does not know (${unknown.join(", ")}); ` +
         `it takes queue (required), ${clientParameters.join(", ")}`,
     )
+  // amqplib takes these as numbers; one that is not would fail every connection attempt, each
+  // taken for a broker out of reach, until the 60 s of retries ran out.
+  for (const key of ["heartbeat", "frameMax", "channelMax", "maxFrameSize"])
+    for (const value of url.searchParams.getAll(key))
+      if (!/^\d+$/.test(value))
+        throw new SpoolError(
+          "usage",
+          `${describeUrl(url)}: ${key} takes a whole number${key === "heartbeat" ? " of seconds" : ""}, not ${JSON.stringify(value)}`,
+        )
   const connect = new URL(url.href)
   connect.searchParams.delete("queue")
   return { connectUrl: connect.href, queue, describe: describeUrl(url) }
