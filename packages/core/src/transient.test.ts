@@ -45,11 +45,13 @@ describe("the deferral policy", () => {
   it("refuses a policy no deferral could run with, naming the field", () => {
     expect(deferPolicyOf(undefined, "x")).toEqual(defaultDeferPolicy)
     expect(deferPolicyOf({ maxAgeMs: 0, maxMs: Number.POSITIVE_INFINITY }, "x")).toMatchObject({ maxAgeMs: 0 })
+    expect(deferPolicyOf({ firstMs: 0 }, "x")).toMatchObject({ firstMs: 0 })
     for (const [defer, said] of [
-      [{ firstMs: 0 }, "x: defer.firstMs must be a finite number of milliseconds above 0 (was 0)"],
+      [{ firstMs: -1 }, "x: defer.firstMs must be a finite number of milliseconds, 0 or more (was -1)"],
       [{ firstMs: Number.NaN }, "(was NaN)"],
+      [{ firstMs: Number.POSITIVE_INFINITY }, "(was Infinity)"],
       [{ firstMs: "5m" }, '(was "5m")'],
-      [{ maxMs: -1 }, "defer.maxMs must be a number of milliseconds above 0"],
+      [{ maxMs: -1 }, "defer.maxMs must be a number of milliseconds, 0 or more"],
       [{ maxAgeMs: Number.NaN }, "defer.maxAgeMs must be a number of milliseconds, 0 or more"],
     ] as const)
       expect(() => deferPolicyOf(defer as never, "x")).toThrow(said)

@@ -59,15 +59,16 @@ export function backoffMs(policy: DeferPolicy, attempts: number, retryAfterMs?: 
 }
 
 /**
- * The policy of `defer` over the defaults, refused (a usage error that names `where`) unless
- * each delay is a number above 0 and the maximum age one of at least 0: a first delay of 0
- * would take a failing message again at once, in the same drain, for as long as its maximum age.
+ * The policy of `defer` over the defaults, refused (a usage error that names `where`) unless each
+ * field is a number of at least 0, the first delay a finite one: NaN or a string made due times
+ * no ledger could write. (A first delay of 0 is taken: the message is tried again within the same
+ * drain, which a one-shot drain then keeps doing for as long as the handler fails, up to maxAgeMs.)
  */
 export function deferPolicyOf(defer: Partial<DeferPolicy> | undefined, where: string): DeferPolicy {
   const p = { ...defaultDeferPolicy, ...defer }
   const rules = {
-    firstMs: [(v: number) => v > 0 && Number.isFinite(v), "a finite number of milliseconds above 0"],
-    maxMs: [(v: number) => v > 0, "a number of milliseconds above 0"],
+    firstMs: [(v: number) => v >= 0 && Number.isFinite(v), "a finite number of milliseconds, 0 or more"],
+    maxMs: [(v: number) => v >= 0, "a number of milliseconds, 0 or more"],
     maxAgeMs: [(v: number) => v >= 0, "a number of milliseconds, 0 or more"],
   } as const
   for (const [key, [isValid, what]] of Object.entries(rules) as [

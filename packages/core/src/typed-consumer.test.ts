@@ -68,7 +68,10 @@ describe("createConsumer (SQLite)", () => {
       [{ batchSize: 0 }, "(was 0)"],
       [{ maxBytes: Number.NaN }, "maxBytes must be a whole number of at least 0 (was NaN)"],
       [{ rescanMs: 0 }, "rescanMs must be a finite number above 0"],
-      [{ defer: { firstMs: 0 } }, "createConsumer: defer.firstMs must be a finite number of milliseconds above 0"],
+      [
+        { defer: { firstMs: Number.NaN } },
+        "createConsumer: defer.firstMs must be a finite number of milliseconds, 0 or more",
+      ],
     ] as const) {
       expect(() => createConsumer({ root: q.root, ...options })).toThrow(said)
       expect(fs.existsSync(join(q.root, "ledger.db"))).toBe(false)
