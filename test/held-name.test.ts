@@ -4,12 +4,11 @@
 // recognised, acknowledged, and nothing is lost or recorded twice. JetStream delays it (a quarter
 // lease); RabbitMQ cannot, and requeues it at once.
 import { expect } from "bun:test"
-import { join } from "node:path"
 import {
   isStopped,
-  repoRoot,
   requireServer,
   snapshot,
+  spawnConsume,
   tempAmqpQueue,
   tempJetStream,
   tempQueue,
@@ -19,11 +18,7 @@ const rabbit = await requireServer("RabbitMQ", "127.0.0.1", 5672, "rabbitmq-serv
 const nats = await requireServer("NATS", "127.0.0.1", 4222, "nats-server -js -a 127.0.0.1 -p 4222")
 
 const consume = (root: string, url: string, more: readonly string[], env: Record<string, string> = {}) =>
-  Bun.spawn(["bun", join(repoRoot, "packages/consumer/bin/consume.ts"), "--root", root, "--source", url, ...more], {
-    env: { ...process.env, NO_COLOR: "1", ...env },
-    stdout: "pipe",
-    stderr: "pipe",
-  })
+  spawnConsume(["--root", root, "--source", url, ...more], env)
 
 rabbit(
   "a name another consumer holds is handed back, then recognised once that consumer committed it",

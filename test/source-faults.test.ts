@@ -12,9 +12,9 @@ import fs from "node:fs"
 import { join } from "node:path"
 import {
   isStopped,
-  repoRoot,
   requireServer,
   snapshot,
+  spawnConsume,
   tempAmqpQueue,
   tempQueue,
   tempRedisStream,
@@ -24,11 +24,7 @@ const rabbit = await requireServer("RabbitMQ", "127.0.0.1", 5672, "rabbitmq-serv
 const redis = await requireServer("Redis", "127.0.0.1", 6379, "redis-server --daemonize yes --save ''")
 
 const consume = (root: string, url: string, more: readonly string[], env: Record<string, string> = {}) =>
-  Bun.spawn(["bun", join(repoRoot, "packages/consumer/bin/consume.ts"), "--root", root, "--source", url, ...more], {
-    env: { ...process.env, NO_COLOR: "1", ...env },
-    stdout: "pipe",
-    stderr: "pipe",
-  })
+  spawnConsume(["--root", root, "--source", url, ...more], env)
 
 rabbit(
   "deliveries landed when the commit fails cleanly wait in processing/, not inbox/, and the next run finishes them",

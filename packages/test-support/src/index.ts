@@ -41,7 +41,7 @@ export { buildPowerCutFs, mountPowerCut, powerCutUnavailable } from "./power-cut
 export type { CutObservation, CutRun } from "./power-cut-storm.ts"
 export { consumeWithPowerCuts, cutAgainstReference, cutLog, killedThenCut, summarizeCuts } from "./power-cut-storm.ts"
 export type { RunResult } from "./process.ts"
-export { captured, childPids, isStopped, run, spool } from "./process.ts"
+export { captured, childPids, isStopped, run, spawnConsume, spool } from "./process.ts"
 export type { TempAmqpQueue, TestMessage } from "./rabbitmq.ts"
 export { closeConnectionNamed, numberedMessages, rabbitUrl, tempAmqpQueue } from "./rabbitmq.ts"
 export { receiveAndAck } from "./raw-receive.ts"

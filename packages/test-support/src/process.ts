@@ -30,6 +30,15 @@ export async function run(
   return { stdout, stderr, exitCode }
 }
 
+/** Starts `consume` with `args`, stdout and stderr piped, for a test that signals or reads it while it runs. */
+export function spawnConsume(args: readonly string[], env: Record<string, string> = {}) {
+  return Bun.spawn(["bun", join(repoRoot, "packages/consumer/bin/consume.ts"), ...args], {
+    env: { ...process.env, NO_COLOR: "1", ...env },
+    stdout: "pipe",
+    stderr: "pipe",
+  })
+}
+
 /** Runs one of the consumer package's commands (consume, setup, schema, order-check) directly with bun. */
 export function spool(
   command: "consume" | "setup" | "schema" | "order-check" | "compact",

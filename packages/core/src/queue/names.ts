@@ -95,6 +95,27 @@ export function alternateName(name: string, k: number): string {
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
 
 /**
+ * A name's bytes in runs: each character of valid UTF-8 as text, each byte that is part of none
+ * as a number. Decoding the whole at once would turn those bytes into U+FFFD and lose them.
+ */
+function* utf8Runs(raw: Uint8Array): Generator<string | number> {
+  for (let i = 0; i < raw.length; ) {
+    let n = 1
+    for (; n <= 4 && i + n <= raw.length; n++) {
+      try {
+        yield strictUtf8.decode(raw.subarray(i, i + n))
+        break
+      } catch {}
+    }
+    if (n > 4 || i + n > raw.length) {
+      yield raw[i] as number
+      n = 1
+    }
+    i += n
+  }
+}
+
+/**
  * A name's bytes as `quoteName` quotes text, each byte that is not part of valid UTF-8 written
  * as an octal escape in `$'...'` (`a\xff.json` -> `a$'\377'.json`): pasted into a shell, the
  * exact name, where its %XX spelling (escapeUndecodable) may be another file's real name.
@@ -103,35 +124,18 @@ export function quoteRawName(raw: Uint8Array): string {
   let out = ""
   let text = ""
   let bytes = ""
-  const flushText = () => {
-    if (text !== "") out += quoteName(text)
-    text = ""
-  }
-  const flushBytes = () => {
+  for (const run of [...utf8Runs(raw), ""]) {
+    if (typeof run === "number") {
+      if (text !== "") out += quoteName(text)
+      text = ""
+      bytes += `\\${run.toString(8).padStart(3, "0")}`
+      continue
+    }
     if (bytes !== "") out += `$'${bytes}'`
     bytes = ""
+    text += run
   }
-  for (let i = 0; i < raw.length; ) {
-    let decoded: string | undefined
-    let n = 1
-    for (; n <= 4 && i + n <= raw.length; n++) {
-      try {
-        decoded = strictUtf8.decode(raw.subarray(i, i + n))
-        break
-      } catch {}
-    }
-    if (decoded === undefined) {
-      flushText()
-      bytes += `\\${(raw[i] as number).toString(8).padStart(3, "0")}`
-      n = 1
-    } else {
-      flushBytes()
-      text += decoded
-    }
-    i += n
-  }
-  flushText()
-  flushBytes()
+  if (text !== "") out += quoteName(text)
   return out.startsWith("$") ? `''${out}` : out
 }
 
@@ -146,20 +150,7 @@ export function escapeUndecodable(raw: Uint8Array): string | undefined {
     return undefined
   } catch {}
   let out = ""
-  for (let i = 0; i < raw.length; ) {
-    let decoded: string | undefined
-    let n = 1
-    for (; n <= 4 && i + n <= raw.length; n++) {
-      try {
-        decoded = strictUtf8.decode(raw.subarray(i, i + n))
-        break
-      } catch {}
-    }
-    if (decoded === undefined) {
-      out += `%${(raw[i] as number).toString(16).toUpperCase().padStart(2, "0")}`
-      n = 1
-    } else out += decoded
-    i += n
-  }
+  for (const run of utf8Runs(raw))
+    out += typeof run === "number" ? `%${run.toString(16).toUpperCase().padStart(2, "0")}` : run
   return out
 }
