@@ -48,22 +48,13 @@ export { createLog, isColorWanted } from "./log.ts"
 export type { Message } from "./message/decode.ts"
 export type { ErrorClass } from "./message/reasons.ts"
 export { classOf, reasonNames } from "./message/reasons.ts"
+export { writeFileAtomic } from "./queue/atomic-write.ts"
 export { enqueueBytes, messageNameProblem, seedFrom } from "./queue/enqueue.ts"
-export { renameNoReplace, unlinkDurably, writeFileAtomic } from "./queue/files.ts"
+export { renameNoReplace, unlinkDurably } from "./queue/files.ts"
 export { alternateName, quoteName } from "./queue/names.ts"
 export type { Queue, QueueDir } from "./queue/root.ts"
-export {
-  createQueue,
-  entryName,
-  entryPath,
-  entryShellName,
-  isMessageName,
-  judgeEntry,
-  openQueue,
-  queueDirs,
-  resolveRoot,
-  scanDir,
-} from "./queue/root.ts"
+export { createQueue, isMessageName, judgeEntry, openQueue, queueDirs, resolveRoot } from "./queue/root.ts"
+export { entryName, entryPath, entryShellName, scanDir } from "./queue/scan.ts"
 export { Exposition, escapeLabel, formatNumber, writeTextfile } from "./report/metrics.ts"
 export {
   formatOrderRanges,

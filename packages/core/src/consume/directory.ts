@@ -1,4 +1,5 @@
-import { judgeEntry, scanDir } from "../queue/root.ts"
+import { judgeEntry } from "../queue/root.ts"
+import { scanDir } from "../queue/scan.ts"
 import { claimHere, renameUndecodable } from "./claim.ts"
 import { type Context, type Item, now } from "./context.ts"
 import { type Batch, dueBatches, type Intake, movedHere } from "./intake.ts"

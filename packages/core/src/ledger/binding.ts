@@ -6,7 +6,8 @@
 import fs from "node:fs"
 import { join } from "node:path"
 import { SpoolError } from "../errors.ts"
-import { createFileAtomic, fsyncDirAt, writeFileAtomic } from "../queue/files.ts"
+import { createFileAtomic, writeFileAtomic } from "../queue/atomic-write.ts"
+import { fsyncDirAt } from "../queue/files.ts"
 
 /** The ledger a root is bound to. */
 export type Binding =

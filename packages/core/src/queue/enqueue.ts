@@ -3,7 +3,8 @@ import { join } from "node:path"
 import { SpoolError } from "../errors.ts"
 import { fsyncDir, openDir, renameNoReplace } from "./files.ts"
 import { fitsNameMax, quoteName } from "./names.ts"
-import { entryName, entryPath, isMessageName, type Queue, queueDirs, scanDir } from "./root.ts"
+import { isMessageName, type Queue, queueDirs } from "./root.ts"
+import { entryName, entryPath, scanDir } from "./scan.ts"
 
 /** What putting files into a queue did. */
 interface EnqueueSummary {

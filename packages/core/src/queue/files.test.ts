@@ -3,7 +3,8 @@ import fs from "node:fs"
 import os from "node:os"
 import { join } from "node:path"
 import { SpoolError } from "../errors.ts"
-import { isSameFile, openDir, renameNoReplace, renameNoReplaceAt, writeFileAtomic } from "./files.ts"
+import { writeFileAtomic } from "./atomic-write.ts"
+import { isSameFile, openDir, renameNoReplace, renameNoReplaceAt } from "./files.ts"
 import { fileIdentity, hashFile, isFileIdentity } from "./hash-file.ts"
 
 async function tempDir(): Promise<{ path: string } & AsyncDisposable> {

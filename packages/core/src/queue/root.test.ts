@@ -3,17 +3,8 @@ import fs from "node:fs"
 import os from "node:os"
 import { join, resolve } from "node:path"
 import { SpoolError } from "../errors.ts"
-import {
-  countFiles,
-  createQueue,
-  isMessageName,
-  judgeEntry,
-  openQueue,
-  queueDirs,
-  queuePaths,
-  resolveRoot,
-  scanDir,
-} from "./root.ts"
+import { createQueue, isMessageName, judgeEntry, openQueue, queueDirs, queuePaths, resolveRoot } from "./root.ts"
+import { scanDir } from "./scan.ts"
 
 async function tempDir(): Promise<{ path: string } & AsyncDisposable> {
   const path = fs.mkdtempSync(join(os.tmpdir(), "spool-queue-"))
@@ -306,16 +297,5 @@ describe("scanDir", () => {
   it("throws for a directory that does not exist", async () => {
     await using d = await tempDir()
     expect(() => [...scanDir(join(d.path, "missing"))]).toThrow()
-  })
-})
-
-describe("countFiles", () => {
-  it("counts regular files only, not directories or symbolic links", async () => {
-    await using d = await tempDir()
-    fs.writeFileSync(join(d.path, "a.json"), "")
-    fs.writeFileSync(join(d.path, "b.txt"), "")
-    fs.mkdirSync(join(d.path, "c.json"))
-    fs.symlinkSync(join(d.path, "a.json"), join(d.path, "d.json"))
-    expect(countFiles(d.path)).toBe(2)
   })
 })

@@ -2,7 +2,7 @@
 // collector and a scrape read it: one writer for every command that exports metrics.
 import { resolve } from "node:path"
 import { SpoolError } from "../errors.ts"
-import { writeFileAtomic } from "../queue/files.ts"
+import { writeFileAtomic } from "../queue/atomic-write.ts"
 
 /** A sample's labels, in the order written. */
 type Labels = Readonly<Record<string, string>>

@@ -3,8 +3,9 @@ import { fault } from "../_fault.ts"
 import { reportRow, workDone } from "../collect.ts"
 import type { OrderProblem, OrderProblemRange } from "../ledger/model.ts"
 import type { LedgerPort } from "../ledger/port.ts"
-import { writeFileAtomic } from "../queue/files.ts"
-import { type Queue, scanDir } from "../queue/root.ts"
+import { writeFileAtomic } from "../queue/atomic-write.ts"
+import type { Queue } from "../queue/root.ts"
+import { scanDir } from "../queue/scan.ts"
 
 /** Report files written into the queue root. */
 export const reportFiles = {

@@ -2,7 +2,8 @@ import fs from "node:fs"
 import { join } from "node:path"
 import { defaults } from "../consume/options.ts"
 import { decodeMessage, requiredFields, validateMessage } from "../message/validate.ts"
-import { isMessageName, type Queue, scanDir } from "../queue/root.ts"
+import { isMessageName, type Queue } from "../queue/root.ts"
+import { scanDir } from "../queue/scan.ts"
 import { csvRow } from "./reports.ts"
 
 /** A JSON type as schema.csv names it. */

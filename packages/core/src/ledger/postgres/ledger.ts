@@ -87,28 +87,26 @@ export class PostgresLedger implements LedgerPort<PostgresEffect> {
   ): Promise<PostgresLedger> {
     const busyTimeoutMs = options.busyTimeoutMs ?? defaultBusyTimeoutMs
     const sql = connect(url, busyTimeoutMs)
-    let id: string
     try {
       if (options.migrate !== false) await migrate(sql)
       else if ((await versionOf(sql)) === 0)
         throw new SpoolError("ledger", `${redact(url)} has no spool ledger yet; run consume first`)
-      // A root id to be made is made only once the server has answered.
-      id = typeof rootId === "string" ? rootId : rootId()
     } catch (error) {
       await sql.close().catch(() => {})
       throw asLedgerError(error, url, busyTimeoutMs)
     }
-    return new PostgresLedger(sql, url, id, busyTimeoutMs)
+    // A root id to be made is made only once the server has answered; failing, it is the file system's error.
+    try {
+      return new PostgresLedger(sql, url, typeof rootId === "string" ? rootId : rootId(), busyTimeoutMs)
+    } catch (error) {
+      await sql.close().catch(() => {})
+      throw error
+    }
   }
 
   /** This ledger's identity (see identify in open.ts). */
   ledgerId(): Promise<string | undefined> {
     return ledgerIdOf(this.sql)
-  }
-
-  /** The schema version in the database (0 when spool has never run there). */
-  version(): Promise<number> {
-    return versionOf(this.sql)
   }
 
   /** Runs `fn` in a transaction, retrying it whole on deadlock or serialization failure. */

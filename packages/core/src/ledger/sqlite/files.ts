@@ -5,7 +5,7 @@ import type { Database } from "bun:sqlite"
 import fs from "node:fs"
 import { basename, dirname, join, resolve } from "node:path"
 import { errnoOf, SpoolError } from "../../errors.ts"
-import { scanDir } from "../../queue/root.ts"
+import { scanDir } from "../../queue/scan.ts"
 import { rootIdFile } from "../binding.ts"
 
 /** SQLite's two companions of a ledger in WAL mode, and what each holds. */
