@@ -207,13 +207,17 @@ export class SourceIntake implements Intake {
   }
 }
 
-/** The names of `claims` whose delivery, recognisable, has an outcome by now (see committedLandings). */
+/**
+ * The names of `claims` whose delivery has an outcome by now (see committedLandings). Only one the
+ * source delivered before is asked about: no other consumer can have been handed a first
+ * delivery, so a batch of them costs no second query.
+ */
 async function recognisedLate(
   c: Context,
   claims: readonly Claim[],
   first: ReadonlyMap<string, Arrival>,
 ): Promise<Set<string>> {
-  const asked = claims.map((cl) => first.get(cl.name) as Arrival).filter((a) => isRecognisable(a.delivery))
+  const asked = claims.map((cl) => first.get(cl.name) as Arrival).filter((a) => a.delivery.redelivered)
   if (asked.length === 0) return new Set()
   const known = await c.ledger.committedLandings(asked.map((a) => ({ name: a.name, payloadHash: a.hash })))
   return new Set(asked.filter((a) => known.has(landingKey(a.name, a.hash))).map((a) => a.name))
