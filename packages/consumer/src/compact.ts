@@ -4,7 +4,6 @@ import { type CommandSpec, dryRun, duration, flag, holdStopRequest, ledger, root
 import {
   alternateName,
   ExitCode,
-  newLedgerRefusalOf,
   openExistingLedger,
   openQueue,
   redact,
@@ -75,9 +74,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     // gone) fails the run before any done/ file is archived. None is created where there is
     // none yet: it would have nothing to remove, and it would bind a root no consume has run
     // on to SQLite before its first consume could choose PostgreSQL.
-    const ledger = await openExistingLedger(queue, url === undefined ? {} : { url })
-    const refusal = ledger === undefined && url === undefined ? newLedgerRefusalOf(queue) : undefined
-    if (refusal !== undefined) throw refusal
+    const ledger = await openExistingLedger(queue, { ...(url !== undefined && { url }), isLostLedgerRefused: true })
     try {
       let files = 0
       let seen = 0

@@ -5,7 +5,6 @@ import {
   formatOrderRanges,
   formatOrderResult,
   maxOrderResultRows,
-  newLedgerRefusalOf,
   openExistingLedger,
   openQueue,
   orderResultRows,
@@ -42,11 +41,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     const url = resolveLedgerUrl(values.ledger)
     // Read-only, and nothing created where no consume has run yet: a ledger made here would bind
     // the root to SQLite before its first consume could choose PostgreSQL.
-    const ledger = await openExistingLedger(queue, { url, readonly: true })
-    if (ledger === undefined && url === undefined) {
-      const refusal = newLedgerRefusalOf(queue)
-      if (refusal !== undefined) throw refusal
-    }
+    const ledger = await openExistingLedger(queue, { url, readonly: true, isLostLedgerRefused: true })
     try {
       // The ranges first: order-check.sql writes a row for every missing seq, and a seq is up to
       // 2^53 - 1, so one wide gap would keep it (and a PostgreSQL server) busy for good.

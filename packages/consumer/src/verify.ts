@@ -2,7 +2,6 @@ import { type CommandSpec, json, ledger, root, runCommand } from "@spool/cli"
 import {
   ExitCode,
   type LedgerCheck,
-  newLedgerRefusalOf,
   openExistingLedger,
   openQueue,
   redact,
@@ -39,13 +38,10 @@ export async function main(argv: readonly string[]): Promise<number> {
   return runCommand(spec, argv, async ({ values: v, quiet }) => {
     const queue = openQueue(resolveRoot(v.root))
     const url = resolveLedgerUrl(v.ledger)
-    const ledger = await openExistingLedger(queue, { url, readonly: true })
+    const ledger = await openExistingLedger(queue, { url, readonly: true, isLostLedgerRefused: true })
     const where = url === undefined ? queue.ledger : redact(url)
     if (ledger === undefined) {
-      // A root whose history outlived its ledger is refused as consume would refuse it; one no
-      // consume has run on has nothing to check, which is not a failure.
-      const refusal = url === undefined ? newLedgerRefusalOf(queue) : undefined
-      if (refusal !== undefined) throw refusal
+      // No consume has run on this root: nothing to check, which is not a failure.
       if (quiet) return ExitCode.ok
       if (v.json) {
         const out = { root: queue.root, ledger: where, backend: null, ok: true, checks: [] }

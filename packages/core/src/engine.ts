@@ -29,7 +29,6 @@ export { orderResultRows } from "./ledger/model.ts"
 export type { OpenLedgerOptions } from "./ledger/open.ts"
 export {
   checkRootLedger,
-  newLedgerRefusalOf,
   openExistingLedger,
   openLedger,
   openPostgresLedger,

@@ -84,10 +84,9 @@ export async function openPostgresLedger(
 
 /**
  * The refusal `openLedger` would give a root that has no `ledger.db` (and no PostgreSQL URL)
- * but has history, undefined when it would create the ledger: what a dry run that opens
- * nothing must still say, to say what the real run would do.
+ * but has history, undefined when it would create the ledger.
  */
-export function newLedgerRefusalOf(queue: Queue): SpoolError | undefined {
+function newLedgerRefusalOf(queue: Queue): SpoolError | undefined {
   if (fs.existsSync(queue.ledger)) return undefined
   const history = historyOf(queue.root)
   return history === undefined ? undefined : newLedgerRefusal(queue.ledger, "absent", history)
@@ -97,16 +96,20 @@ export function newLedgerRefusalOf(queue: Queue): SpoolError | undefined {
  * `openLedger` for a command that must create nothing where there is no ledger yet (stats, a
  * dry run, a selection by failure reason): undefined when the root has none (no ROOT/ledger.db;
  * a database spool has never set up), and then nothing is created, in the root or the database.
- * The binding refusals apply as in openLedger.
+ * The binding refusals apply as in openLedger; with `isLostLedgerRefused` (the commands that
+ * check or prune a ledger: order-check, verify, compact) so does its refusal of a root whose
+ * history outlived its `ledger.db`, which an empty answer would pass for a clean one.
  */
 export async function openExistingLedger(
   queue: Queue,
-  options: OpenLedgerOptions = {},
+  options: OpenLedgerOptions & { readonly isLostLedgerRefused?: boolean } = {},
 ): Promise<LedgerPort | undefined> {
   const url = options.url
   if (url === undefined) {
     if (fs.existsSync(queue.ledger)) return openSqliteLedger(queue, options)
     checkBinding(queue.root, readBinding(queue.root), undefined, undefined)
+    const refusal = options.isLostLedgerRefused === true ? newLedgerRefusalOf(queue) : undefined
+    if (refusal !== undefined) throw refusal
     return undefined
   }
   await checkRootLedger(queue, url)
