@@ -26,7 +26,7 @@ const maxAlternatives = 100
 
 /**
  * The body of what `report` shows; undefined when no file of it is in the queue's directories
- * any more, or only as an entry that is not a regular file (`notRegular` says which).
+ * any more, or only as an entry that is not a regular file (noBodyLine says which).
  */
 export function bodyOf(queue: Queue, report: ShowReport): ShownBody | undefined {
   if (report.kind === "file") {
@@ -44,7 +44,7 @@ export function bodyOf(queue: Queue, report: ShowReport): ShownBody | undefined 
         const name = k === 0 ? file : alternateName(file, k)
         if (k > 0 && !fs.existsSync(join(queue[dir], name))) break
         const body = regularFile(queue, dir, name)
-        if (body !== undefined && sha256(body.bytes) === payloadHash) return body
+        if (body !== undefined && Bun.CryptoHasher.hash("sha256", body.bytes, "hex") === payloadHash) return body
       }
   }
   return undefined
@@ -55,10 +55,6 @@ function regularFile(queue: Queue, dir: QueueDir, file: string): ShownBody | und
   return fs.lstatSync(path, { throwIfNoEntry: false })?.isFile() === true
     ? { dir, file, bytes: fs.readFileSync(path) }
     : undefined
-}
-
-function sha256(bytes: Uint8Array): string {
-  return new Bun.CryptoHasher("sha256").update(bytes).digest("hex")
 }
 
 /** The entry of a file report that is in the queue but is not a regular file, if there is one. */
