@@ -241,9 +241,11 @@ export async function main(argv: readonly string[]): Promise<number> {
     const ledger = await openLedger(queue, opening)
     let source: SourcePort | undefined
     try {
-      if (sourceUrl !== undefined) source = await openSource(sourceUrl, { log, root: queue.root })
+      if (sourceUrl !== undefined) source = await openSource(sourceUrl, { log, root: queue.root, signal: stop.signal })
     } catch (error) {
       await ledger.close()
+      // Stopped while the broker was out of reach: nothing was received, and nothing is.
+      if (isStopRequested()) return stoppedEarly()
       throw error
     }
     const started = performance.now()

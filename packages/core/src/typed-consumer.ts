@@ -1,7 +1,7 @@
 import type { Database } from "bun:sqlite"
 import Big from "big.js"
 import type { SQL } from "bun"
-import type { ConsumeSummary } from "./consume/summary.ts"
+import { type ConsumeSummary, emptySummary } from "./consume/summary.ts"
 import { SpoolError } from "./errors.ts"
 import { bindingFile, readBinding } from "./ledger/binding.ts"
 import type { AcceptedOutcome } from "./ledger/model.ts"
@@ -311,9 +311,16 @@ function runner(
         new SpoolError("usage", "this consumer is already draining its source; one drain or watch at a time"),
       )
     return drains.start(async () => {
-      const port = await source.port()
       // A watch ends at close() too; a one-shot drain is waited for.
       const stop = untilStopped ? AbortSignal.any([drains.stopping, ...(signal ? [signal] : [])]) : signal
+      let port: SourcePort | undefined
+      try {
+        port = await source.port(stop)
+      } catch (error) {
+        // Stopped while the broker was out of reach: nothing was received, and nothing is.
+        if (stop?.aborted) return emptySummary()
+        throw error
+      }
       return drain({ ...(stop && { signal: stop }), ...(port && { source: port }), untilStopped })
     })
   }

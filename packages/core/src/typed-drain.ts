@@ -186,11 +186,18 @@ export class ConsumerSource {
     return this.#given !== undefined || this.#url !== undefined
   }
 
-  /** The source, opened on first use; undefined for a consumer of inbox/. */
-  async port(): Promise<SourcePort | undefined> {
+  /**
+   * The source, opened on first use; undefined for a consumer of inbox/. `signal` ends the wait
+   * for a broker out of reach (the open then rejects, and the next call opens anew).
+   */
+  async port(signal?: AbortSignal): Promise<SourcePort | undefined> {
     if (this.#given !== undefined) return this.#given
     if (this.#url === undefined) return undefined
-    this.#opened ??= openSource(this.#url, { root: this.#root, ...(this.#log === undefined ? {} : { log: this.#log }) })
+    this.#opened ??= openSource(this.#url, {
+      root: this.#root,
+      ...(this.#log === undefined ? {} : { log: this.#log }),
+      ...(signal === undefined ? {} : { signal }),
+    })
     try {
       return await this.#opened
     } catch (error) {

@@ -18,7 +18,8 @@ export interface TcpProxy extends AsyncDisposable {
   pause(isPaused: boolean): void
 }
 
-export async function tcpProxy(targetPort: number, targetHost = "127.0.0.1"): Promise<TcpProxy> {
+/** A proxy to `targetHost:targetPort`, listening on 127.0.0.1 at `listenPort` (default: a free port). */
+export async function tcpProxy(targetPort: number, targetHost = "127.0.0.1", listenPort = 0): Promise<TcpProxy> {
   const open = new Set<net.Socket>()
   let refuseUntil = 0
   let forwarded = 0
@@ -39,7 +40,7 @@ export async function tcpProxy(targetPort: number, targetHost = "127.0.0.1"): Pr
       })
     }
   })
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  await new Promise<void>((resolve) => server.listen(listenPort, "127.0.0.1", resolve))
   const address = server.address()
   if (address === null || typeof address === "string") throw new Error("the proxy has no TCP port")
   return {

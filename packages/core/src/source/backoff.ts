@@ -15,6 +15,15 @@ export interface ReconnectPolicy {
   readonly giveUpAfterMs?: number
 }
 
+/** What opening any broker source takes besides its own tuning. */
+export interface OpenWait {
+  /**
+   * Ends the open while it waits for a broker out of reach (a stop at the start of a run): the
+   * open then closes what it opened and rejects with the signal's reason.
+   */
+  readonly signal?: AbortSignal
+}
+
 /** The delays of one outage: doubling from the initial delay up to the maximum, with jitter. */
 export class Backoff {
   readonly #initial: number

@@ -13,6 +13,11 @@ export interface OpenSourceOptions {
   readonly name?: string
   /** The queue root deliveries land in, where a broker names its consumers (Redis): one name per host and root. */
   readonly root?: string
+  /**
+   * Ends the open while it waits for a broker out of reach (every adapter waits up to 60 s for one
+   * at the start): it then closes what it opened and rejects with the signal's reason.
+   */
+  readonly signal?: AbortSignal
 }
 
 /** The schemes `openSource` takes, for messages that list them. */
@@ -31,23 +36,29 @@ export async function openSource(url: string, options: OpenSourceOptions = {}): 
     case "amqps:": {
       const { openAmqpSource } = await import("./amqp/source.ts")
       return openAmqpSource(url, {
+        ...waitOf(options),
         ...(options.log !== undefined ? { log: options.log } : {}),
         ...(options.name !== undefined ? { connectionName: options.name } : {}),
       })
     }
     case "nats:": {
       const { openJetStreamSource } = await import("./nats/source.ts")
-      return openJetStreamSource(url, options.name !== undefined ? { name: options.name } : {})
+      return openJetStreamSource(url, {
+        ...waitOf(options),
+        ...(options.log !== undefined ? { log: options.log } : {}),
+        ...(options.name !== undefined ? { name: options.name } : {}),
+      })
     }
     case "mqtt:":
     case "mqtts:": {
       const { openMqttSource } = await import("./mqtt/source.ts")
-      return openMqttSource(url, options.log !== undefined ? { log: options.log } : {})
+      return openMqttSource(url, { ...waitOf(options), ...(options.log !== undefined ? { log: options.log } : {}) })
     }
     case "redis:":
     case "rediss:": {
       const { openRedisSource } = await import("./redis/source.ts")
       return openRedisSource(url, {
+        ...waitOf(options),
         ...(options.log !== undefined ? { log: options.log } : {}),
         ...(options.name !== undefined ? { connectionName: options.name } : {}),
         ...(options.root !== undefined ? { root: options.root } : {}),
@@ -59,6 +70,10 @@ export async function openSource(url: string, options: OpenSourceOptions = {}): 
         `--source ${JSON.stringify(redact(url))}: ${scheme === undefined ? "not a URL" : `unknown scheme ${scheme}`}; write amqp://USER:PASS@HOST:5672/?queue=QUEUE (RabbitMQ), nats://HOST:4222/?stream=STREAM&consumer=NAME (NATS JetStream), redis://HOST:6379/?stream=STREAM&group=GROUP (Redis Streams) or mqtt://HOST:1883/?topic=FILTER&client=ID (MQTT)`,
       )
   }
+}
+
+function waitOf(options: OpenSourceOptions): { signal?: AbortSignal } {
+  return options.signal !== undefined ? { signal: options.signal } : {}
 }
 
 function schemeOf(url: string): string | undefined {

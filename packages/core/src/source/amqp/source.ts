@@ -32,7 +32,7 @@ import { type ChannelModel, type ConfirmChannel, type ConsumeMessage, connect } 
 import { fault } from "../../_fault.ts"
 import { SpoolError } from "../../errors.ts"
 import { type Log, silentLog } from "../../log.ts"
-import { Backoff, type ReconnectPolicy, sleep } from "../backoff.ts"
+import { Backoff, type OpenWait, type ReconnectPolicy, sleep } from "../backoff.ts"
 import type { Delivery, Origin, SourcePort } from "../port.ts"
 import { closeQuietly } from "./close.ts"
 import { publishOptions, toDelivery } from "./delivery.ts"
@@ -41,7 +41,7 @@ import { Subscription } from "./subscription.ts"
 import { type AmqpUrl, parseAmqpUrl } from "./url.ts"
 
 /** How an AMQP source connects and receives. */
-export interface AmqpSourceOptions {
+export interface AmqpSourceOptions extends OpenWait {
   /**
    * Deliveries the broker may push ahead of acks (the consumer's prefetch). Default: the
    * largest `max` a receive has asked for, so a source never holds more than one batch.
@@ -65,7 +65,8 @@ export interface AmqpSourceOptions {
 export async function openAmqpSource(url: string, options: AmqpSourceOptions = {}): Promise<SourcePort> {
   const source = new AmqpSource(parseAmqpUrl(url), options)
   try {
-    await source.checkQueue()
+    await source.checkQueue(options.signal)
+    options.signal?.throwIfAborted()
   } catch (error) {
     await source.close()
     throw error
@@ -104,13 +105,13 @@ class AmqpSource implements SourcePort {
   }
 
   /** Fails with a SpoolError when the queue does not exist or the broker refuses this URL. */
-  async checkQueue(): Promise<void> {
+  async checkQueue(signal?: AbortSignal): Promise<void> {
     await this.#withBroker(async (connection) => {
       const channel = await connection.createChannel()
       channel.on("error", () => {}) // a 404 closes the channel; the rejected promise says why
       await channel.checkQueue(this.#url.queue)
       await closeQuietly(channel)
-    })
+    }, signal)
   }
 
   async receive(max: number, waitMs: number, signal?: AbortSignal): Promise<Delivery[]> {

@@ -25,7 +25,7 @@
 import { fault } from "../../_fault.ts"
 import { SpoolError } from "../../errors.ts"
 import { type Log, silentLog } from "../../log.ts"
-import { Backoff, type ReconnectPolicy, sleep } from "../backoff.ts"
+import { Backoff, type OpenWait, type ReconnectPolicy, sleep } from "../backoff.ts"
 import type { Delivery, Origin, SourcePort } from "../port.ts"
 import { toDelivery } from "./delivery.ts"
 import { Publisher } from "./publisher.ts"
@@ -33,7 +33,7 @@ import { refusalOf, Session } from "./session.ts"
 import { type MqttUrl, parseMqttUrl } from "./url.ts"
 
 /** How an MQTT source connects and receives. */
-export interface MqttSourceOptions {
+export interface MqttSourceOptions extends OpenWait {
   /** The Receive Maximum sent in CONNECT. Default: the largest `max` a receive has asked for. */
   readonly receiveMaximum?: number
   /** How a lost broker is tried again; see ReconnectPolicy for the defaults. */
@@ -51,7 +51,8 @@ export interface MqttSourceOptions {
 export async function openMqttSource(url: string, options: MqttSourceOptions = {}): Promise<SourcePort> {
   const source = new MqttSource(parseMqttUrl(url), options)
   try {
-    await source.checkBroker()
+    await source.checkBroker(options.signal)
+    options.signal?.throwIfAborted()
   } catch (error) {
     await source.close()
     throw error
@@ -92,8 +93,8 @@ class MqttSource implements SourcePort {
   }
 
   /** Fails with a SpoolError when the broker refuses this URL's login; tries an unreachable one as the policy says. */
-  async checkBroker(): Promise<void> {
-    await this.#withBroker(() => this.#publisher.connected())
+  async checkBroker(signal?: AbortSignal): Promise<void> {
+    await this.#withBroker(() => this.#publisher.connected(), signal)
   }
 
   async receive(max: number, waitMs: number, signal?: AbortSignal): Promise<Delivery[]> {

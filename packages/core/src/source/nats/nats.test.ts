@@ -6,6 +6,7 @@ import { AckPolicy, type ConsumerInfo, jetstream, jetstreamManager } from "@nats
 import { connect, headers, nanos } from "@nats-io/transport-node"
 import { requireServer, tcpProxy } from "@spool/test-support"
 import { SpoolError } from "../../errors.ts"
+import type { Log } from "../../log.ts"
 import type { Delivery } from "../port.ts"
 import { type JetStreamSource, type JetStreamSourceOptions, openJetStreamSource } from "./source.ts"
 
@@ -44,6 +45,14 @@ async function tempStream(port = 4222) {
       await nc.close()
     },
   }
+}
+
+/** A port on 127.0.0.1 nothing listens on (it was free a moment ago). */
+async function closedPort(): Promise<number> {
+  const server = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } })
+  const { port } = server
+  server.stop(true)
+  return port
 }
 
 /** Receives until `count` deliveries came or `ms` passed. */
@@ -295,9 +304,37 @@ describe("JetStream source", () => {
       await expect(stream.open({}, "lossy")).rejects.toThrow(
         "has ack_policy none; spool acknowledges each delivery after its commit",
       )
-      await expect(openJetStreamSource("nats://127.0.0.1:1/?stream=S&consumer=c")).rejects.toThrow(
-        "cannot connect to NATS at nats://127.0.0.1:1/?stream=S&consumer=c",
+    },
+    slow,
+  )
+
+  it(
+    "waits for a server out of reach at the start as long as outageMs allows, and a stop ends the wait at once",
+    async () => {
+      await using stream = await tempStream()
+      const port = await closedPort()
+      const url = `nats://127.0.0.1:${port}/?stream=${stream.name}&consumer=spool`
+      await expect(openJetStreamSource(url, { outageMs: 1500 })).rejects.toThrow(
+        `NATS at ${url} could not be reached for 2 s (connection refused); check that it runs and that the URL's host and port are right`,
       )
+      // Stopped while it waits: rejected with the stop's reason, long before the default minute.
+      const stop = new AbortController()
+      const started = Date.now()
+      setTimeout(() => stop.abort(new Error("stopped")), 300)
+      await expect(openJetStreamSource(url, { signal: stop.signal })).rejects.toThrow("stopped")
+      expect(Date.now() - started).toBeLessThan(30_000)
+      // A server that comes up within the allowance is connected to, each wait reported.
+      const retries: unknown[] = []
+      const keep = (msg: string, fields?: unknown) => (msg === "source-retry" ? retries.push(fields) : undefined)
+      const log: Log = { warn: keep, notice: keep, info: keep, debug: keep }
+      const opening = stream.open({ log }, "spool", port)
+      await Bun.sleep(800)
+      await using _up = await tcpProxy(4222, "127.0.0.1", port)
+      const source = await opening
+      await stream.publish(1)
+      expect((await receiveAll(source, 1)).map(text)).toEqual(["m0"])
+      expect(retries.length).toBeGreaterThan(0)
+      expect(retries[0]).toMatchObject({ source: url, attempt: 1, error: "connection refused" })
     },
     slow,
   )

@@ -11,27 +11,22 @@ import {
   jetstream,
   jetstreamManager,
 } from "@nats-io/jetstream"
-import {
-  connect,
-  type MsgHdrs,
-  type NatsConnection,
-  nanos,
-  headers as natsHeaders,
-  nuid,
-} from "@nats-io/transport-node"
+import { type MsgHdrs, nanos, headers as natsHeaders, nuid } from "@nats-io/transport-node"
 import { fault } from "../../_fault.ts"
 import { SpoolError } from "../../errors.ts"
+import { type Log, silentLog } from "../../log.ts"
+import type { OpenWait } from "../backoff.ts"
 import { type Delivery, type KeeperSpec, type Origin, replayHeader, type SourcePort } from "../port.ts"
 import { Acknowledger, isTransient, replyOf } from "./acks.ts"
+import { connectFirst } from "./connect.ts"
 import { ensureConsumer, isApiError } from "./consumer.ts"
-import { checkNatsGreeting } from "./greeting.ts"
 import type { JetStreamKeeperOptions } from "./keeper.ts"
 import { Link } from "./link.ts"
 import { minExpiresMs, pullOnce } from "./pull.ts"
 import { type JetStreamUrl, parseJetStreamUrl } from "./url.ts"
 
 /** Tuning for a JetStream source; the defaults suit a consumer that calls `keepAlive` while it works. */
-export interface JetStreamSourceOptions {
+export interface JetStreamSourceOptions extends OpenWait {
   /** ack_wait of a consumer spool creates (an existing one keeps its own); default 30 s. */
   readonly ackWaitMs?: number
   /** How long one request to the server (an ack, a publish) may take before it is sent again; default 5 s. */
@@ -40,6 +35,8 @@ export interface JetStreamSourceOptions {
   readonly outageMs?: number
   /** The connection's name, as the server's monitoring shows it; default "spool". */
   readonly name?: string
+  /** Where waiting for a server out of reach at the start is reported (`source-retry`). */
+  readonly log?: Log
 }
 
 /** A JetStream source as the engine uses it, plus what it needs to pace `keepAlive`. */
@@ -53,28 +50,19 @@ export interface JetStreamSource extends SourcePort {
 /**
  * Connects to the JetStream source `url` (`nats://host:4222/?stream=ORDERS&consumer=spool`):
  * checks the stream, creates the durable pull consumer when it is missing, and returns the source.
+ * A server out of reach is waited for up to `outageMs` (connect.ts).
  */
 export async function openJetStreamSource(url: string, options: JetStreamSourceOptions = {}): Promise<JetStreamSource> {
   const parsed = parseJetStreamUrl(url)
   const timeoutMs = options.timeoutMs ?? 5000
-  await checkNatsGreeting(parsed.server, parsed.describe, timeoutMs)
-  let nc: NatsConnection
-  try {
-    nc = await connect({
-      servers: parsed.server,
-      name: options.name ?? "spool",
-      ...(parsed.user !== undefined ? { user: parsed.user } : {}),
-      ...(parsed.pass !== undefined ? { pass: parsed.pass } : {}),
-      ...(parsed.token !== undefined ? { token: parsed.token } : {}),
-      timeout: timeoutMs,
-      maxReconnectAttempts: -1,
-      reconnectTimeWait: 1000,
-      // A connection that died without a FIN is noticed within two missed pings.
-      pingInterval: 10_000,
-    })
-  } catch (cause) {
-    throw new SpoolError("io", `cannot connect to NATS at ${parsed.describe}: ${messageOf(cause)}`, { cause })
-  }
+  const outageMs = options.outageMs ?? 60_000
+  const nc = await connectFirst(parsed, {
+    name: options.name ?? "spool",
+    timeoutMs,
+    outageMs,
+    log: options.log ?? silentLog,
+    ...(options.signal !== undefined ? { signal: options.signal } : {}),
+  })
   try {
     const jsm = await jetstreamManager(nc, { timeout: timeoutMs }).catch((cause: unknown) => {
       if (isJetStreamMissing(cause))
@@ -89,7 +77,7 @@ export async function openJetStreamSource(url: string, options: JetStreamSourceO
     return new NatsJetStreamSource(parsed, new Link(nc), js, consumer, {
       ackWaitMs: (info.config.ack_wait ?? nanos(30_000)) / 1_000_000,
       timeoutMs,
-      outageMs: options.outageMs ?? 60_000,
+      outageMs,
       keeper: keeperOf(parsed, options.name ?? "spool", timeoutMs),
     })
   } catch (error) {

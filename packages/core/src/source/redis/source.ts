@@ -27,7 +27,7 @@ import { fileURLToPath } from "node:url"
 import { fault } from "../../_fault.ts"
 import { SpoolError } from "../../errors.ts"
 import { type Log, silentLog } from "../../log.ts"
-import type { ReconnectPolicy } from "../backoff.ts"
+import type { OpenWait, ReconnectPolicy } from "../backoff.ts"
 import type { Delivery, KeeperSpec, Origin, SourcePort } from "../port.ts"
 import { type Entry, entryFields, toDelivery } from "./entry.ts"
 import { GroupReader } from "./group-reader.ts"
@@ -37,7 +37,7 @@ import { Link, messageOf } from "./link.ts"
 import { parseRedisUrl, type RedisUrl } from "./url.ts"
 
 /** How a Redis source connects and names itself. */
-export interface RedisSourceOptions {
+export interface RedisSourceOptions extends OpenWait {
   /** Where losses and reconnections are reported (warn), and a group created (info). */
   readonly log?: Log
   /** The prefix of its connections' names in CLIENT LIST; default `spool`. */
@@ -65,7 +65,8 @@ export async function openRedisSource(url: string, options: RedisSourceOptions =
   const parsed = parseRedisUrl(url)
   const source = new RedisStreamSource(parsed, options)
   try {
-    await source.check()
+    await source.check(options.signal)
+    options.signal?.throwIfAborted()
   } catch (error) {
     await source.close()
     throw error
@@ -136,8 +137,9 @@ class RedisStreamSource implements RedisSource {
   }
 
   /** Fails with a SpoolError when Redis refuses this URL or the key holds something else than a stream. */
-  async check(): Promise<void> {
-    await this.#control.ready(this.#closing.signal)
+  async check(signal?: AbortSignal): Promise<void> {
+    const stop = signal === undefined ? this.#closing.signal : AbortSignal.any([this.#closing.signal, signal])
+    if (!(await this.#control.ready(stop))) return
     const type = String(await this.#control.client.call("TYPE", this.#url.stream))
     if (type !== "stream" && type !== "none")
       throw new SpoolError(
