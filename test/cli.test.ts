@@ -71,12 +71,12 @@ describe("a command line a command does not take", () => {
     [
       "an unknown option",
       ["bun", "run", "--silent", "stats", "--root", "Q", "--bogus"],
-      "stats: unknown option --bogus; run stats --help for the options",
+      "stats: unknown option --bogus; run bun run stats --help for the options",
     ],
     [
       "a misspelt option",
       ["bun", "run", "--silent", "stats", "--root", "Q", "--windw", "1h"],
-      "stats: unknown option --windw (did you mean --window?); run stats --help for the options",
+      "stats: unknown option --windw (did you mean --window?); run bun run stats --help for the options",
     ],
     [
       "a negative THRESHOLD",
@@ -86,47 +86,47 @@ describe("a command line a command does not take", () => {
     [
       "an unknown option after the arguments",
       [lagSh, "Q", "1", "--bogus"],
-      "lag: unknown option --bogus; run lag --help for the options",
+      "lag: unknown option --bogus; run lag.sh --help for the options",
     ],
     [
       "a negative number as an option's value",
       [lagSh, "Q", "1", "--max-age", "-5m"],
-      "lag: --max-age takes AGE, not the negative value -5m; run lag --help for the options",
+      "lag: --max-age takes AGE, not the negative value -5m; run lag.sh --help for the options",
     ],
     [
       "a negative count",
       [replaySh, "--root", "Q", "--all", "--max-replays", "-1"],
-      "replay: --max-replays takes N, not the negative number -1; run replay --help for the options",
+      "replay: --max-replays takes N, not the negative number -1; run replay.sh --help for the options",
     ],
     [
       "a name that starts with - and no --",
       [replaySh, "--root", "Q", "-1.json"],
-      "replay: unknown option -1.json; put -- before a FILE that starts with -; run replay --help for the options",
+      "replay: unknown option -1.json; put -- before a FILE that starts with -; run replay.sh --help for the options",
     ],
     [
       "an option without its value",
       ["bun", "run", "--silent", "compact", "--root", "Q", "--older-than"],
-      "compact: --older-than needs a value (DURATION); run compact --help for the options",
+      "compact: --older-than needs a value (DURATION); run bun run compact --help for the options",
     ],
     [
       "an option taking the next option as its value",
       ["bun", "run", "--silent", "consume", "--root", "--no-fsync"],
-      "consume: --root needs a value (DIR) before --no-fsync; run consume --help for the options",
+      "consume: --root needs a value (DIR) before --no-fsync; run bun run consume --help for the options",
     ],
     [
       "an unknown short option in a group",
       ["bun", "run", "--silent", "consume", "--root", "Q", "-qz"],
-      "consume: unknown option -z in -qz; run consume --help for the options",
+      "consume: unknown option -z in -qz; run bun run consume --help for the options",
     ],
     [
       "a value given to a flag",
       ["bun", "run", "--silent", "verify", "--root", "Q", "--json=yes"],
-      "verify: --json is a flag and takes no value: write --json, not '--json=yes'; run verify --help for the options",
+      "verify: --json is a flag and takes no value: write --json, not '--json=yes'; run bun run verify --help for the options",
     ],
     [
       "a name that starts with -h, which no option group would ask help with",
       [replaySh, "--root", "Q", "-hourly.json"],
-      "replay: unknown option -o in -hourly.json; put -- before a FILE that starts with -; run replay --help for the options",
+      "replay: unknown option -o in -hourly.json; put -- before a FILE that starts with -; run replay.sh --help for the options",
     ],
     [
       "a duration past 100 years",
@@ -151,7 +151,7 @@ describe("a command line a command does not take", () => {
     [
       "an argument to a command that takes none",
       ["bun", "run", "--silent", "schema", "--root", "Q", "extra"],
-      "schema: unexpected argument extra: schema takes no arguments; run schema --help for the options",
+      "schema: unexpected argument extra: schema takes no arguments; run bun run schema --help for the options",
     ],
   ]
 

@@ -5,7 +5,7 @@ import fs from "node:fs"
 import { join } from "node:path"
 import { exitCodesLine, type Options, runCommand, type ValueOption } from "@spool/cli"
 import { commands } from "@spool/spool"
-import { captured, fixturesDir, list, repoRoot, run, tempQueue } from "@spool/test-support"
+import { captured, fixturesDir, list, repoRoot, run, tempDir, tempQueue } from "@spool/test-support"
 import { parseAmqpUrl } from "../packages/core/src/source/amqp/url.ts"
 import { parseMqttUrl } from "../packages/core/src/source/mqtt/url.ts"
 import { parseJetStreamUrl } from "../packages/core/src/source/nats/url.ts"
@@ -76,6 +76,18 @@ describe("spool", () => {
     const r = await spool(["stats", "--bogus"])
     expect(r.stderr).toBe("stats: unknown option --bogus; run spool stats --help for the options\n")
     expect(r.exitCode).toBe(2)
+  })
+
+  it("names its own commands in the fixes a command's errors suggest, which run from any directory", async () => {
+    await using dir = await tempDir()
+    const r = await spool(["consume", "--root", join(dir.path, "q")])
+    expect(r.stderr).toBe(
+      `consume: ${join(dir.path, "q")} is not a spool queue: inbox/ is missing; create it with: spool setup --root ${join(dir.path, "q")}\n`,
+    )
+    expect(r.exitCode).toBe(2)
+    // Run from the checkout's scripts, the same error names the script.
+    const own = await run(["bun", join(repoRoot, "packages/consumer/bin/consume.ts"), "--root", join(dir.path, "q")])
+    expect(own.stderr).toContain("create it with: bun run setup --root")
   })
 
   it.each([

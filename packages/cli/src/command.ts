@@ -1,7 +1,7 @@
 import { ExitCode, exitCodeFor, quoteName, SpoolError } from "@spool/core/engine"
 import { ArgvProblem, type RawArgs, readArgv } from "./_parse.ts"
-import { type Argument, type Example, type ExitStatus, helpText } from "./help.ts"
-import { invocation, usageAs } from "./invocation.ts"
+import { type Argument, type Example, type ExitStatus, helpText, programOf } from "./help.ts"
+import { inInvokedWords, invocation, usageAs } from "./invocation.ts"
 import { type Options, parseValue, type Values } from "./option.ts"
 import { commonOptions } from "./options.ts"
 import { versionLine } from "./version.ts"
@@ -56,14 +56,15 @@ export async function runCommand<O extends Options>(
   options: RunOptions = {},
 ): Promise<number> {
   const all = commonOptions(spec.options)
-  const fail = (message: string, code: number) => {
+  const fail = (said: string, code: number) => {
+    const message = inInvokedWords(said)
     if (options.onFailure !== undefined) return options.onFailure(message, code)
     process.stderr.write(`${spec.name}: ${message}\n`)
     return code
   }
   const program = invocation()
   const usage = (problem: string) =>
-    fail(`${problem}; run ${program ?? spec.name} --help for the options`, ExitCode.usage)
+    fail(`${problem}; run ${program ?? programOf(spec.usage)} --help for the options`, ExitCode.usage)
   let raw: RawArgs
   try {
     raw = readArgv(all, argv, spec.arguments?.[0]?.name.replace(/\.\.\.$/, ""))

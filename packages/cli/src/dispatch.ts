@@ -45,7 +45,7 @@ export async function dispatch(spec: DispatcherSpec, argv: readonly string[]): P
       return usage(spec, `help takes one command, not ${rest.map(quoteName).join(" ")}; run ${spec.name} --help`)
     const command = commandOf(spec, rest[0] ?? "")
     if (command === undefined) return unknown(spec, rest[0] ?? "")
-    setInvocation(`${spec.name} ${rest[0]}`)
+    setInvocation(`${spec.name} ${rest[0]}`, { name: spec.name, commands: Object.keys(spec.commands) })
     return (await command()).main(["--help"])
   }
   if (first === undefined) return unknown(spec, undefined)
@@ -57,7 +57,7 @@ export async function dispatch(spec: DispatcherSpec, argv: readonly string[]): P
   const command = commandOf(spec, first)
   if (command === undefined) return unknown(spec, first)
   // Its --help and its hints then say `spool COMMAND`, as it was run.
-  setInvocation(`${spec.name} ${first}`)
+  setInvocation(`${spec.name} ${first}`, { name: spec.name, commands: Object.keys(spec.commands) })
   return (await command()).main(rest)
 }
 

@@ -3,10 +3,32 @@
 // "run ... --help" hints say the dispatcher's words instead.
 
 let invokedAs: string | undefined
+let dispatcher: { readonly name: string; readonly commands: ReadonlySet<string> } | undefined
 
-/** Records the program words a dispatcher ran the command under (`spool stats`); undefined: its own entry point. */
-export function setInvocation(program: string | undefined): void {
+/**
+ * Records the program words a dispatcher ran the command under (`spool stats`), and the
+ * dispatcher's name and commands (see inInvokedWords); undefined: its own entry point.
+ */
+export function setInvocation(
+  program: string | undefined,
+  by?: { readonly name: string; readonly commands: Iterable<string> },
+): void {
   invokedAs = program
+  dispatcher = by === undefined ? undefined : { name: by.name, commands: new Set(by.commands) }
+}
+
+/**
+ * `message` in the words of the program it was invoked under: run by a dispatcher, a hint such
+ * as `bun run setup --root R` (the words of the checkout's scripts, which the library's errors
+ * use) names the dispatcher's command instead, `spool setup --root R`, which runs from any
+ * directory. Other `bun run` words (scripts the dispatcher has no command for) stay.
+ */
+export function inInvokedWords(message: string): string {
+  const by = dispatcher
+  if (by === undefined) return message
+  return message.replace(/\bbun run ([a-z][a-z-]*)\b/g, (words, command: string) =>
+    by.commands.has(command) ? `${by.name} ${command}` : words,
+  )
 }
 
 /** The program words the running command was invoked under, if a dispatcher ran it. */

@@ -43,7 +43,7 @@ describe("every command", () => {
   it.each(commands)("%s returns 2 for an unknown option", async (name, fn) => {
     const r = await call(fn, ["--no-such-option"])
     expect(r.stdout).toBe("")
-    expect(r.stderr).toBe(`${name}: unknown option --no-such-option; run ${name} --help for the options\n`)
+    expect(r.stderr).toBe(`${name}: unknown option --no-such-option; run bun run ${name} --help for the options\n`)
     expect(r.code).toBe(2)
   })
 
@@ -52,7 +52,7 @@ describe("every command", () => {
     const r = await call(fn, ["--root", d.path, "extra"])
     expect(r.stdout).toBe("")
     expect(r.stderr).toBe(
-      `${name}: unexpected argument extra: ${name} takes no arguments; run ${name} --help for the options\n`,
+      `${name}: unexpected argument extra: ${name} takes no arguments; run bun run ${name} --help for the options\n`,
     )
     expect(r.code).toBe(2)
   })
