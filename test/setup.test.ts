@@ -198,7 +198,9 @@ describe("bun run setup", () => {
 
     const r2 = await spool("setup", ["--root", root, "--frm", d.path])
     expect(r2.stdout).toBe("")
-    expect(r2.stderr).toBe("setup: unknown option --frm (did you mean --from?); run bun run setup --help for the options\n")
+    expect(r2.stderr).toBe(
+      "setup: unknown option --frm (did you mean --from?); run bun run setup --help for the options\n",
+    )
     expect(r2.exitCode).toBe(2)
   })
 })
