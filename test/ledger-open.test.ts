@@ -260,6 +260,27 @@ describe("a ledger not closed cleanly", () => {
   )
 
   it(
+    "is left as it was by the commands that only read it, so that the next consume still checks it",
+    async () => {
+      await using q = await tempQueue({ seed: { "m-1.json": msg("m-1") } })
+      expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+      q.put("m-2.json", msg("m-2", 2))
+      expect((await spool("consume", ["--root", q.root], { SPOOL_FAULT: "after-claim" })).exitCode).not.toBe(0)
+      const ledger = join(q.root, "ledger.db")
+      const before = [fs.readFileSync(ledger), fs.readFileSync(`${ledger}-wal`)]
+      const spoolBin = join(repoRoot, "packages/spool/bin/spool.ts")
+      for (const command of [["stats"], ["list", "done"], ["show", "m-1"], ["verify"], ["order-check"]]) {
+        const r = await run(["bun", spoolBin, ...command, "--root", q.root])
+        expect(r.exitCode, `${command.join(" ")}: ${r.stderr}`).toBeLessThan(2)
+      }
+      // A reader that closed last used to checkpoint the WAL into ledger.db and delete -wal.
+      expect(fs.readFileSync(ledger).equals(before[0] as Buffer)).toBe(true)
+      expect(fs.readFileSync(`${ledger}-wal`).equals(before[1] as Buffer)).toBe(true)
+    },
+    slow,
+  )
+
+  it(
     "is not checked after a clean close: quick_check costs a read of every page, so damage there waits for verify",
     async () => {
       await using q = await tempQueue({ seed: { "m-1.json": msg("m-1") } })

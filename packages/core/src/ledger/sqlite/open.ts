@@ -52,7 +52,13 @@ export function openDatabase(path: string, options: LedgerOptions = {}): Databas
     } catch {}
   let db: Database
   try {
-    db = new Database(path, { create: !options.readonly, readwrite: true, strict: true })
+    // A reader opens the file read-only, so that it changes nothing there: as the last connection
+    // to close, a read-write one would checkpoint the WAL into ledger.db and delete -wal and -shm,
+    // the very evidence of an unfinished run that makes the next consume check the ledger first.
+    db = new Database(
+      path,
+      options.readonly ? { readonly: true, strict: true } : { create: true, readwrite: true, strict: true },
+    )
   } catch (error) {
     throw asLedgerError(error, path, `cannot open the ledger ${path}: ${describe(error)}`)
   }
@@ -69,7 +75,7 @@ export function openDatabase(path: string, options: LedgerOptions = {}): Databas
     }
     // Switching a new database to WAL needs its exclusive lock, and SQLite answers BUSY at
     // once (no busy handler) while another process opening it at the same moment holds it.
-    untilNotBusy(busyTimeoutMs, () => db.exec("PRAGMA journal_mode = WAL"))
+    if (!options.readonly) untilNotBusy(busyTimeoutMs, () => db.exec("PRAGMA journal_mode = WAL"))
     // FULL: the WAL is fsynced at every commit, so a reported commit survives power loss.
     // NORMAL (the --no-fsync choice) survives a process crash but not a power cut.
     db.exec(`PRAGMA synchronous = ${options.durable === false ? "NORMAL" : "FULL"}`)
