@@ -190,6 +190,48 @@ describe("spool serve, the process", () => {
     expect(r.exitCode).toBe(3)
   })
 
+  it("refuses an empty --host, which would listen on every address, and a port past 65535, with exit 2", async () => {
+    await using q = await tempQueue()
+    const empty = await run(["bun", spoolBin, "serve", "--root", q.root, "--host", "", "--port", "0"])
+    expect(empty.stderr).toBe("serve: --host is empty, which would listen on every address; give one, e.g. 127.0.0.1\n")
+    expect(empty.exitCode).toBe(2)
+    const far = await run(["bun", spoolBin, "serve", "--root", q.root, "--port", "70000"])
+    expect(far.stderr).toBe("serve: --port takes 0 to 65535, not 70000\n")
+    expect(far.exitCode).toBe(2)
+  })
+
+  it("answers on a loopback address only for its own names and --allow-host's: a rebound name is refused", async () => {
+    await using q = await tempQueue()
+    await using served = await startServe(q.root, ["--allow-host", "console.example.org"])
+    const port = new URL(served.url).port
+    const as = (host: string) => fetch(new URL("/api/overview", served.url), { headers: { Host: host } })
+    for (const host of [`127.0.0.1:${port}`, `localhost:${port}`, "LOCALHOST", "console.example.org"])
+      expect((await as(host)).status, host).toBe(200)
+    const rebound = await as(`attacker.example:${port}`)
+    expect(rebound.status).toBe(421)
+    expect(await rebound.text()).toContain("--allow-host NAME")
+    // Beyond the loopback address the names it is reached by are not known: any is answered.
+    await using wide = await startServe(q.root, ["--host", "0.0.0.0"])
+    const res = await fetch(new URL("/api/overview", wide.url), { headers: { Host: "anything.example" } })
+    expect(res.status).toBe(200)
+  })
+
+  it("refuses a request body over 1 MiB unread, and a read-only console's POST before its body", async () => {
+    await using q = await tempQueue()
+    await using served = await startServe(q.root)
+    const big = await fetch(new URL("/replay", served.url), { method: "POST", body: "x".repeat(2 * 1024 * 1024) })
+    expect(big.status).toBe(413)
+    const small = await fetch(new URL("/replay", served.url), {
+      method: "POST",
+      headers: { "Content-Type": "application/x-www-form-urlencoded", Accept: "application/json" },
+      body: "file=a.json",
+    })
+    expect(small.status).toBe(403)
+    expect(await small.json()).toEqual({
+      error: "this console is read-only: start spool serve with --token-file to allow changes",
+    })
+  })
+
   it("refuses a --token-file holding a short token with exit 2, saying how to make one", async () => {
     const q = await backends[0]?.queue()
     if (q === undefined) throw new Error("no SQLite backend")

@@ -37,6 +37,12 @@ export interface AppOptions {
   readonly token?: string | undefined
   /** How long a reading of the queue answers requests (see readings.ts). */
   readonly freshness?: Freshness
+  /**
+   * The host names a request's Host may name (any port); undefined: any. A console on a loopback
+   * address lists its own, so that a page whose name an attacker pointed at 127.0.0.1 (DNS
+   * rebinding) cannot read it from the operator's browser.
+   */
+  readonly allowedHosts?: readonly string[] | undefined
 }
 
 /** The console of one queue root: its pages, the JSON they are made of, /metrics and /healthz. */
@@ -57,6 +63,17 @@ export function createApp(source: Source, options: AppOptions = {}): Hono {
     readings.read(`failures\0${filter.class ?? ""}\0${filter.reason ?? ""}`, () => readFailures(source, filter))
   const deferred = () => readings.read("deferred", () => readDeferred(source))
   const app = new Hono()
+  const allowed =
+    options.allowedHosts === undefined ? undefined : new Set(options.allowedHosts.map((h) => h.toLowerCase()))
+  app.use(async (c, next) => {
+    const host = hostnameOf(c.req.header("Host"))
+    if (allowed !== undefined && (host === undefined || !allowed.has(host)))
+      return c.text(
+        `this console answers to ${[...allowed].join(", ")}, not ${JSON.stringify(c.req.header("Host") ?? "")}: start spool serve with --allow-host NAME for a name a reverse proxy passes on\n`,
+        421,
+      )
+    return next()
+  })
   app.use(async (c, next) => {
     await next()
     // Nothing on these pages is fetched from elsewhere, and none of them is to be framed.
@@ -136,6 +153,14 @@ async function renderedOnce(
   const page = String(await render())
   pages.set(variant, { with: also, page })
   return page
+}
+
+/** The host name of a Host header, lower case, without its port or an IPv6 address's brackets. */
+function hostnameOf(header: string | undefined): string | undefined {
+  if (header === undefined) return undefined
+  const match = /^(?:\[([^\]]*)\]|([^:]*))(?::\d*)?$/.exec(header.trim())
+  const name = match?.[1] ?? match?.[2]
+  return name === undefined || name === "" ? undefined : name.toLowerCase()
 }
 
 /** The failures a request asks for by its `class` and `reason` parameters. */

@@ -46,14 +46,20 @@ export function isOperator(c: Context, token: string | undefined): boolean {
 /**
  * Why a state-changing request is refused, undefined when it may go on: it comes from another
  * origin (a browser sends Origin on every POST; a client without one must not be a browser,
- * so Sec-Fetch-Site decides), or lacks the token or the CSRF token.
+ * so Sec-Fetch-Site decides), or lacks the token or the CSRF token. `isCsrfLater`: everything
+ * but the CSRF token, which is in the body, checked before the body is read.
  */
-export function refusalOf(c: Context, token: string | undefined, csrf: string | undefined): string | undefined {
+export function refusalOf(
+  c: Context,
+  token: string | undefined,
+  csrf: string | undefined,
+  options: { readonly isCsrfLater?: boolean } = {},
+): string | undefined {
   if (token === undefined) return readOnly
   const foreign = originRefusal(c)
   if (foreign !== undefined) return foreign
   if (!isOperator(c, token)) return "this needs the console's token: log in at /login"
-  if (!isSameSecret(csrf, csrfOf(token)))
+  if (options.isCsrfLater !== true && !isSameSecret(csrf, csrfOf(token)))
     return "the form's CSRF token is missing or stale: reload the page and try again"
   return undefined
 }

@@ -17,12 +17,12 @@ import type { Source } from "./read.ts"
 export function addOperatorRoutes(app: Hono, source: Source, token: string | undefined, changed: () => void): void {
   app.get("/login", (c) => c.html(loginPage(source.root, token !== undefined)))
   app.post("/login", async (c) => {
-    const form = await c.req.parseBody()
+    // Refused before the body is read: a read-only console, or another origin, reads nothing.
+    const before = token === undefined ? readOnly : originRefusal(c)
+    const form = before === undefined ? await c.req.parseBody() : {}
     const given = typeof form.token === "string" ? form.token : undefined
     const why =
-      token === undefined
-        ? readOnly
-        : (originRefusal(c) ?? (isSameSecret(given, token) ? undefined : "that is not the console's token"))
+      before ?? (token !== undefined && isSameSecret(given, token) ? undefined : "that is not the console's token")
     log(c, "login", why === undefined ? "accepted" : `refused: ${why}`)
     if (why !== undefined || given === undefined) return c.html(refusedPage(source.root, why ?? ""), 403)
     const isHttps = new URL(c.req.url).protocol === "https:" || c.req.header("X-Forwarded-Proto") === "https"
@@ -31,9 +31,11 @@ export function addOperatorRoutes(app: Hono, source: Source, token: string | und
   })
   for (const command of ["replay", "delete"] as const)
     app.post(`/${command}`, async (c) => {
-      const form = await c.req.parseBody({ all: true })
+      // Whoever is refused without the form (no token, another origin) has the body left unread.
+      const before = refusalOf(c, token, undefined, { isCsrfLater: true })
+      const form = before === undefined ? await c.req.parseBody({ all: true }) : {}
       const csrf = typeof form[csrfField] === "string" ? form[csrfField] : undefined
-      const why = refusalOf(c, token, csrf)
+      const why = before ?? refusalOf(c, token, csrf)
       const wantsJson = (c.req.header("Accept") ?? "").includes("application/json")
       if (why !== undefined) {
         log(c, command, `refused: ${why}`)

@@ -8,28 +8,39 @@ import type { Source } from "./read.ts"
 export const spec = {
   name: "serve",
   usage:
-    "spool serve [--root DIR] [--ledger URL] [--port N] [--host ADDR] [--token-file PATH] [--window DURATION] [--stalled-after DURATION] [--source URL]...",
+    "spool serve [--root DIR] [--ledger URL] [--port N] [--host ADDR] [--allow-host NAME]... [--token-file PATH] [--window DURATION] [--stalled-after DURATION] [--source URL]...",
   summary: "A web console: overview, failures, deferred files, a message's history, /metrics and /healthz.",
   description:
     "Serves HTML pages and the JSON they are made of: the overview (files per directory with lag's age\n" +
     "histogram, OK or stalled in lag's words, stats' figures, the consumers holding claims, and the backlog\n" +
     "each broker source holds, as its broker tells it), the error/ files by class and reason with every\n" +
     "attempt's detail, the deferred/ files with their next attempt, and a\n" +
-    "file's or msg_id's history as spool show gives it. /metrics is the Prometheus text of lag and stats,\n" +
-    "read at each scrape; /healthz answers 200, or 503 with the reason when the root or its ledger cannot\n" +
-    "be read. Every request opens the ledger read-only for one short read: a consumer never waits on it.\n" +
+    "file's or msg_id's history as spool show gives it. /metrics is the Prometheus text of lag and stats;\n" +
+    "/healthz answers 200, or 503 with the reason when the root or its ledger cannot be read. A reading\n" +
+    "opens the ledger read-only for one short read, so a consumer never waits on it, and answers every\n" +
+    "page and scrape while it is fresh: at least a second, longer when the queue is slow to read\n" +
+    "(docs/console.md); a stale one answers while the next is made.\n" +
     "The broker sources are those the ledger keeps origins of, without their passwords: give each one\n" +
     "that needs a password with --source, as consume was given it.\n" +
     "Read-only unless --token-file names a file holding a token: then whoever logs in with it at /login\n" +
     "can replay and delete from the failures page, with a dry run first, through spool replay and spool\n" +
     "delete themselves; each such POST needs the token, a CSRF token and the console's own origin, and is\n" +
     "logged on stderr with its time and address. Listens on 127.0.0.1 unless --host says otherwise; put\n" +
-    "it behind a reverse proxy for TLS (docs/console.md). Runs until interrupted.",
+    "it behind a reverse proxy for TLS (docs/console.md). On a loopback address it answers only requests\n" +
+    "for localhost, 127.0.0.1, ::1 and each --allow-host name (the name a reverse proxy passes on as Host):\n" +
+    "a web page whose name was made to point at this host (DNS rebinding) is refused. Runs until interrupted.",
   options: {
     root,
     ledger,
     port: integer("the TCP port to listen on (0: any free port, printed at start)", { default: "8787", min: 0 }),
     host: text("ADDR", "the address to listen on", { default: "127.0.0.1" }),
+    "allow-host": text(
+      "NAME",
+      "a host name the console answers to on a loopback address, besides localhost (repeatable)",
+      {
+        multiple: true,
+      },
+    ),
     "token-file": text("PATH", "a file holding the token (16 characters or more) that allows replay and delete"),
     window: duration("the window of stats' recent figures, e.g. 15m, 24h", { default: "24h", min: 1 }),
     source: text("URL", "a broker source whose backlog the overview shows, with its password (repeatable)", {
@@ -53,6 +64,9 @@ export const spec = {
 /** `spool serve`: the console, until a signal ends the process. */
 export async function main(argv: readonly string[]): Promise<number> {
   return runCommand(spec, argv, async ({ values: v, texts }) => {
+    if (v.host.trim() === "")
+      throw new SpoolError("usage", "--host is empty, which would listen on every address; give one, e.g. 127.0.0.1")
+    if (v.port > 65535) throw new SpoolError("usage", `--port takes 0 to 65535, not ${v.port}`)
     const queue = openQueue(resolveRoot(v.root))
     const source: Source = {
       root: queue.root,
@@ -65,9 +79,11 @@ export async function main(argv: readonly string[]): Promise<number> {
     // A URL that no source adapter reads is a usage error now, not an unreachable broker on every page.
     for (const url of source.brokers ?? []) await describeSource(url)
     const token = v["token-file"] === undefined ? undefined : readToken(v["token-file"])
-    const server = listen(v.host, v.port, createApp(source, { token }).fetch)
+    const isLoopback = loopbackNames.includes(v.host.replace(/^\[(.*)\]$/, "$1"))
+    const allowedHosts = isLoopback ? [...loopbackNames, ...(v["allow-host"] ?? [])] : undefined
+    const server = listen(v.host, v.port, createApp(source, { token, allowedHosts }).fetch)
     const mode = token === undefined ? "read-only" : "replay and delete for the token's holders"
-    if (!["127.0.0.1", "::1", "localhost"].includes(v.host))
+    if (!isLoopback)
       process.stderr.write(
         `serve: warning: listening on ${v.host} in plain HTTP: the token and the pages cross the network unencrypted; keep 127.0.0.1 and put a TLS reverse proxy in front (docs/console.md)\n`,
       )
@@ -77,6 +93,9 @@ export async function main(argv: readonly string[]): Promise<number> {
     return await new Promise<number>(() => {})
   })
 }
+
+/** The names of this host's loopback addresses, which a page elsewhere cannot be served from. */
+const loopbackNames = ["localhost", "127.0.0.1", "::1"]
 
 /** The token in `path`, without the line end; a short or unreadable one is a usage error. */
 function readToken(path: string): string {
@@ -95,6 +114,9 @@ function readToken(path: string): string {
   return token
 }
 
+/** The largest request body the console reads (a failures page's form of 500 names is under 200 KB). */
+const maxBodyBytes = 1024 * 1024
+
 /** Bun.serve, its failure to listen said as what to do (exit 3): the port taken, or the address not this host's. */
 function listen(
   host: string,
@@ -102,7 +124,8 @@ function listen(
   fetch: (request: Request) => Response | Promise<Response>,
 ): Bun.Server<undefined> {
   try {
-    return Bun.serve({ hostname: host, port, fetch })
+    // A form of replay or delete holds at most a page of names: a larger body is refused unread.
+    return Bun.serve({ hostname: host, port, fetch, maxRequestBodySize: maxBodyBytes })
   } catch (error) {
     const code = (error as { code?: unknown }).code
     const why =
