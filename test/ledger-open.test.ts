@@ -124,6 +124,32 @@ describe("a new ledger beside a queue that has history", () => {
     slow,
   )
 
+  it(
+    "is refused once retention emptied done/: by the files compact archived, then by the root's binding record",
+    async () => {
+      await using q = await tempQueue({ seed: { "x.json": msg("x") } })
+      expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+      await Bun.sleep(20)
+      expect((await spool("compact", ["--root", q.root, "--older-than", "1ms"])).exitCode).toBe(0)
+      expect(list(join(q.root, "done"))).toEqual([])
+      for (const f of list(q.root)) if (f.startsWith("ledger.db")) fs.rmSync(join(q.root, f))
+      q.put("x-again.json", msg("x"))
+      const archived = await spool("consume", ["--root", q.root])
+      expect(archived.stderr).toContain(`but ${join(q.root, "archive")}/ holds files`)
+      expect(archived.exitCode).toBe(2)
+      // A retention job that removes the archive too leaves the binding record, written once the ledger existed.
+      fs.rmSync(join(q.root, "archive"), { recursive: true })
+      const bound = await spool("consume", ["--root", q.root])
+      expect(bound.stderr).toContain(
+        `but ${join(q.root, ".spool", "ledger")} records that this root's SQLite ledger was made, so an earlier ledger`,
+      )
+      expect(bound.exitCode).toBe(2)
+      expect(list(join(q.root, "inbox"))).toEqual(["x-again.json"])
+      expect(list(q.root)).not.toContain("ledger.db")
+    },
+    slow,
+  )
+
   it.skipIf(noPostgres !== undefined)(
     "is refused for a root consumed into PostgreSQL and run without its URL, which still works with it",
     async () => {

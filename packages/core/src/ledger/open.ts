@@ -187,7 +187,11 @@ export async function rebindRoot(
 ): Promise<{ readonly before: Binding | undefined; readonly after: Binding }> {
   const before = readBinding(queue.root)?.binding
   let after: Binding = { backend: "sqlite" }
-  if (url !== undefined) {
+  if (url === undefined) {
+    // Made (or migrated) before the record names it: a root's SQLite binding record is the sign
+    // that its ledger exists, which a later open takes for history when ledger.db is gone.
+    await SqliteLedger.open(queue.ledger, { isNewLedgerAllowed: true }).close()
+  } else {
     const ledger = await PostgresLedger.open(url, () => rootId(queue))
     try {
       after = { backend: "postgres", ledgerId: await ledger.ledgerId(), where: redact(url) }

@@ -6,7 +6,7 @@ import fs from "node:fs"
 import { basename, dirname, join, resolve } from "node:path"
 import { errnoOf, SpoolError } from "../../errors.ts"
 import { scanDir } from "../../queue/scan.ts"
-import { rootIdFile } from "../binding.ts"
+import { bindingFile, rootIdFile } from "../binding.ts"
 
 /** SQLite's two companions of a ledger in WAL mode, and what each holds. */
 const companions = [
@@ -38,20 +38,26 @@ export function refuseLinks(path: string): void {
   }
 }
 
-/** What shows that a queue root was consumed before: a file in done/ or error/, or its PostgreSQL binding. */
+/**
+ * What shows that a queue root was consumed before: a file in done/ or error/ or archived by
+ * compact, its PostgreSQL binding, or the record of its binding to a SQLite ledger, which is
+ * written only once that ledger exists (so it outlives the files a retention job removes).
+ */
 type History =
-  | { readonly kind: "files"; readonly dir: "done" | "error"; readonly name: string }
+  | { readonly kind: "files"; readonly dir: "done" | "error" | "archive"; readonly name: string }
   | { readonly kind: "postgres" }
+  | { readonly kind: "bound" }
 
 /** The first sign that `root` has been consumed before, or undefined for a queue with no history. */
 export function historyOf(root: string): History | undefined {
   if (lstatOrUndefined(join(root, rootIdFile)) !== undefined) return { kind: "postgres" }
-  for (const dir of ["done", "error"] as const) {
+  for (const dir of ["done", "error", "archive"] as const) {
     try {
       // One entry is enough, and scanDir reads no more of a directory of a million files.
       for (const e of scanDir(join(root, dir), 64)) return { kind: "files", dir, name: e.name }
     } catch {}
   }
+  if (lstatOrUndefined(bindingFile(root)) !== undefined) return { kind: "bound" }
   return undefined
 }
 
@@ -68,9 +74,13 @@ export function newLedgerRefusal(path: string, state: "absent" | "empty" | "unmi
       "unsafe-ledger",
       `refusing to start a SQLite ledger: ${path} ${what}, and this root (${root}) was consumed into PostgreSQL (${join(root, rootIdFile)} is its id there), where its deduplication keys are: set SPOOL_LEDGER_URL or pass --ledger with that database's postgres:// URL. Nothing was created or changed. To move this root to a new, empty SQLite ledger on purpose, ${override}`,
     )
+  const evidence =
+    history.kind === "bound"
+      ? `${bindingFile(root)} records that this root's SQLite ledger was made`
+      : `${join(root, history.dir)}/ holds files (${JSON.stringify(history.name)} among them)`
   return new SpoolError(
     "unsafe-ledger",
-    `refusing to start a new ledger: ${path} ${what}, but ${join(root, history.dir)}/ holds files (${JSON.stringify(history.name)} among them), so an earlier ledger recorded this queue's messages, and a new one would have none of its deduplication keys: a redelivery of a message already processed would be processed again. Nothing was created or changed. Restore ${basename(path)} from a backup, with no consumer running; or, if starting over with an empty ledger is intended, ${override}`,
+    `refusing to start a new ledger: ${path} ${what}, but ${evidence}, so an earlier ledger recorded this queue's messages, and a new one would have none of its deduplication keys: a redelivery of a message already processed would be processed again. Nothing was created or changed. Restore ${basename(path)} from a backup, with no consumer running; or, if starting over with an empty ledger is intended, ${override}`,
   )
 }
 
