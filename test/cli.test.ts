@@ -149,6 +149,11 @@ describe("a command line a command does not take", () => {
       'consume: --max-bytes must be at least 1 byte, not "0"',
     ],
     [
+      "a size limit past what one message may have",
+      ["bun", "run", "--silent", "consume", "--root", "Q", "--max-bytes", "5g"],
+      "consume: --max-bytes 5g is more than a message may have: at most 1g (each message is read whole into memory)",
+    ],
+    [
       "an argument to a command that takes none",
       ["bun", "run", "--silent", "schema", "--root", "Q", "extra"],
       "schema: unexpected argument extra: schema takes no arguments; run bun run schema --help for the options",

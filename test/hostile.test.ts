@@ -436,7 +436,8 @@ describe("consume on things that are not regular files", () => {
       // The run's read buffer stops at 64 MiB; a larger limit must not truncate the message.
       const pad = "x".repeat(65 * 1024 * 1024)
       await using q = await tempQueue({ seed: { "huge.json": ok("huge", `,"pad":"${pad}"`) } })
-      const run = await consumeBounded(q.root, ["--max-bytes", "100m"])
+      // At the largest limit: each file's buffer is of its own size, not of the limit's.
+      const run = await consumeBounded(q.root, ["--max-bytes", "1g"])
       expect(run.exitCode).toBe(0)
       expect(queueListing(q.root)).toMatchObject({ inbox: [], processing: [], done: ["huge.json"], error: [] })
       expect(ledgerRows(q.root).processed.get("huge")?.amount).toBe("1.5")

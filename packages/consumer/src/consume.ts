@@ -23,6 +23,7 @@ import {
   type Log,
   type LogFormat,
   type LogLevel,
+  maxMessageBytes,
   type OpenLedgerOptions,
   openExistingLedger,
   openLedger,
@@ -66,7 +67,7 @@ export const spec = {
       default: String(defaults.maxAttempts),
       min: 2,
     }),
-    "max-bytes": bytes("larger files go to error/ as too-large, unread", { default: "1m", min: 1 }),
+    "max-bytes": bytes("larger files go to error/ as too-large, unread; at most 1g", { default: "1m", min: 1 }),
     "min-age": duration("skip files modified more recently than this, e.g. 5s", { default: "0s", example: "5s" }),
     "defer-first": duration("after a transient failure (TransientError), try the message again this much later", {
       default: "5m",
@@ -170,6 +171,11 @@ export async function main(argv: readonly string[]): Promise<number> {
       throw new SpoolError(
         "usage",
         "--concurrency does not take --source: start several `consume --source` processes on the root instead; the broker shares its deliveries among them",
+      )
+    if (v["max-bytes"] > maxMessageBytes)
+      throw new SpoolError(
+        "usage",
+        `--max-bytes ${texts["max-bytes"]} is more than a message may have: at most 1g (each message is read whole into memory)`,
       )
     if (v["defer-first"] > v["defer-max"])
       throw new SpoolError(

@@ -8,7 +8,7 @@ import { currentOwner, type Owner } from "../queue/owner.ts"
 import type { Queue } from "../queue/root.ts"
 import { type DeferPolicy, deferPolicyOf } from "../transient.ts"
 import { Decider } from "./decide.ts"
-import { type ConsumeOptions, defaults } from "./options.ts"
+import { type ConsumeOptions, defaults, maxMessageBytes } from "./options.ts"
 import { type ConsumeSummary, emptySummary } from "./summary.ts"
 
 /** A claimed file on its way through the protocol. */
@@ -78,7 +78,7 @@ export class Context {
     this.log = o.log ?? silentLog
     this.batchSize = Math.max(1, o.batchSize ?? defaults.batchSize)
     this.poisonAt = Math.max(2, o.maxAttempts ?? defaults.maxAttempts)
-    this.maxBytes = o.maxBytes ?? defaults.maxBytes
+    this.maxBytes = Math.min(o.maxBytes ?? defaults.maxBytes, maxMessageBytes)
     this.minAgeMs = o.minAgeMs ?? defaults.minAgeMs
     this.durable = o.durable ?? true
     this.defer = deferPolicyOf(o.defer, "consume")

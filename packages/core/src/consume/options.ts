@@ -27,7 +27,7 @@ export interface ConsumeOptions<T extends Message = Message, E extends AnyEffect
    * is taken as 2.
    */
   readonly maxAttempts?: number
-  /** Files larger than this are sent to error/ as too-large without being read. */
+  /** Files larger than this are sent to error/ as too-large without being read; at most maxMessageBytes (1 GiB). */
   readonly maxBytes?: number
   /** Leave files younger than this (by mtime) for later: their producer may still be writing. */
   readonly minAgeMs?: number
@@ -71,6 +71,13 @@ export interface ConsumeOptions<T extends Message = Message, E extends AnyEffect
    */
   readonly onCommit?: (outcomes: readonly Outcome[], verdicts: readonly Verdict[]) => void | Promise<void>
 }
+
+/**
+ * The most bytes a message may have, whatever maxBytes says: a message is read whole into memory
+ * and decoded as one string, and a buffer past a gigabyte or a string past 2^30 characters is
+ * beyond what the runtime gives one value.
+ */
+export const maxMessageBytes = 1024 * 1024 * 1024
 
 export const defaults = {
   batchSize: 1000,

@@ -256,8 +256,9 @@ export function readMessageFile(
     if (st.size > maxBytes) return tooLargeRead(st.size, maxBytes)
     // read(2) may return less than asked (NFS, FUSE), and the file may still be growing: read
     // to end of file or to one byte past the limit, whichever comes first. A file larger than
-    // the scratch buffer gets a buffer of its own.
-    let buffer = st.size < scratch.length ? scratch : Buffer.allocUnsafe(maxBytes + 1)
+    // the scratch buffer gets a buffer of its own, of its size (a limit of gigabytes is no
+    // reason to allocate them for a file of megabytes), doubled while it grows.
+    let buffer = st.size < scratch.length ? scratch : Buffer.allocUnsafe(Math.min(maxBytes, st.size) + 1)
     let n = 0
     for (;;) {
       const wanted = buffer.length - n
@@ -267,7 +268,7 @@ export function readMessageFile(
       // would only return 0 (one syscall per message saved).
       if (r === 0 || n > maxBytes || (r < wanted && n >= st.size)) break
       if (n === buffer.length) {
-        const bigger = Buffer.allocUnsafe(maxBytes + 1)
+        const bigger = Buffer.allocUnsafe(Math.min(maxBytes + 1, buffer.length * 2))
         buffer.copy(bigger)
         buffer = bigger
       }
