@@ -66,3 +66,47 @@ describe("file permissions", () => {
     slow,
   )
 })
+
+const canSwitchUser = process.getuid?.() === 0 && Bun.which("setpriv") !== null
+if (!canSwitchUser) console.warn("permissions.test: skipping the other-user test: it needs root and setpriv")
+
+describe.skipIf(!canSwitchUser)("a message file the consumer may not read", () => {
+  it.each([[[]], [["--one-thread"]]])(
+    "goes to error/ as unreadable, saying whose it is and what to do, and the queue goes on (%p)",
+    async (more: string[]) => {
+      await using d = await tempDir()
+      fs.chmodSync(d.path, 0o755)
+      Bun.spawnSync(["chown", "65534:65534", d.path])
+      const root = join(d.path, "q")
+      const asNobody = (script: string, args: readonly string[]) =>
+        run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "bun", join(repoRoot, script), ...args])
+      expect((await asNobody("packages/consumer/bin/setup.ts", ["--root", root])).exitCode).toBe(0)
+      const put = (name: string, seq: number) =>
+        fs.writeFileSync(join(root, "inbox", name), JSON.stringify({ msg_id: name, order_no: "o", seq, amount: 1 }))
+      for (const [i, name] of ["k1.json", "k2.json", "k3.json", "k4.json"].entries()) put(name, i + 1)
+      // Written by another user (here root, whom nobody cannot impersonate) with umask 077.
+      fs.chmodSync(join(root, "inbox", "k3.json"), 0o600)
+      for (const name of ["k1.json", "k2.json", "k4.json"])
+        Bun.spawnSync(["chown", "65534:65534", join(root, "inbox", name)])
+      const r = await asNobody("packages/consumer/bin/consume.ts", ["--root", root, "--batch-size", "2", ...more])
+      expect(r.exitCode, r.stderr).toBe(0)
+      expect(fs.readdirSync(join(root, "done")).sort()).toEqual(["k1.json", "k2.json", "k4.json"])
+      expect(fs.readdirSync(join(root, "error"))).toEqual(["k3.json"])
+      expect(fs.readdirSync(join(root, "processing"))).toEqual([])
+      const db = new Database(join(root, "ledger.db"), { readonly: true })
+      const failure = db.query("SELECT reason, detail FROM failures WHERE file = 'k3.json'").get()
+      db.close()
+      expect(failure).toEqual({
+        reason: "unreadable",
+        detail:
+          "EACCES: the consumer, running as nobody (uid 65534), may not read it, owned by root (uid 0) with mode 0600; make it readable (chmod o+r or chown nobody, or have the producer write it so), then replay it",
+      })
+      // Made readable and replayed, it is processed as it is.
+      fs.chmodSync(join(root, "error", "k3.json"), 0o644)
+      expect((await asNobody("scripts/replay.ts", ["--root", root, "k3.json"])).exitCode).toBe(0)
+      expect((await asNobody("packages/consumer/bin/consume.ts", ["--root", root, ...more])).exitCode).toBe(0)
+      expect(fs.readdirSync(join(root, "done")).sort()).toEqual(["k1.json", "k2.json", "k3.json", "k4.json"])
+    },
+    slow,
+  )
+})

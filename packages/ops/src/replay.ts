@@ -88,7 +88,7 @@ export const spec = {
     class: choice(
       "CLASS",
       errorClasses,
-      "every file in error/ whose latest unreplayed failure is of CLASS: business (handler, beyond-horizon, poison, expired) or format (the unchanged ones are skipped)",
+      "every file in error/ whose latest unreplayed failure is of CLASS: business (unreadable, handler, beyond-horizon, poison, expired) or format (the unchanged ones are skipped)",
     ),
     id: text("MSG_ID", "the files in error/ whose JSON has this msg_id; exit 1, changing nothing, when there is none"),
     all: flag("every entry in error/"),

@@ -14,6 +14,7 @@ const reasons = {
   "too-large": "format",
   "not-regular": "format",
   symlink: "format",
+  unreadable: "business",
   handler: "business",
   "beyond-horizon": "business",
   poison: "business",

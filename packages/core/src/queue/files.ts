@@ -2,6 +2,7 @@ import { dlopen, type FFIFunction, FFIType, type Library, type Pointer, ptr, rea
 import fs from "node:fs"
 import { basename, dirname, join } from "node:path"
 import { errnoOf, SpoolError } from "../errors.ts"
+import { accountOf, ownerOf } from "./accounts.ts"
 import { quoteName } from "./names.ts"
 
 const AT_FDCWD = -100
@@ -207,7 +208,7 @@ export type FileRead =
   | { readonly ok: true; readonly bytes: Uint8Array }
   | {
       readonly ok: false
-      readonly reason: "symlink" | "not-regular" | "too-large" | "vanished"
+      readonly reason: "symlink" | "not-regular" | "too-large" | "unreadable" | "vanished"
       readonly detail: string
     }
 
@@ -248,6 +249,7 @@ export function readMessageFile(
     if (code === "ELOOP") return symlink
     if (code === "ENXIO") return { ok: false, reason: "not-regular", detail: "a socket" }
     if (code === "ENOENT") return vanished
+    if (code === "EACCES" || code === "EPERM") return unreadable(path, code)
     throw new SpoolError("io", `cannot open ${quoteName(path)}: ${String(error)}`, { cause: error })
   }
   try {
@@ -277,6 +279,24 @@ export function readMessageFile(
     return { ok: true, bytes: buffer.subarray(0, n) }
   } finally {
     fs.closeSync(fd)
+  }
+}
+
+/**
+ * A file this process may not open (a producer running as another user wrote it with mode 0600):
+ * the bytes may be fine, so it goes to error/ saying whose it is and what to do, and the
+ * queue goes on; after a chmod or chown it is replayed as it is.
+ */
+function unreadable(path: string, code: string): FileRead {
+  let whose = ""
+  try {
+    whose = `, ${ownerOf(fs.statSync(path))}`
+  } catch {}
+  const me = accountOf(process.getuid?.() ?? -1)
+  return {
+    ok: false,
+    reason: "unreadable",
+    detail: `${code}: the consumer, running as ${me.text}, may not read it${whose}; make it readable (chmod o+r or chown ${me.chown}, or have the producer write it so), then replay it`,
   }
 }
 

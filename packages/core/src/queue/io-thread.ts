@@ -32,7 +32,11 @@ export interface ClaimInReply {
   /** The sha256 (hex) of each file read ahead, 64 characters each, back to back (see hashAt). */
   readonly hashes: string
   /** Files judged without their content (or gone): [index, reason, detail]. */
-  readonly rejects: readonly (readonly [number, "symlink" | "not-regular" | "too-large" | "vanished", string])[]
+  readonly rejects: readonly (readonly [
+    number,
+    "symlink" | "not-regular" | "too-large" | "unreadable" | "vanished",
+    string,
+  ])[]
   /** How many of the moved files had their reads started together, the batch found not in memory (read-ahead.ts). */
   readonly coldStarted: number
 }

@@ -79,7 +79,7 @@ function claimIn(
   const moved = names.filter((_, i) => status[i] === InStatus.moved && regular[i] === 1)
   const coldStarted = readAheadIfCold(dirs.processing, moved, config.maxBytes)
   const spans = new Int32Array(names.length * 2).fill(-1)
-  const rejects: [number, "symlink" | "not-regular" | "too-large" | "vanished", string][] = []
+  const rejects: [number, "symlink" | "not-regular" | "too-large" | "unreadable" | "vanished", string][] = []
   const hashes: string[] = new Array(names.length).fill(unread)
   let used = 0
   let reads = 0

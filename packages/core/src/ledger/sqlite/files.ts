@@ -5,6 +5,7 @@ import type { Database } from "bun:sqlite"
 import fs from "node:fs"
 import { basename, dirname, join, resolve } from "node:path"
 import { errnoOf, SpoolError } from "../../errors.ts"
+import { accountOf, ownerOf } from "../../queue/accounts.ts"
 import { scanDir } from "../../queue/scan.ts"
 import { bindingFile, rootIdFile } from "../binding.ts"
 
@@ -116,10 +117,6 @@ export function describeAccess(path: string): string | undefined {
   return undefined
 }
 
-function ownerOf(st: fs.Stats): string {
-  return `owned by ${accountOf(st.uid).text} with mode ${modeOf(st)}`
-}
-
 /** Whether the ledger's -wal file is there before it is opened: its last connection did not close cleanly, or one is open now. */
 export function isLeftOpen(path: string): boolean {
   return lstatOrUndefined(`${path}-wal`) !== undefined
@@ -161,19 +158,4 @@ function isAccessible(path: string, mode: number): boolean {
   } catch {
     return false
   }
-}
-
-function modeOf(st: fs.Stats): string {
-  return `0${(st.mode & 0o7777).toString(8).padStart(3, "0")}`
-}
-
-/** A user as messages name it (`nobody (uid 65534)`) and as chown takes it. */
-function accountOf(uid: number): { readonly text: string; readonly chown: string } {
-  try {
-    for (const line of fs.readFileSync("/etc/passwd", "utf8").split("\n")) {
-      const [name, , id] = line.split(":")
-      if (id === String(uid) && name) return { text: `${name} (uid ${uid})`, chown: name }
-    }
-  } catch {}
-  return { text: `uid ${uid}`, chown: String(uid) }
 }
