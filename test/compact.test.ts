@@ -236,6 +236,43 @@ for (const backend of backends)
     })
   })
 
+describe("compact on what is not spool's", () => {
+  it("refuses an archive/ or a day's archive that is a symbolic link, archiving nothing outside the root", async () => {
+    await using q = await tempQueue({ seed: { "a.json": msg("a", 1) } })
+    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+    const outside = join(q.path, "outside")
+    fs.mkdirSync(outside)
+    fs.symlinkSync(outside, join(q.root, "archive"))
+    const r = await compact(["--root", q.root, "--older-than", "1d"], daysLater(2))
+    expect(r.stderr).toStartWith(
+      `compact: ${join(q.root, "archive")} is a symbolic link; compact archives done/ files only inside the queue root`,
+    )
+    expect(r.exitCode).toBe(2)
+    expect(list(join(q.root, "done"))).toEqual(["a.json"])
+    expect(fs.readdirSync(outside)).toEqual([])
+    // The day's directory linked out, under a real archive/.
+    fs.rmSync(join(q.root, "archive"))
+    const today = new Date(fs.statSync(join(q.root, "done", "a.json")).ctimeMs).toISOString().slice(0, 10)
+    fs.mkdirSync(join(q.root, "archive"))
+    fs.symlinkSync(outside, join(q.root, "archive", today))
+    const day = await compact(["--root", q.root, "--older-than", "1d"], daysLater(2))
+    expect(day.stderr).toContain(`${join(q.root, "archive", today)} is a symbolic link`)
+    expect(day.exitCode).toBe(2)
+    expect(list(join(q.root, "done"))).toEqual(["a.json"])
+    expect(fs.readdirSync(outside)).toEqual([])
+  })
+
+  it("leaves a directory in done/ alone, with --delete too", async () => {
+    await using q = await tempQueue({ seed: { "a.json": msg("a", 1) } })
+    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+    fs.mkdirSync(join(q.root, "done", "sub"))
+    const r = await compact(["--root", q.root, "--older-than", "1d", "--delete"], daysLater(2))
+    expect(r.stderr).toBe("")
+    expect(r.exitCode).toBe(0)
+    expect(list(join(q.root, "done"))).toEqual(["sub"])
+  })
+})
+
 describe("compact --ledger", () => {
   it("refuses a PostgreSQL URL for a root bound to its SQLite ledger, and archives nothing", async () => {
     await using q = await tempQueue({ seed: { "a.json": msg("a", 1) } })

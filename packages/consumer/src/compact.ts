@@ -15,6 +15,25 @@ import {
   wallClock,
 } from "@spool/core/engine"
 
+/**
+ * Refuses (exit 2, before a file goes there) an archive directory that is a symbolic link or not
+ * a directory: files archived through a link would leave the queue root, on whatever it points at.
+ */
+function refuseOutsideRoot(dir: string): void {
+  let st: fs.Stats
+  try {
+    st = fs.lstatSync(dir)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return
+    throw error
+  }
+  if (st.isDirectory()) return
+  throw new SpoolError(
+    "usage",
+    `${dir} is ${st.isSymbolicLink() ? "a symbolic link" : "not a directory"}; compact archives done/ files only inside the queue root. Nothing more was archived: replace it with a directory (or remove it), or use --delete`,
+  )
+}
+
 /** `bun run compact`'s options and help. */
 export const spec = {
   name: "compact",
@@ -76,6 +95,9 @@ export async function main(argv: readonly string[]): Promise<number> {
     // on to SQLite before its first consume could choose PostgreSQL.
     const ledger = await openExistingLedger(queue, { ...(url !== undefined && { url }), isLostLedgerRefused: true })
     try {
+      const archive = join(queue.root, "archive")
+      const checkedDays = new Set<string>()
+      if (!isDry && !v.delete) refuseOutsideRoot(archive)
       let files = 0
       let seen = 0
       for (const e of scanDir(queue.done, 1024)) {
@@ -97,15 +119,20 @@ export async function main(argv: readonly string[]): Promise<number> {
         // file renamed name~1.json on its way in, history an earlier compact pruned, a file put
         // into done/ by hand). Whatever else sets the ctime (a file moved in by hand, restored
         // from a backup, chmod) makes it later: such a file stays longer, never shorter.
-        if (st.ctimeMs >= cutoff) continue
+        // A directory in done/ is none of spool's (a file is all a consume moves there): left alone.
+        if (st.ctimeMs >= cutoff || st.isDirectory()) continue
         files++
         if (isDry) continue
         if (v.delete) {
           fs.unlinkSync(path)
           continue
         }
-        const dir = join(queue.root, "archive", new Date(st.ctimeMs).toISOString().slice(0, 10))
-        fs.mkdirSync(dir, { recursive: true })
+        const dir = join(archive, new Date(st.ctimeMs).toISOString().slice(0, 10))
+        if (!checkedDays.has(dir)) {
+          fs.mkdirSync(dir, { recursive: true })
+          refuseOutsideRoot(dir)
+          checkedDays.add(dir)
+        }
         // A name taken in the day's archive gets the same alternative as in done/ and error/,
         // which keeps to the 255-byte name limit.
         for (
