@@ -173,6 +173,49 @@ describe("a new ledger beside a queue that has history", () => {
   )
 })
 
+describe("ledger files that are not files", () => {
+  it.each(["a FIFO", "a directory"])(
+    "refuses a ledger.db that is %s with exit 2, opening nothing",
+    async (kind) => {
+      await using q = await tempQueue({ seed: { "m-1.json": msg("m-1") } })
+      const path = join(q.root, "ledger.db")
+      if (kind === "a FIFO") expect(Bun.spawnSync(["mkfifo", path]).exitCode).toBe(0)
+      else fs.mkdirSync(path)
+      const r = await spool("consume", ["--root", q.root])
+      expect(r.stderr).toBe(
+        `consume: ${path} is ${kind}, not a file; spool keeps its ledger in regular files in the queue root. Nothing was opened. With no consumer running, move it aside and restore the ledger from a backup\n`,
+      )
+      expect(r.exitCode).toBe(2)
+      expect(list(join(q.root, "inbox"))).toEqual(["m-1.json"])
+    },
+    slow,
+  )
+
+  it(
+    "refuses a .spool that is a symbolic link, writing no binding record through it, and a FIFO as the record, without waiting on it",
+    async () => {
+      await using q = await tempQueue({ seed: { "m-1.json": msg("m-1") } })
+      await using outside = await tempDir()
+      fs.symlinkSync(outside.path, join(q.root, ".spool"))
+      const linked = await spool("consume", ["--root", q.root])
+      expect(linked.stderr).toContain(
+        `consume: ${join(q.root, ".spool")} is a symbolic link; spool keeps a root's binding record`,
+      )
+      expect(linked.exitCode).toBe(2)
+      expect(list(outside.path)).toEqual([])
+      fs.rmSync(join(q.root, ".spool"))
+      expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+      const record = join(q.root, ".spool", "ledger")
+      fs.rmSync(record)
+      expect(Bun.spawnSync(["mkfifo", record]).exitCode).toBe(0)
+      const fifo = await spool("consume", ["--root", q.root])
+      expect(fifo.stderr).toContain(`consume: ${record} is not a regular file; spool keeps a root's binding record`)
+      expect(fifo.exitCode).toBe(2)
+    },
+    slow,
+  )
+})
+
 describe("symlinked ledger files", () => {
   it.each(["ledger.db", "ledger.db-wal", "ledger.db-shm"])(
     "refuses a symlinked %s with exit 2 and writes nothing outside the root",

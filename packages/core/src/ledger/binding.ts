@@ -39,12 +39,7 @@ export const bindingFile = (root: string): string => join(root, ".spool", "ledge
  */
 export function readBinding(root: string): RootBinding | undefined {
   const path = bindingFile(root)
-  let text: string | undefined
-  try {
-    text = fs.readFileSync(path, "utf8")
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error
-  }
+  const text = readRecord(root)
   if (text !== undefined) return { binding: parseBinding(text, path), isRecorded: true }
   if (fs.existsSync(join(root, "ledger.db"))) return { binding: { backend: "sqlite" }, isRecorded: false }
   if (fs.existsSync(join(root, rootIdFile)))
@@ -85,13 +80,60 @@ export function writeBinding(root: string, binding: Binding): void {
 export function recordFirstBinding(root: string, binding: Binding): Binding | undefined {
   const path = bindingFile(makeSpoolDir(root))
   if (createFileAtomic(path, recordOf(binding))) return undefined
-  return parseBinding(fs.readFileSync(path, "utf8"), path)
+  return parseBinding(readRecord(root) ?? "", path)
 }
 
 /** ROOT/.spool, made if missing. A new .spool/ is a new entry of the root: fsynced, or a power cut could take the record with it. */
 function makeSpoolDir(root: string): string {
+  refuseStrangeSpoolDir(root)
   if (fs.mkdirSync(join(root, ".spool"), { recursive: true, mode: 0o755 }) !== undefined) fsyncDirAt(root)
   return root
+}
+
+/**
+ * The text of the root's binding record, undefined when there is none. Read only from a regular
+ * file in a real ROOT/.spool directory: through a link the record would be read (and written)
+ * outside the root, and a FIFO there would hang every command that opens the ledger.
+ */
+function readRecord(root: string): string | undefined {
+  refuseStrangeSpoolDir(root)
+  const path = bindingFile(root)
+  let fd: number
+  try {
+    fd = fs.openSync(path, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK)
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === "ENOENT") return undefined
+    if (code === "ELOOP") throw strange(path, "a symbolic link")
+    throw error
+  }
+  try {
+    const st = fs.fstatSync(fd)
+    if (!st.isFile()) throw strange(path, st.isDirectory() ? "a directory" : "not a regular file")
+    return fs.readFileSync(fd, "utf8")
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
+/** Refuses a ROOT/.spool that is there but is not a directory of the root's own (a link, a file). */
+function refuseStrangeSpoolDir(root: string): void {
+  const dir = join(root, ".spool")
+  let st: fs.Stats
+  try {
+    st = fs.lstatSync(dir)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return
+    throw error
+  }
+  if (!st.isDirectory()) throw strange(dir, st.isSymbolicLink() ? "a symbolic link" : "not a directory")
+}
+
+function strange(path: string, what: string): SpoolError {
+  return new SpoolError(
+    "unsafe-ledger",
+    `${path} is ${what}; spool keeps a root's binding record in a regular file ROOT/.spool/ledger, inside the root, and follows no link for it. Nothing was opened. With no consumer running, put the directory and the file themselves in its place (restore them from a backup), or remove it and rebind the root on purpose (bun run setup --rebind, see docs/postgres.md)`,
+  )
 }
 
 function recordOf(binding: Binding): string {

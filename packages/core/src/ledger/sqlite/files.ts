@@ -22,12 +22,21 @@ const companions = [
 ] as const
 
 /**
- * Refuses a ledger whose file, -wal or -shm is a symbolic link: SQLite follows it, so the
- * ledger, its log or its index would be written outside the queue root.
+ * Refuses a ledger whose file, -wal or -shm is a symbolic link (SQLite follows it, so the
+ * ledger, its log or its index would be written outside the queue root) or anything else that
+ * is not a regular file.
  */
 export function refuseLinks(path: string): void {
   for (const p of [path, ...companions.map((c) => path + c.suffix)]) {
-    if (!lstatOrUndefined(p)?.isSymbolicLink()) continue
+    const st = lstatOrUndefined(p)
+    if (st === undefined || st.isFile()) continue
+    // A device would have the ledger written onto it, outside the root; a directory or a FIFO
+    // would fail later with an error that blames the disk or the permissions.
+    if (!st.isSymbolicLink())
+      throw new SpoolError(
+        "unsafe-ledger",
+        `${p} is ${kindOfEntry(st)}, not a file; spool keeps its ledger in regular files in the queue root. Nothing was opened. With no consumer running, move it aside and restore the ledger from a backup`,
+      )
     let target = "an unreadable target"
     try {
       target = resolve(dirname(p), fs.readlinkSync(p))
@@ -140,6 +149,15 @@ export function damaged(path: string, detail: string, options?: ErrorOptions): S
     `the ledger ${path} is damaged (${detail}). Stop every consumer on this root, run bun run verify --root ${root} to see what else is wrong, and restore ${basename(path)} from a backup (move the damaged ${basename(path)}, -wal and -shm aside together first)`,
     options,
   )
+}
+
+function kindOfEntry(st: fs.Stats): string {
+  if (st.isDirectory()) return "a directory"
+  if (st.isBlockDevice()) return "a block device"
+  if (st.isCharacterDevice()) return "a character device"
+  if (st.isFIFO()) return "a FIFO"
+  if (st.isSocket()) return "a socket"
+  return "not a regular file"
 }
 
 function lstatOrUndefined(path: string): fs.Stats | undefined {
