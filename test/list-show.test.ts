@@ -277,6 +277,17 @@ for (const backend of await ledgerBackends())
       expect(fifo.exitCode).toBe(1)
     })
 
+    it("shows a msg_id longer than any file name can be", async () => {
+      await using fresh = await backend.queue()
+      const id = "k".repeat(300)
+      fresh.put("long-id.json", message(id, 1))
+      expect((await fresh.command("consume")).exitCode).toBe(0)
+      const r = await fresh.command("show", [id])
+      expect(r.stderr).toBe("")
+      expect(r.stdout.split("\n")[0]).toBe(`msg_id ${id}: processed from long-id.json`)
+      expect(r.exitCode).toBe(0)
+    })
+
     it("exits 1 for a name or id neither the directories nor the ledger know, changing nothing", async () => {
       const before = await q.snapshot()
       const r = await q.command("show", ["nobody.json"])

@@ -212,7 +212,9 @@ function cmp(a: string, b: string): number {
 
 /** The directories holding an entry named `name`; none for a name that is not a plain file name. */
 function locate(queue: Queue, name: string): QueueDir[] {
-  if (name.includes("/") || name === "." || name === ".." || name.includes("\0")) return []
+  // A name no directory can hold (a msg_id of over 255 bytes, asked for by its id) is in none.
+  if (name.includes("/") || name === "." || name === ".." || name.includes("\0") || Buffer.byteLength(name) > 255)
+    return []
   return queueDirs.filter((d) => fs.lstatSync(join(queue[d], name), { throwIfNoEntry: false }) !== undefined)
 }
 
