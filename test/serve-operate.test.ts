@@ -40,6 +40,31 @@ for (const backend of await ledgerBackends()) {
       await template?.[Symbol.asyncDispose]()
     })
 
+    it("finds a reason behind more than a page of other failures, and offers no selection for files with no failure recorded", async () => {
+      await using q = await template.copy()
+      // Files someone put into error/ by hand, which the ledger has no failure of, listed first.
+      for (let i = 0; i < 600; i++)
+        fs.writeFileSync(join(q.root, "error", `a-${String(i).padStart(3, "0")}.json`), "{}")
+      const app = consoleOf(q)
+      const parse = (await (await app.request("/api/failures?reason=parse")).json()) as {
+        groups: { class: string; reason: string; files: unknown[] }[]
+        more: number
+      }
+      expect(parse.groups.map((g) => [g.class, g.reason, g.files.length])).toEqual([["format", "parse", 2]])
+      expect(parse.more).toBe(0)
+      const unknown = (await (await app.request("/api/failures?class=unknown")).json()) as typeof parse
+      expect(unknown.groups.map((g) => [g.class, g.reason, g.files.length])).toEqual([["unknown", "unknown", 500]])
+      expect(unknown.more).toBe(100)
+      // No business files here: those without a record are not business failures.
+      const business = (await (await app.request("/api/failures?class=business")).json()) as typeof parse
+      expect(business.groups).toEqual([])
+      const page = await (await app.request("/failures?reason=unknown", { headers: operator })).text()
+      expect(page).toContain("Replay selected")
+      expect(page).not.toContain("Replay all of reason unknown")
+      const metrics = await (await app.request("/metrics")).text()
+      expect(metrics).toContain('reason="unknown",class="unknown"} 600')
+    })
+
     it("refuses a replay with 403 and moves nothing when started without a token", async () => {
       await using q = await template.copy()
       const res = await consoleOf(q, false).request(

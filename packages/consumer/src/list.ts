@@ -172,7 +172,9 @@ function toDir(text: string): QueueDir {
 
 /**
  * Streams the entries of one directory to `write`, a chunk at a time, each chunk annotated from
- * the ledger; returns how many entries past `limit` it counted without listing them.
+ * the ledger; returns how many entries past `limit` it counted without listing them. With
+ * `keep`, only the annotated entries it keeps are listed and counted: the limit applies to
+ * them, so a filter finds what it asks for however many other entries come first.
  */
 export async function listDir(
   queue: Queue,
@@ -180,21 +182,28 @@ export async function listDir(
   ledger: LedgerPort | undefined,
   limit: number | undefined,
   write: (entries: readonly ListEntry[]) => Promise<void>,
+  keep?: (entry: ListEntry) => boolean,
 ): Promise<number> {
   const view = views[dir]
   const annotate = view.annotator?.(ledger)
   const now = Date.now()
   let chunk: ListEntry[] = []
+  let listed = 0
+  let more = 0
   const flush = async () => {
     if (chunk.length === 0) return
     const notes = await annotate?.(chunk.map((e) => e.name))
-    await write(notes === undefined ? chunk : chunk.map((e) => ({ ...e, ...notes.get(e.name) })))
+    const annotated = notes === undefined ? chunk : chunk.map((e) => ({ ...e, ...notes.get(e.name) }))
     chunk = []
+    if (keep === undefined) return await write(annotated)
+    const kept = annotated.filter(keep)
+    const room = limit === undefined ? kept.length : Math.max(0, limit - listed)
+    listed += Math.min(room, kept.length)
+    more += Math.max(0, kept.length - room)
+    if (room > 0) await write(kept.slice(0, room))
   }
-  let listed = 0
-  let more = 0
   for (const d of scanDir(queue[dir], 1024)) {
-    if (limit !== undefined && listed >= limit) {
+    if (keep === undefined && limit !== undefined && listed >= limit) {
       more++
       continue
     }
@@ -202,7 +211,7 @@ export async function listDir(
     if (entry === undefined) continue
     const shellName = entryShellName(d)
     chunk.push(shellName === undefined ? entry : { ...entry, shellName })
-    listed++
+    if (keep === undefined) listed++
     if (chunk.length >= chunkSize) await flush()
   }
   await flush()

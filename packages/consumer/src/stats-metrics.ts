@@ -11,7 +11,9 @@ export function statsMetrics(stats: Stats, root: string, windowText: string): st
   const at = { root }
   const inWindow = { root, window: windowText }
   const byReason = (counts: Readonly<Record<string, number>>, labels: Record<string, string>) =>
-    Object.entries(counts).map(([reason, n]) => [{ ...labels, reason, class: classOf(reason) }, n] as const)
+    Object.entries(counts).map(
+      ([reason, n]) => [{ ...labels, reason, class: reason === "unknown" ? "unknown" : classOf(reason) }, n] as const,
+    )
   const a = stats.allTime
   const w = stats.recent
   return new Exposition()

@@ -144,10 +144,13 @@ ${g.files.map(
       html`${shown}${forms === "log-in" ? html`<p><a href="/login">Log in</a> to replay or delete.</p>` : ""}${body}${moreLine(more)}`,
     )
   // Filtered, "all" means all of that reason or class: the same selection as replay --reason or --class.
+  // Files with no failure recorded (reason and class unknown) are no selection's: each is replayed by its name.
   const all =
     by === undefined
       ? html`<button name="scope" value="all">Replay all</button>`
-      : html`<input type="hidden" name="value" value="${value}"><button name="scope" value="${by}">Replay all of ${by} ${value}</button>`
+      : value === "unknown"
+        ? ""
+        : html`<input type="hidden" name="value" value="${value}"><button name="scope" value="${by}">Replay all of ${by} ${value}</button>`
   return layout(
     "Failures",
     root,

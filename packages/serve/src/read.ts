@@ -172,12 +172,17 @@ export async function readFailures(
   filter: FailureFilter = {},
 ): Promise<{ groups: FailureGroup[]; more: number }> {
   return withLedger(source, async (queue, ledger) => {
-    const { entries, more } = await entriesOf(queue, "error", ledger)
+    // Filtered before the page's limit, so that a reason is found however many files come first.
+    const isShown = (e: ListEntry) =>
+      (filter.class === undefined || classOfEntry(e) === filter.class) &&
+      (filter.reason === undefined || reasonOfEntry(e) === filter.reason)
+    const isFiltered = filter.class !== undefined || filter.reason !== undefined
+    const { entries, more } = await entriesOf(queue, "error", ledger, isFiltered ? isShown : undefined)
     const history = await ledger?.history({ files: entries.map((e) => e.name) })
     const groups = new Map<string, FailureGroup & { files: FailedFile[] }>()
     for (const entry of entries) {
-      const reason = entry.failure?.reason ?? "unknown"
-      const cls = entry.failure?.class ?? classOf(reason)
+      const reason = reasonOfEntry(entry)
+      const cls = classOfEntry(entry)
       const key = `${cls}\0${reason}`
       const group = groups.get(key) ?? { class: cls, reason, files: [] }
       groups.set(key, group)
@@ -185,12 +190,16 @@ export async function readFailures(
       const replays = (history?.replays ?? []).filter((r) => r.file === entry.name).length
       group.files.push({ entry, attempts, replays })
     }
-    const isShown = (g: FailureGroup) =>
-      (filter.class === undefined || g.class === filter.class) &&
-      (filter.reason === undefined || g.reason === filter.reason)
-    return { groups: [...groups.values()].filter(isShown), more }
+    return { groups: [...groups.values()], more }
   })
 }
+
+/**
+ * A file's reason in error/, `unknown` for one the ledger has no failure of (put there by hand,
+ * or left from a lost ledger), which no replay selection by reason or class takes.
+ */
+const reasonOfEntry = (e: ListEntry): string => e.failure?.reason ?? "unknown"
+const classOfEntry = (e: ListEntry): string => e.failure?.class ?? (e.failure ? classOf(e.failure.reason) : "unknown")
 
 /** The deferred/ files with their next attempt, as list shows them. */
 export async function readDeferred(source: Source): Promise<{ entries: ListEntry[]; more: number }> {
@@ -246,10 +255,18 @@ async function entriesOf(
   queue: Queue,
   dir: QueueDir,
   ledger: LedgerPort | undefined,
+  keep?: (entry: ListEntry) => boolean,
 ): Promise<{ entries: ListEntry[]; more: number }> {
   const entries: ListEntry[] = []
-  const more = await listDir(queue, dir, ledger, pageLimit, async (chunk) => {
-    entries.push(...chunk)
-  })
+  const more = await listDir(
+    queue,
+    dir,
+    ledger,
+    pageLimit,
+    async (chunk) => {
+      entries.push(...chunk)
+    },
+    keep,
+  )
   return { entries, more }
 }
