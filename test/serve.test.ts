@@ -232,6 +232,19 @@ describe("spool serve, the process", () => {
     })
   })
 
+  it("refuses a root bound to PostgreSQL when started without its URL, as every command does", async () => {
+    const pg = backends.find((b) => b.name === "PostgreSQL")
+    if (pg === undefined || pg.skip !== undefined) throw new Error(pg?.skip ?? "no PostgreSQL backend")
+    await using q = await pg.queue({ seed: { "a.json": { msg_id: "m-1", order_no: "O", seq: 1, amount: 1 } } })
+    expect((await q.command("consume")).exitCode).toBe(0)
+    const r = await run(["bun", spoolBin, "serve", "--root", q.root, "--port", "0"], {
+      env: { ...process.env, SPOOL_LEDGER_URL: "" },
+    })
+    expect(r.stderr).toContain(`this root (${q.root}) is bound to the PostgreSQL ledger`)
+    expect(r.stderr).toContain("set SPOOL_LEDGER_URL or pass --ledger")
+    expect(r.exitCode).toBe(2)
+  })
+
   it("refuses a --token-file holding a short token with exit 2, saying how to make one", async () => {
     const q = await backends[0]?.queue()
     if (q === undefined) throw new Error("no SQLite backend")

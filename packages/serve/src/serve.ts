@@ -1,6 +1,14 @@
 import fs from "node:fs"
 import { type CommandSpec, duration, integer, ledger, root, runCommand, text } from "@spool/cli"
-import { describeSource, openQueue, quoteName, resolveLedgerUrl, resolveRoot, SpoolError } from "@spool/core/engine"
+import {
+  checkRootLedger,
+  describeSource,
+  openQueue,
+  quoteName,
+  resolveLedgerUrl,
+  resolveRoot,
+  SpoolError,
+} from "@spool/core/engine"
 import { createApp } from "./app.ts"
 import type { Source } from "./read.ts"
 
@@ -76,6 +84,10 @@ export async function main(argv: readonly string[]): Promise<number> {
       stalledAfterSeconds: v["stalled-after"] / 1000,
       brokers: v.source ?? [],
     }
+    // A root bound to PostgreSQL, served without its URL, is refused now (exit 2) as every
+    // command refuses it, not answered with 503 on every page. With a URL the server is not asked
+    // here: a console may start before its database, and each reading checks the binding.
+    if (source.url === undefined) await checkRootLedger(queue, undefined)
     // A URL that no source adapter reads is a usage error now, not an unreachable broker on every page.
     for (const url of source.brokers ?? []) await describeSource(url)
     const token = v["token-file"] === undefined ? undefined : readToken(v["token-file"])
