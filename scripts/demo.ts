@@ -4,6 +4,7 @@
 import fs from "node:fs"
 import { join, resolve } from "node:path"
 import { type CommandSpec, runCommand } from "@spool/cli"
+import { openExistingLedger, openQueue, redact, resolveLedgerUrl } from "@spool/core/engine"
 
 const repo = resolve(import.meta.dir, "..")
 const root = resolve(process.env.SPOOL_ROOT || join(repo, "spool"))
@@ -57,10 +58,12 @@ process.exitCode = await runCommand(spec, process.argv.slice(2), async ({ quiet 
   const count = (d: string) => fs.readdirSync(join(root, d)).length
   const rows = (f: string) =>
     fs.existsSync(join(root, f)) ? fs.readFileSync(join(root, f), "utf8").trimEnd().split("\n") : ["(missing)"]
-  const { Database } = await import("bun:sqlite")
-  const db = new Database(join(root, "ledger.db"), { readonly: true })
-  const processed = (db.query("SELECT COUNT(*) AS n FROM processed").get() as { n: number }).n
-  db.close()
+  // Read through the ledger the steps used: the SQLite one in the root, or SPOOL_LEDGER_URL's.
+  const url = resolveLedgerUrl(undefined)
+  const ledger = await openExistingLedger(openQueue(root), { ...(url !== undefined && { url }), readonly: true })
+  const processed = ledger === undefined ? 0 : (await ledger.stats(new Date())).allTime.processed
+  await ledger?.close()
+  const where = url === undefined ? "ledger.db" : `the ledger at ${redact(url)}`
 
   if (!isQuiet)
     process.stdout.write(`
@@ -69,7 +72,7 @@ Outcome in ${root}
   error/       ${count("error")} files
   processing/  ${count("processing")} files
   inbox/       ${count("inbox")} files
-  processed    ${processed} rows in ledger.db (one per distinct msg_id)
+  processed    ${processed} rows in ${where} (one per distinct msg_id)
   dup.txt      ${rows("dup.txt").join(" ")}
   error.csv    ${rows("error.csv").join("\n               ")}
   order-check  ${rows("order-result.txt").join(" ")}

@@ -3,7 +3,11 @@ import { Database } from "bun:sqlite"
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import { fixturesDir, list, run, tempDir } from "@spool/test-support"
+import { redact } from "@spool/core/engine"
+import { fixturesDir, list, pgUnavailable, run, tempDatabase, tempDir } from "@spool/test-support"
+
+const noPostgres = await pgUnavailable()
+if (noPostgres) console.warn(noPostgres)
 
 function processedRows(root: string): number {
   const db = new Database(join(root, "ledger.db"), { readonly: true })
@@ -65,6 +69,21 @@ describe("quick start", () => {
     // The outcome starts at the line's start, the lines under it indented by two.
     expect(demo.stdout).toContain(`\nOutcome in ${root}\n  done/        18 files\n`)
   })
+
+  it.skipIf(noPostgres !== undefined)(
+    "bun run demo consumes into the ledger SPOOL_LEDGER_URL names, and counts its rows there",
+    async () => {
+      await using d = await tempDir()
+      await using db = await tempDatabase()
+      const root = join(d.path, "spool")
+      const demo = await run(["bun", "run", "demo"], { env: { SPOOL_ROOT: root, SPOOL_LEDGER_URL: db.url } })
+      expect(demo.stderr).not.toContain("unexpected failure")
+      expect(demo.stdout).toContain(`processed    15 rows in the ledger at ${redact(db.url)} (one per distinct msg_id)`)
+      expect(demo.stdout).toMatch(/order-check\s+OK\n/)
+      expect(demo.exitCode).toBe(0)
+      expect(list(root)).not.toContain("ledger.db")
+    },
+  )
 
   it("bun run demo --help and --version say what it does and do nothing, -q prints nothing", async () => {
     await using d = await tempDir()
