@@ -109,6 +109,22 @@ describe("a new ledger beside a queue that has history", () => {
   )
 
   it(
+    "is reported by stats, show and verify, which would otherwise show an empty, healthy queue",
+    async () => {
+      await using q = await queueWithLostLedger("absent")
+      const before = list(q.root)
+      const spoolBin = join(repoRoot, "packages/spool/bin/spool.ts")
+      for (const command of [["stats"], ["show", "m-1"], ["verify"]]) {
+        const r = await run(["bun", spoolBin, ...command, "--root", q.root])
+        expect([command[0], r.stderr.match(/refusing to start a new ledger/g)?.length]).toEqual([command[0], 1])
+        expect([command[0], r.exitCode]).toEqual([command[0], 2])
+      }
+      expect(list(q.root)).toEqual(before)
+    },
+    slow,
+  )
+
+  it(
     "is refused when only error/ holds files",
     async () => {
       await using q = await tempQueue({ seed: { "bad.json": "not json" } })

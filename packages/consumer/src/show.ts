@@ -106,7 +106,11 @@ export async function main(argv: readonly string[]): Promise<number> {
     if (query === undefined || query === "" || extra !== undefined)
       throw new SpoolError("usage", "show takes one FILE or MSG_ID")
     const queue = openQueue(resolveRoot(v.root))
-    const ledger = await openExistingLedger(queue, { url: resolveLedgerUrl(v.ledger), readonly: true })
+    const ledger = await openExistingLedger(queue, {
+      url: resolveLedgerUrl(v.ledger),
+      readonly: true,
+      isLostLedgerRefused: true,
+    })
     let report: ShowReport | undefined
     try {
       report = await showOf(queue, ledger, query)

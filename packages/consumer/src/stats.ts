@@ -78,7 +78,11 @@ export async function main(argv: readonly string[]): Promise<number> {
     const queue = openQueue(resolveRoot(v.root))
     const since = new Date(wallClock() - windowMs)
     const url = resolveLedgerUrl(v.ledger)
-    const stats = await statsOf(queue, await openExistingLedger(queue, { url, readonly: true }), since)
+    const stats = await statsOf(
+      queue,
+      await openExistingLedger(queue, { url, readonly: true, isLostLedgerRefused: true }),
+      since,
+    )
     const rate = stats.recent.duplicateRate
     const isOverRate = maxRate !== undefined && rate !== null && rate > maxRate
     if (format === "json") {

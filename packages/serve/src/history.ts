@@ -22,7 +22,7 @@ export async function readHistory(source: Source, now = Date.now()): Promise<His
   const step = Math.max(1, Math.floor(source.windowMs / historyBuckets))
   const starts = Array.from({ length: historyBuckets }, (_, i) => now - (historyBuckets - i) * step)
   const queue = openQueue(source.root)
-  const ledger = await openExistingLedger(queue, { url: source.url, readonly: true })
+  const ledger = await openExistingLedger(queue, { url: source.url, readonly: true, isLostLedgerRefused: true })
   try {
     const since = await Promise.all([...starts, now].map((t) => sinceOf(ledger, t)))
     const within = (i: number, f: (p: StatsPeriod) => number) => {

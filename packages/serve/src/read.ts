@@ -70,7 +70,7 @@ export async function withLedger<T>(
   fn: (queue: Queue, ledger: LedgerPort | undefined) => Promise<T>,
 ): Promise<T> {
   const queue = openQueue(source.root)
-  const ledger = await openExistingLedger(queue, { url: source.url, readonly: true })
+  const ledger = await openExistingLedger(queue, { url: source.url, readonly: true, isLostLedgerRefused: true })
   try {
     return await fn(queue, ledger)
   } finally {
@@ -92,7 +92,11 @@ export async function readQueueOverview(source: Source): Promise<Omit<Overview, 
   const holders = await withLedger(source, async (_q, ledger) => holdersOf(ledger))
   // statsOf closes the ledger it is given.
   const since = new Date(wallClock() - source.windowMs)
-  const stats = await statsOf(queue, await openExistingLedger(queue, { url: source.url, readonly: true }), since)
+  const stats = await statsOf(
+    queue,
+    await openExistingLedger(queue, { url: source.url, readonly: true, isLostLedgerRefused: true }),
+    since,
+  )
   return {
     root: queue.root,
     readAt: new Date(wallClock()).toISOString(),
