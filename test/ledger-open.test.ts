@@ -109,12 +109,12 @@ describe("a new ledger beside a queue that has history", () => {
   )
 
   it(
-    "is reported by stats, show and verify, which would otherwise show an empty, healthy queue",
+    "is reported by stats, show, verify and a dry run of replay, which would otherwise show an empty, healthy queue",
     async () => {
       await using q = await queueWithLostLedger("absent")
       const before = list(q.root)
       const spoolBin = join(repoRoot, "packages/spool/bin/spool.ts")
-      for (const command of [["stats"], ["show", "m-1"], ["verify"]]) {
+      for (const command of [["stats"], ["show", "m-1"], ["verify"], ["replay", "--all", "--dry-run"]]) {
         const r = await run(["bun", spoolBin, ...command, "--root", q.root])
         expect([command[0], r.stderr.match(/refusing to start a new ledger/g)?.length]).toEqual([command[0], 1])
         expect([command[0], r.exitCode]).toEqual([command[0], 2])

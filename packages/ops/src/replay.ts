@@ -222,7 +222,9 @@ async function replayBulk(
   let ledger: LedgerPort | undefined
   let existing: Promise<LedgerPort | undefined> | undefined
   const existingLedger = (): Promise<LedgerPort | undefined> => {
-    existing ??= openExistingLedger(queue, { url, readonly: isDryRun }).then((l) => (ledger = l))
+    existing ??= openExistingLedger(queue, { url, readonly: isDryRun, isLostLedgerRefused: true }).then(
+      (l) => (ledger = l),
+    )
     return existing
   }
   const useLedger = async (): Promise<LedgerPort | undefined> => {
