@@ -58,6 +58,13 @@ if (bootId !== undefined && !/^[\w-]+$/.test(bootId))
   throw new Error(`SPOOL_BOOT_ID=${bootId}: expected letters, digits, - and _ (a boot id such as a UUID)`)
 /** The boot id this process takes for the kernel's, if a test set one (SPOOL_BOOT_ID). */
 export const bootIdOverride: string | undefined = bootId
+const machineId = process.env.SPOOL_MACHINE_ID
+if (machineId !== undefined && !/^[\w-]+$/.test(machineId))
+  throw new Error(
+    `SPOOL_MACHINE_ID=${machineId}: expected letters, digits, - and _ (a machine id such as /etc/machine-id's)`,
+  )
+/** The machine id this process takes for /etc/machine-id's, if a test set one (SPOOL_MACHINE_ID). */
+export const machineIdOverride: string | undefined = machineId
 const units = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const
 /** How far this process's reading of the wall clock is from the kernel's, in milliseconds. */
 export const clockOffsetMs = (offset[1] === "-" ? -1 : 1) * Number(offset[2]) * units[offset[3] as keyof typeof units]

@@ -29,6 +29,12 @@ describe("an owner's boot", () => {
     expect(judged.liveness).toBe("dead")
   })
 
+  it("is judged by its heartbeat from another machine of the same host name, which boots apart from it", async () => {
+    const judged = await judgedFrom({ SPOOL_BOOT_ID: "its-own-boot", SPOOL_MACHINE_ID: "a-cloned-vm" })
+    expect(judged.bootId).toEndWith(" a-cloned-vm")
+    expect(judged.liveness).toBe("unknown")
+  })
+
   it("refuses a SPOOL_BOOT_ID that would split from the pid namespace spool appends to it", async () => {
     await expect(judgedFrom({ SPOOL_BOOT_ID: "two words" })).rejects.toThrow("SPOOL_BOOT_ID=two words")
   })

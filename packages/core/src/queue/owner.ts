@@ -1,6 +1,6 @@
 import fs from "node:fs"
 import { hostname } from "node:os"
-import { bootIdOverride } from "../_fault.ts"
+import { bootIdOverride, machineIdOverride } from "../_fault.ts"
 
 /** Who holds a claim: enough to tell, after a crash, whether that process still runs. */
 export interface Owner {
@@ -9,7 +9,8 @@ export interface Owner {
   readonly pid: number
   /**
    * The kernel's boot id, which changes on every boot, so a pid from before a reboot is never
-   * mistaken for a live one; then, after a space, the owner's pid namespace (see ownerLiveness).
+   * mistaken for a live one; then, after a space, the owner's pid namespace, and after another
+   * its machine's id (see ownerLiveness).
    */
   readonly bootId: string
   /** Start time of the process in clock ticks since boot: survives pid reuse. */
@@ -36,7 +37,9 @@ const thisPidNamespace = (() => {
     return undefined
   }
 })()
-const thisBootId = thisPidNamespace === undefined ? thisBoot : `${thisBoot} ${thisPidNamespace}`
+/** /etc/machine-id: the same across reboots, and (unlike the host name) one per installed machine. */
+const thisMachine = (machineIdOverride ?? readText("/etc/machine-id") ?? "").trim() || undefined
+const thisBootId = [thisBoot, thisPidNamespace ?? "-", ...(thisMachine === undefined ? [] : [thisMachine])].join(" ")
 const thisHost = hostname()
 
 /** The start time (field 22 of /proc/PID/stat) of a process, or undefined when it is gone. */
@@ -78,17 +81,23 @@ export function holdOwner(ownerId: string): () => void {
 /**
  * Judges an owner from this host: dead if the host and boot match and the pid is gone, was
  * reused (different start time) or is a zombie, or is this process and the owner's run has
- * ended; unknown for another host or another pid namespace, which only its heartbeat can tell about.
+ * ended; unknown for another host, another machine of the same host name or another pid namespace,
+ * which only its heartbeat can tell about.
  */
 export function ownerLiveness(owner: Owner): Liveness {
   if (owner.host !== thisHost) return "unknown"
-  const [boot, pidNamespace] = owner.bootId.split(" ")
+  const [boot, pidNamespace, machine] = owner.bootId.split(" ")
+  // Two machines can share a host name (VMs cloned from one image): another machine's owner is
+  // judged by its heartbeat, as one on another host, or each would take the other's claims as
+  // those of a machine that rebooted. (An owner recorded without a machine id, by an older
+  // spool or on a system without /etc/machine-id, is judged as before.)
+  if (machine !== undefined && thisMachine !== undefined && machine !== thisMachine) return "unknown"
   if (boot !== thisBoot) return "dead"
   // Containers on one kernel share its boot id, and may share a hostname (host networking, a
   // set --hostname), but each has its own pid numbers: another namespace's pid says nothing
   // here, so such an owner is judged by its heartbeat, like one on another host. (An owner
   // recorded without a namespace, by an older spool, is judged as before.)
-  if (pidNamespace !== undefined && pidNamespace !== thisPidNamespace) return "unknown"
+  if (pidNamespace !== undefined && pidNamespace !== "-" && pidNamespace !== thisPidNamespace) return "unknown"
   const stat = processStat(owner.pid)
   if (stat === undefined || stat.startTicks !== owner.startTicks) return "dead"
   // A zombie (Z) or dying (X) process holds nothing: it only waits for its parent to reap it.
