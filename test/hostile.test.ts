@@ -788,6 +788,38 @@ describe("bun run enqueue", () => {
     slow,
   )
 
+  it(
+    "refuses a file or a --from directory holding one larger than any message consume can take, reading none of it",
+    async () => {
+      await using q = await tempQueue()
+      const dir = join(q.path, "seed")
+      fs.mkdirSync(dir)
+      const big = join(dir, "big.json")
+      // Sparse: 1 GiB and a byte, without writing them.
+      fs.closeSync(fs.openSync(big, "w"))
+      fs.truncateSync(big, 1024 ** 3 + 1)
+      const r = await enqueue(["--root", q.root, big])
+      expect(r.stderr).toBe(
+        `enqueue: ${big} is 1073741825 bytes, larger than any message consume can take (at most 1 GiB, read whole into memory); nothing was enqueued\n`,
+      )
+      expect(r.exitCode).toBe(2)
+      fs.writeFileSync(join(dir, "small.json"), ok("small"))
+      const seeded = await run([
+        "bun",
+        join(repoRoot, "packages/consumer/bin/setup.ts"),
+        "--root",
+        q.root,
+        "--from",
+        dir,
+      ])
+      expect(seeded.stderr).toContain(`--from ${dir} holds big.json, which is 1073741825 bytes`)
+      expect(seeded.exitCode).toBe(2)
+      expect(queueListing(q.root).inbox).toEqual([])
+      expect(fs.readdirSync(join(q.root, "tmp"))).toEqual([])
+    },
+    slow,
+  )
+
   it.each([
     ["stdin without --name", ["-"]],
     ["a hidden name", ["--name", ".hidden.json", "-"]],

@@ -5,12 +5,14 @@ import {
   ExitCode,
   enqueueBytes,
   errnoOf,
+  maxMessageBytes,
   messageNameProblem,
   openQueue,
   type Queue,
   quoteName,
   resolveRoot,
   SpoolError,
+  tooLargeInput,
 } from "@spool/core/engine"
 
 /** `bun run enqueue`'s options and help. */
@@ -62,7 +64,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       if (problem !== undefined) throw new SpoolError("usage", problem)
       if (inputs.some((i) => i.name === name))
         throw new SpoolError("usage", `two inputs would both be named ${quoteName(name)} in inbox/`)
-      inputs.push({ source, name, data: source === "-" ? await Bun.stdin.bytes() : readInput(source) })
+      inputs.push({ source, name, data: source === "-" ? await readStdin() : readInput(source) })
     }
     const taken = inputs.filter((i) => fs.existsSync(`${queue.inbox}/${i.name}`))
     if (taken.length > 0)
@@ -98,8 +100,11 @@ export async function main(argv: readonly string[]): Promise<number> {
 
 function readInput(path: string): Uint8Array {
   try {
+    const size = fs.statSync(path).size
+    if (size > maxMessageBytes) throw tooLargeInput(quoteName(path), size)
     return fs.readFileSync(path)
   } catch (error) {
+    if (error instanceof SpoolError) throw error
     // The runtime hands spool its arguments as UTF-8: a name that is not arrives with U+FFFD in it.
     const hint = path.includes("\uFFFD")
       ? " (its name is not UTF-8, and reached spool changed: enqueue its directory with setup --from, or give its bytes with --name NAME -)"
@@ -109,6 +114,18 @@ function readInput(path: string): Uint8Array {
       `cannot read ${path}: ${errnoOf(error) ?? String(error)}${hint}; nothing was enqueued`,
     )
   }
+}
+
+/** Standard input, read to its end or refused once past what a message may have. */
+async function readStdin(): Promise<Uint8Array> {
+  const chunks: Uint8Array[] = []
+  let size = 0
+  for await (const chunk of Bun.stdin.stream()) {
+    size += chunk.length
+    if (size > maxMessageBytes) throw tooLargeInput("standard input", size)
+    chunks.push(chunk)
+  }
+  return Buffer.concat(chunks)
 }
 
 /** Queues made before tmp/ existed get it here; it must share inbox/'s filesystem for the rename. */

@@ -72,12 +72,7 @@ export interface ConsumeOptions<T extends Message = Message, E extends AnyEffect
   readonly onCommit?: (outcomes: readonly Outcome[], verdicts: readonly Verdict[]) => void | Promise<void>
 }
 
-/**
- * The most bytes a message may have, whatever maxBytes says: a message is read whole into memory
- * and decoded as one string, and a buffer past a gigabyte or a string past 2^30 characters is
- * beyond what the runtime gives one value.
- */
-export const maxMessageBytes = 1024 * 1024 * 1024
+export { maxMessageBytes } from "../queue/files.ts"
 
 export const defaults = {
   batchSize: 1000,

@@ -1,7 +1,7 @@
 import fs from "node:fs"
 import { join } from "node:path"
 import { SpoolError } from "../errors.ts"
-import { fsyncDir, openDir, renameNoReplace } from "./files.ts"
+import { fsyncDir, maxMessageBytes, openDir, renameNoReplace } from "./files.ts"
 import { fitsNameMax, quoteName } from "./names.ts"
 import { isMessageName, type Queue, queueDirs } from "./root.ts"
 import { entryName, entryPath, scanDir } from "./scan.ts"
@@ -61,6 +61,14 @@ export function enqueueBytes(queue: Queue, name: string, data: Uint8Array | stri
   return true
 }
 
+/** The refusal of an input larger than any message consume can take (1 GiB). */
+export function tooLargeInput(what: string, size: number): SpoolError {
+  return new SpoolError(
+    "usage",
+    `${what} is ${size} bytes, larger than any message consume can take (at most 1 GiB, read whole into memory); nothing was enqueued`,
+  )
+}
+
 /**
  * Copies every regular `*.json` file directly in `from` into inbox/ (no subdirectories, no
  * links, no `.json.tmp`). A name already present anywhere in the queue is skipped, so seeding
@@ -74,6 +82,12 @@ export function seedFrom(queue: Queue, from: string): EnqueueSummary {
     throw new SpoolError("usage", `--from ${from} does not exist; give a directory of .json message files`)
   }
   if (!st.isDirectory()) throw new SpoolError("usage", `--from ${from} is not a directory`)
+  // Before anything is copied: a file no consume could take is named, and nothing is seeded.
+  for (const e of scanDir(from)) {
+    const size = fs.lstatSync(entryPath(from, e), { throwIfNoEntry: false })
+    if (isMessageName(entryName(e)) && size?.isFile() === true && size.size > maxMessageBytes)
+      throw tooLargeInput(`--from ${from} holds ${quoteName(entryName(e))}, which`, size.size)
+  }
   const summary: EnqueueSummary = { copied: 0, skipped: [] }
   for (const e of scanDir(from)) {
     // A name that is not UTF-8 is read by its bytes and enqueued under its %XX spelling, the

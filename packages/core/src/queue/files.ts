@@ -212,6 +212,13 @@ export type FileRead =
       readonly detail: string
     }
 
+/**
+ * The most bytes a message may have, whatever maxBytes says: a message is read whole into memory
+ * and decoded as one string, and a buffer past a gigabyte or a string past 2^30 characters is
+ * beyond what the runtime gives one value.
+ */
+export const maxMessageBytes = 1024 * 1024 * 1024
+
 /** How a message file is opened: never a symbolic link's target, never waiting on a FIFO. */
 export const O_READ = fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK
 
