@@ -1,3 +1,4 @@
+import fs from "node:fs"
 import { join } from "node:path"
 import { SpoolError } from "../errors.ts"
 import { renameNoReplace } from "../queue/files.ts"
@@ -83,7 +84,16 @@ async function handBackOne(
     }
     return await moveOut(c, o.name, dest, preferredName(item), o.claimId)
   }
-  if (item.inProcessing !== true) return item.inProcessing === false
+  // Where the I/O thread left a file it had not reported on when the run failed (its claim was
+  // made, its rename maybe not): the I/O thread has stopped, so processing/ says. One that never
+  // got there is in inbox/ (or gone): its claim is given up and nothing of it waits.
+  if (item.inProcessing === undefined) item.inProcessing = fs.existsSync(join(c.queue.processing, item.name))
+  if (!item.inProcessing) {
+    try {
+      await c.ledger.release(c.owner.ownerId, [item])
+    } catch {}
+    return true
+  }
   if (c.ledger.isFailedCommitInDoubt || landed?.has(item.claimId) !== false) {
     // A commit that failed (over the network) may still have committed: only recovery, which
     // reads the claim's state, can tell. A file a broker delivered has no place in inbox/: a
