@@ -25,6 +25,9 @@ describe("asLedgerError", () => {
     ["Connection closed", undefined, "ERR_POSTGRES_CONNECTION_CLOSED", "was closed"],
     ["Failed to connect", undefined, "ERR_POSTGRES_CONNECTION_REFUSED", "cannot reach the PostgreSQL ledger"],
     ["could not extend file: No space left on device", "53100", undefined, "is out of resources"],
+    ['database "spool" does not exist', "3D000", undefined, "names a database the server does not have"],
+    ['role "spool" does not exist', "28000", undefined, "refused the login of the ledger"],
+    ['password authentication failed for user "spool"', "28P01", undefined, "create the role (createuser NAME"],
     // A server error whose text mentions a timeout or a connection is not an unreachable server.
     ['duplicate key value violates unique constraint "timeout_connection"', "23505", undefined, "PostgreSQL ledger"],
   ])("turns %p (%p %p) into a ledger error that says %p", (message, errno, code, says) => {

@@ -81,6 +81,15 @@ export function asLedgerError(error: unknown, url: string, busyTimeoutMs?: numbe
     return fail(
       `the connection to the PostgreSQL ledger at ${at} was closed (${message}): the server shut down or restarted, an administrator ended the session, or the network failed; check that the server runs, then run again`,
     )
+  // Login refused or no such database: the server answered, so retrying will not help.
+  if (state === "3D000")
+    return fail(
+      `the PostgreSQL ledger at ${at} names a database the server does not have (${message}); create it (createdb --owner ROLE NAME, see docs/postgres.md) or correct the URL's path (--ledger or SPOOL_LEDGER_URL)`,
+    )
+  if (state === "28000" || state === "28P01")
+    return fail(
+      `the PostgreSQL server refused the login of the ledger at ${at} (${message}); create the role (createuser NAME, as docs/postgres.md shows), or correct the URL's user and password (--ledger or SPOOL_LEDGER_URL)`,
+    )
   if (state?.startsWith("53"))
     return fail(
       `the PostgreSQL server of the ledger at ${at} is out of resources (${message}); free disk space or connections on the server, then run again`,
