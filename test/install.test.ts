@@ -92,5 +92,10 @@ describe("spool installed with bun link", () => {
     expect(r.stdout).toContain("--warning-error RANGE")
     expect(r.stdout).toContain("spool consume --root /srv/spool/orders -q")
     expect(r.stdout).toContain("EXIT STATUS")
+    // As --help gives them: each option's default, each command's exit codes, the environment.
+    expect(r.stdout).toMatch(/messages per ledger transaction \(default:\s+1000\)/)
+    expect(r.stdout).toMatch(/Exit codes: 0 ok, 2 usage or not a queue, 3 runtime failure, 4 interrupted/)
+    expect(r.stdout).toContain("ENVIRONMENT")
+    expect(r.stdout).toContain("SPOOL_LEDGER_URL")
   })
 })

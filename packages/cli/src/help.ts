@@ -90,6 +90,11 @@ function label(name: string, o: OptionSpec): string {
   return `${short}--${name}${o.kind === "flag" ? "" : ` ${o.value}`}`
 }
 
+/** An option's help as --help and the man page give it: with its default, or what stands in for one. */
+export function optionHelp(o: OptionSpec): string {
+  return line(o)
+}
+
 function line(o: OptionSpec): string {
   if (o.kind === "flag") return o.help
   const fallback = o.default ?? o.fallback

@@ -2,7 +2,7 @@
 // each command's synopsis, description, arguments, options, exit codes and examples.
 import type { CommandSpec } from "./command.ts"
 import type { CommandSpecs } from "./completion.ts"
-import { type ExitStatus, exitMeanings, programOf } from "./help.ts"
+import { type ExitStatus, exitCodesLine, exitMeanings, optionHelp, programOf } from "./help.ts"
 import type { OptionSpec } from "./option.ts"
 import { commonOptions } from "./options.ts"
 
@@ -29,6 +29,8 @@ export function manPage(header: ManHeader, commands: CommandSpecs): string {
     "\\fICOMMAND\\fR",
     ".SH COMMANDS",
     ...commands.flatMap(([name, spec]) => commandSection(p, name, spec)),
+    ".SH ENVIRONMENT",
+    ...environment.flatMap(([name, says]) => [".TP", `.B ${name}`, roff(says)]),
     ".SH EXIT STATUS",
     ...[...codes].sort().flatMap((c) => [".TP", `.B ${c}`, roff(exitMeanings[c])]),
     ".TP",
@@ -38,6 +40,14 @@ export function manPage(header: ManHeader, commands: CommandSpecs): string {
   ].join("\n")
 }
 
+/** The variables every command reads, as docs/operating.md describes them. */
+const environment = [
+  ["SPOOL_ROOT", "the queue root when --root is not given (before the root the working directory is in, and ./spool)"],
+  ["SPOOL_LEDGER_URL", "the PostgreSQL ledger's postgres:// URL when --ledger is not given"],
+  ["NO_COLOR", "set: no colour in the logs, even on a terminal"],
+  ["SPOOL_NO_READ_AHEAD", "1: consume starts no read-ahead of a batch whose files are not in memory"],
+] as const
+
 function commandSection(program: string, name: string, spec: CommandSpec): string[] {
   const own = programOf(spec.usage)
   const lines = [`.SS "${program} ${name}"`, roff(spec.summary), ".PP", ".nf"]
@@ -46,8 +56,9 @@ function commandSection(program: string, name: string, spec: CommandSpec): strin
   lines.push(".fi")
   if (spec.description !== undefined) lines.push(".PP", roff(spec.description.replaceAll("\n", " ")))
   for (const a of spec.arguments ?? []) lines.push(".TP", `.I ${roff(a.name)}`, roff(a.help))
-  for (const [n, o] of Object.entries(commonOptions(spec.options))) lines.push(".TP", optionLabel(n, o), roff(o.help))
-  lines.push(".PP", `Exit codes: ${spec.exitCodes.join(", ")}.`)
+  for (const [n, o] of Object.entries(commonOptions(spec.options)))
+    lines.push(".TP", optionLabel(n, o), roff(optionHelp(o)))
+  lines.push(".PP", roff(exitCodesLine(spec.exitCodes)))
   for (const e of spec.examples) lines.push(".PP", ".nf", roff(`${program} ${name} ${e.args}`), ".fi", roff(e.does))
   return lines
 }

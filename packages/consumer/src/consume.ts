@@ -114,7 +114,7 @@ export const spec = {
       { default: "1", min: 1 },
     ),
     "new-ledger": flag(
-      "start a new, empty ledger although done/ or error/ holds files (the ledger was lost and starting over is intended: messages processed before can be processed again)",
+      "start a new, empty ledger although the root has history (files in done/, error/ or archive/, its binding record): the ledger was lost and starting over is intended, so messages processed before can be processed again",
     ),
     "no-progress": flag("no progress bar (it is only ever drawn when stderr is a terminal)"),
     quiet: flag(
