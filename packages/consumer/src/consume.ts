@@ -51,8 +51,9 @@ export const spec = {
   description:
     "Claims each *.json file in ROOT/inbox/ by rename into processing/, validates it, records it in\n" +
     "the ledger (a msg_id seen before is a duplicate), then moves it to done/ or error/. Ends by\n" +
-    "rewriting ROOT/dup.txt and ROOT/error.csv. SIGINT/SIGTERM/SIGHUP finish the batches in hand and stop\n" +
-    "cleanly: exit 0 in watch mode, 4 for a one-shot drain that stopped before inbox/ was empty.\n" +
+    "rewriting ROOT/dup.txt, ROOT/error.csv and ROOT/conflicts.csv. SIGINT/SIGTERM/SIGHUP finish the\n" +
+    "batches in hand and stop cleanly: exit 0 in watch mode, 4 for a one-shot drain that stopped before\n" +
+    "inbox/ was empty.\n" +
     "With --watch it keeps running: it drains, then waits for new files (inotify events on inbox/, plus\n" +
     "a rescan every --rescan as a safety net) and drains again, recovering dead consumers' claims each time.\n" +
     "With --source URL it consumes a broker instead of inbox/\n" +

@@ -39,7 +39,7 @@ export function formatLine(r: LagReport, stalled = false): string {
   return `inbox=${r.inbox} processing=${r.processing} error=${r.error}${stalled ? " stalled" : ""}\n`
 }
 
-/** The `--all` line: the default fields, then done, the ages in whole seconds, ignored and the idle time. */
+/** The `--all` line: the default fields, then done, the ages in whole seconds, ignored, the idle time and deferred. */
 export function formatLongLine(r: LagReport, stalled = false): string {
   return `inbox=${r.inbox} processing=${r.processing} error=${r.error} done=${r.done} oldest_inbox_age_seconds=${Math.floor(r.oldestInboxAgeSeconds)} oldest_processing_age_seconds=${Math.floor(r.oldestProcessingAgeSeconds)} ignored=${r.ignored} idle_seconds=${Math.floor(r.idleSeconds)} deferred=${r.deferred}${stalled ? " stalled" : ""}\n`
 }
@@ -148,7 +148,7 @@ export const spec = {
     "line then ends in ` stalled`). An inbox/ age is the time since the file was written (mtime); a\n" +
     "processing/ age, since it was claimed (ctime). Stalled: files wait in inbox/ or processing/,\n" +
     "the oldest for longer than --stalled-after, and nothing entered done/ or error/ for as long.\n" +
-    "--histogram prints the ages of inbox/, processing/ and error/ in buckets of minutes, as qshape\n" +
+    "--histogram prints the ages of inbox/, processing/, error/ and deferred/ in buckets of minutes, as qshape\n" +
     "(THRESHOLD is then optional). The root is DIR, else --root, $SPOOL_ROOT, the enclosing queue root\n" +
     "or ./spool, as for every command; a lone whole number is THRESHOLD. A --textfile written is exit 0:\n" +
     "the verdict is in the metrics (spool_lag_ok). With any --warning* or --critical* option lag is a\n" +
@@ -161,7 +161,7 @@ export const spec = {
   ],
   options: {
     root,
-    all: flag("add done, ignored, the oldest ages in inbox/ and processing/ and the idle time to the line"),
+    all: flag("add done, the oldest ages in inbox/ and processing/, ignored, the idle time and deferred to the line"),
     json: { ...json, help: "one JSON object (counts, ages in seconds, limits, stalled, ok, violations)" },
     format: choice("FORMAT", formats, "line, json or prometheus (text exposition format)", { fallback: "line" }),
     textfile: text(
@@ -176,7 +176,7 @@ export const spec = {
       "stalled when files wait and nothing entered done/ or error/ for this long: exit 1 (plugin: CRITICAL)",
       { example: "10m", min: 1 },
     ),
-    histogram: flag("print the age histogram of inbox/, processing/ and error/ (minutes, as qshape)"),
+    histogram: flag("print the age histogram of inbox/, processing/, error/ and deferred/ (minutes, as qshape)"),
     warning: text("RANGE", "plugin: WARNING when the inbox/ file count alerts for RANGE (10: more than 10)"),
     critical: text("RANGE", "plugin: CRITICAL when the inbox/ file count alerts for RANGE"),
     "warning-error": text("RANGE", "plugin: WARNING when the error/ file count alerts for RANGE"),

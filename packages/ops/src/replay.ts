@@ -142,7 +142,11 @@ export async function main(argv: readonly string[]): Promise<number> {
     const url = resolveLedgerUrl(values.ledger)
     if (isBulk) return replayBulk(values, positionals, url, quiet)
     const [file] = positionals
-    if (file === undefined) throw new SpoolError("usage", "missing FILE (the name of a file in error/)")
+    if (file === undefined)
+      throw new SpoolError(
+        "usage",
+        "missing FILE (the name of a file in error/), or a selection: --match, --reason, --class, --id or --all",
+      )
     const queue = openQueue(resolveRoot(values.root))
     // Every refusal that can be decided without the ledger is decided before opening it.
     checkReplayable(queue, file)
