@@ -272,7 +272,7 @@ async function replayBulk(
     const of = `of ${files.length} selected file${files.length === 1 ? "" : "s"}`
     await writeErr(
       isDryRun
-        ? `replay: dry run: ${count("would-move")} ${of} would move back to inbox/, ${refused} would be refused; nothing was changed\n`
+        ? `replay: dry run: ${count("would-move")} ${of} would move back to ${publishedOf(outcomes)}inbox/, ${refused} would be refused; nothing was changed\n`
         : `replay: moved ${moved} ${of} back to ${publishedOf(outcomes)}inbox/, refused ${refused}` +
             (moved > 0 ? "; run consume to process them\n" : "; nothing was changed\n"),
     )
@@ -293,7 +293,9 @@ async function replayBulk(
 
 /** How many of the moved files went back to their broker, as the summary says it. */
 function publishedOf(outcomes: readonly BulkOutcome[]): string {
-  const n = outcomes.filter((o) => o.kind === "moved" && o.replayed.to !== undefined).length
+  const n = outcomes.filter(
+    (o) => (o.kind === "moved" && o.replayed.to !== undefined) || (o.kind === "would-move" && o.to !== undefined),
+  ).length
   return n === 0 ? "" : `their broker (${n}) or `
 }
 
