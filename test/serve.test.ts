@@ -95,6 +95,9 @@ for (const backend of backends) {
       expect(res.headers.get("content-type")).toStartWith("text/plain; version=0.0.4")
       expect(text).toContain(`spool_messages{root="${q.root}",dir="error"} ${failed}`)
       expect(text).toContain(`spool_processed_total{root="${q.root}"} 2`)
+      // When its figures were read: a scrape is answered from the latest reading.
+      const readAt = Number(/spool_console_read_timestamp_seconds\{root="[^"]*"\} ([\d.]+)/.exec(text)?.[1])
+      expect(Math.abs(readAt - Date.now() / 1000)).toBeLessThan(600)
       const check = Bun.spawn(["promtool", "check", "metrics"], { stdin: Buffer.from(text), stderr: "pipe" })
       expect([await new Response(check.stderr).text(), await check.exited]).toEqual(["", 0])
     })

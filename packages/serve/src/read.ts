@@ -219,7 +219,13 @@ export async function readMessage(source: Source, query: string): Promise<ShowRe
 export function metricsOf(source: Source, o: Overview): string {
   const limits = { threshold: undefined, maxAgeSeconds: undefined, stalledAfterSeconds: source.stalledAfterSeconds }
   const lag = formatPrometheus(o.lag, limits, o.verdict)
-  return lag + statsMetrics(o.stats, o.root, source.windowText) + sourceMetrics(o.root, o.sources)
+  // A scrape is answered from the latest reading, which may be some seconds old: it says when.
+  const readAt = new Exposition()
+    .gauge("spool_console_read_timestamp_seconds", "When the console read the figures of this scrape (Unix time).", [
+      [{ root: o.root }, Date.parse(o.readAt) / 1000],
+    ])
+    .text()
+  return lag + statsMetrics(o.stats, o.root, source.windowText) + sourceMetrics(o.root, o.sources) + readAt
 }
 
 /** Each source's backlog as gauges; whether its broker answered, so a missing figure can be alerted on. */
