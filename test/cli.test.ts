@@ -149,6 +149,11 @@ describe("a command line a command does not take", () => {
       'consume: --max-bytes must be at least 1 byte, not "0"',
     ],
     [
+      "an empty --root, which would name the working directory",
+      ["bun", "run", "--silent", "stats", "--root", ""],
+      'stats: --root is empty; give the queue root\'s path (an unset variable in --root "$DIR"?)',
+    ],
+    [
       "a size limit past what one message may have",
       ["bun", "run", "--silent", "consume", "--root", "Q", "--max-bytes", "5g"],
       "consume: --max-bytes 5g is more than a message may have: at most 1g (each message is read whole into memory)",

@@ -36,6 +36,9 @@ export function resolveRoot(
   env: NodeJS.ProcessEnv = process.env,
   cwd: string = process.cwd(),
 ): string {
+  // An empty --root (an unset variable in --root "$DIR") would mean the working directory.
+  if (flag !== undefined && flag.trim() === "")
+    throw new SpoolError("usage", '--root is empty; give the queue root\'s path (an unset variable in --root "$DIR"?)')
   if (flag !== undefined) return resolve(cwd, flag)
   if (env.SPOOL_ROOT) return resolve(cwd, env.SPOOL_ROOT)
   return enclosingRoot(cwd) ?? resolve(cwd, "spool")
