@@ -248,6 +248,19 @@ describe("spool serve, the process", () => {
     expect(r.exitCode).toBe(2)
   })
 
+  it("warns when its --token-file may be read by other users, and sends no page to be cached", async () => {
+    await using q = await tempQueue()
+    const tokenFile = join(q.path, "token")
+    fs.writeFileSync(tokenFile, "a-token-of-sixteen-or-more\n", { mode: 0o644 })
+    fs.chmodSync(tokenFile, 0o644)
+    await using open = await startServe(q.root, ["--token-file", tokenFile])
+    expect(open.stderr()).toContain(`serve: warning: --token-file ${tokenFile} may be read by other users (mode 0644)`)
+    expect((await fetch(new URL("/failures", open.url))).headers.get("cache-control")).toBe("no-store")
+    fs.chmodSync(tokenFile, 0o600)
+    await using kept = await startServe(q.root, ["--token-file", tokenFile])
+    expect(kept.stderr()).not.toContain("warning")
+  })
+
   it("refuses a --token-file holding a short token with exit 2, saying how to make one", async () => {
     const q = await backends[0]?.queue()
     if (q === undefined) throw new Error("no SQLite backend")

@@ -84,6 +84,8 @@ export function createApp(source: Source, options: AppOptions = {}): Hono {
     c.header("X-Content-Type-Options", "nosniff")
     // same-origin, not no-referrer: under no-referrer a browser sends `Origin: null` on its own forms.
     c.header("Referrer-Policy", "same-origin")
+    // Every page is read anew (and an operator's carries a CSRF token): none is for a cache to keep.
+    if (!c.res.headers.has("Cache-Control")) c.header("Cache-Control", "no-store")
   })
   app.get("/healthz", async (c) => {
     const problem = await readHealth(source)

@@ -118,6 +118,11 @@ function readToken(path: string): string {
     throw new SpoolError("usage", `cannot read --token-file ${quoteName(path)}: ${(error as Error).message}`)
   }
   const token = text.trim()
+  const mode = fs.statSync(path).mode
+  if ((mode & 0o077) !== 0)
+    process.stderr.write(
+      `serve: warning: --token-file ${quoteName(path)} may be read by other users (mode 0${(mode & 0o777).toString(8)}): whoever reads it can replay and delete; chmod 600 it\n`,
+    )
   if (token.length < 16)
     throw new SpoolError(
       "usage",
