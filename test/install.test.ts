@@ -58,6 +58,9 @@ describe("spool installed with bun link", () => {
     expect(await complete(["spool", "replay", "--class", ""])).toEqual(["business", "format"])
     expect(await complete(["spool", "replay", "--reason", "pa"])).toEqual(["parse"])
     expect(await complete(["spool", "stats", "-"])).toContain("--max-duplicate-rate")
+    // An argument that takes only some words offers them, not the working directory's files.
+    expect(await complete(["spool", "list", "d"])).toEqual(["deferred", "done"])
+    expect(await complete(["spool", "completion", ""])).toEqual(["bash", "zsh"])
   })
 
   itWithZsh("gives zsh a completion function that loads and registers", async () => {

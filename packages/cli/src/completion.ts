@@ -52,7 +52,7 @@ function bashScript(program: string, commands: CommandSpecs): string {
       `      case "$prev" in`,
       ...values,
       "      esac",
-      `      if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "${flagsOf(all).join(" ")}" -- "$cur")); else COMPREPLY=($(compgen -f -- "$cur")); fi`,
+      `      if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "${flagsOf(all).join(" ")}" -- "$cur")); else ${positionalReply(spec)}; fi`,
       "      ;;",
     ].join("\n")
   })
@@ -70,6 +70,14 @@ ${branches.join("\n")}
 }
 complete -o filenames -F ${fn} ${program}
 `
+}
+
+/** What a command's arguments complete to: the words its first argument takes, else file names. */
+function positionalReply(spec: CommandSpec): string {
+  const choices = spec.arguments?.[0]?.choices
+  return choices === undefined
+    ? `COMPREPLY=($(compgen -f -- "$cur"))`
+    : `COMPREPLY=($(compgen -W "${choices.join(" ")}" -- "$cur"))`
 }
 
 /** Text inside a zsh `'...'` word that is also an _arguments or _describe spec: no quote, bracket or colon unescaped. */
@@ -94,7 +102,9 @@ function zshScript(program: string, commands: CommandSpecs): string {
   const described = commands.map(([n, s]) => `    '${n}:${zshText(s.summary)}'`).join("\n")
   const branches = commands.map(([name, spec]) => {
     const options = Object.entries(commonOptions(spec.options)).map(([n, o]) => `        ${zshOption(n, o)}`)
-    return `    ${name})\n      _arguments -s \\\n${options.join(" \\\n")} \\\n        '*:argument:_files' ;;`
+    const choices = spec.arguments?.[0]?.choices
+    const argument = choices === undefined ? "_files" : `(${choices.join(" ")})`
+    return `    ${name})\n      _arguments -s \\\n${options.join(" \\\n")} \\\n        '*:argument:${argument}' ;;`
   })
   return `#compdef ${program}
 # zsh completion for ${program}, generated from its command specs (${program} completion zsh)

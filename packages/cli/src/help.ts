@@ -6,6 +6,8 @@ export interface Argument {
   /** As the usage line writes it: `DIR`, `FILE...`. */
   readonly name: string
   readonly help: string
+  /** The words it takes, when it takes only these (shell completion offers them). */
+  readonly choices?: readonly string[]
 }
 
 /** An example at the end of --help: the arguments after the program's name, and what they do. */

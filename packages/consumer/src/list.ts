@@ -112,7 +112,9 @@ export const spec = {
     "was written or replayed (mtime), any other since it was moved there (ctime). Read-only: creates no\n" +
     "ledger, and with none yet shows no owners or reasons. The last line gives the totals: files and bytes\n" +
     "listed, and the files of each directory.",
-  arguments: [{ name: "DIR...", help: `${queueDirs.join(", ")} (default: ${defaultDirs.join(", ")})` }],
+  arguments: [
+    { name: "DIR...", help: `${queueDirs.join(", ")} (default: ${defaultDirs.join(", ")})`, choices: queueDirs },
+  ],
   options: {
     root,
     ledger,

@@ -26,7 +26,7 @@ export const completionSpec = {
   description:
     "Commands, options and the values of choice options complete; DIR options complete directories,\n" +
     "FILE and PATH ones files. Regenerate it after upgrading spool.",
-  arguments: [{ name: "SHELL", help: "bash or zsh" }],
+  arguments: [{ name: "SHELL", help: "bash or zsh", choices: completionShells }],
   options: {},
   exitCodes: [0, 2],
   examples: [
