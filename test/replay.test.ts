@@ -158,7 +158,8 @@ for (const backend of await ledgerBackends())
       it("moves error/FILE back to inbox/, marks its failure replayed, logs a replay and rewrites error.csv", async () => {
         await using q = await drained()
         const bytes = fs.readFileSync(join(q.root, "error", BROKEN))
-        const r = await replay([...q.args, BROKEN])
+        // Named bare, or as error/NAME as delete takes it: the same file.
+        const r = await replay([...q.args, name === "bun spool replay" ? `error/${BROKEN}` : BROKEN])
         expect(r.stdout).toBe("")
         expect(r.stderr).toContain(`moved error/${BROKEN} back to inbox/${BROKEN}`)
         expect(r.exitCode).toBe(0)
@@ -205,7 +206,6 @@ for (const backend of await ledgerBackends())
         ["..", () => [".."], 1],
         [".", () => ["."], 1],
         ["an empty name", () => [""], 1],
-        ["error/ prefixed to the name", () => [`error/${BROKEN}`], 1],
         ["an absolute path to the file in error/", (root) => [join(root, "error", BROKEN)], 1],
         [
           "an absolute path to a file outside the queue",
@@ -368,7 +368,7 @@ for (const backend of await ledgerBackends())
         expect(help).toContain("--root")
         expect(help).toContain("Every named FILE that is a regular file in error/ moves.")
         expect(help).toContain(
-          "refused, changing nothing, only when it is a path, is not a regular file in error/, or its name is taken in inbox/ or processing/",
+          "refused, changing nothing, only when it is another path, is not a regular file in error/, or its name is taken in inbox/ or processing/",
         )
         expect(help).toContain("A FILE that will fail the same way moves too, with a warning")
         expect(help).toContain("skips the files that would fail the same way and says how many and why in one line")

@@ -52,9 +52,9 @@ export const spec = {
   description:
     "Moves ROOT/error/FILE back to ROOT/inbox/FILE so the next consume retries it, marks its failure\n" +
     "record in the ledger as replayed, logs the replay and rewrites ROOT/error.csv. FILE is a name\n" +
-    "directly in error/ (see error.csv). Every named FILE that is a regular file in error/ moves. It is\n" +
-    "refused, changing nothing, only when it is a path, is not a regular file in error/, or its name is\n" +
-    "taken in inbox/ or processing/. A FILE that will fail the same way moves too, with a warning: a\n" +
+    "directly in error/ (see error.csv), or error/NAME. Every named FILE that is a regular file in\n" +
+    "error/ moves. It is refused, changing nothing, only when it is another path, is not a regular\n" +
+    "file in error/, or its name is taken in inbox/ or processing/. A FILE that will fail the same way moves too, with a warning: a\n" +
     "format error (parse, missing-field, ...) whose file is unchanged since it failed, or a file the\n" +
     "ledger has logged --max-replays replays of; fix it at the source, or correct it in error/ first.\n" +
     "The move never replaces a file, and sets the file's mtime to the replay's time, so its age in\n" +
@@ -127,7 +127,9 @@ export const spec = {
 
 /** `replay FILE`: send failed messages back to inbox/. Exit 1 when a file was refused (that file unchanged). */
 export async function main(argv: readonly string[]): Promise<number> {
-  return runCommand(spec, argv, async ({ values, positionals, quiet }) => {
+  return runCommand(spec, argv, async ({ values, positionals: given, quiet }) => {
+    // error/NAME is NAME, as delete takes it (and as list prints a file's directory beside it).
+    const positionals = given.map((p) => (/^error\/[^/]+$/.test(p) ? p.slice("error/".length) : p))
     const isBulk =
       positionals.length > 1 ||
       values.match !== undefined ||
