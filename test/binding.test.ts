@@ -234,6 +234,22 @@ pg("a root bound to a PostgreSQL ledger", () => {
   })
 })
 
+describe("a root rebound to a SQLite ledger that does not exist", () => {
+  it("asks its first consume for --new-ledger, the word that starting without the old keys is meant", async () => {
+    await using q = await tempQueue({ seed: "fixtures" })
+    expect((await spool("consume", ["--root", q.root])).exitCode).toBe(0)
+    for (const f of fs.readdirSync(q.root)) if (f.startsWith("ledger.db")) fs.rmSync(join(q.root, f))
+    expect((await spool("setup", ["--root", q.root, "--rebind"])).exitCode).toBe(0)
+    const done = fs.readdirSync(join(q.root, "done")).sort()
+    fs.copyFileSync(join(q.root, "done", done[0] as string), join(q.root, "inbox", "again.json"))
+    const refused = await spool("consume", ["--root", q.root])
+    expect(refused.stderr).toContain("refusing to start a new ledger")
+    expect(refused.exitCode).toBe(2)
+    expect(fs.readdirSync(join(q.root, "inbox"))).toEqual(["again.json"])
+    expect((await spool("consume", ["--root", q.root, "--new-ledger"])).exitCode).toBe(0)
+  })
+})
+
 describe("a root's first ledger", () => {
   it("is not given by a PostgreSQL URL that fails: the root is left as it was, for any ledger", async () => {
     await using q = await tempQueue({ seed: "fixtures" })

@@ -89,7 +89,11 @@ export async function openPostgresLedger(
 function newLedgerRefusalOf(queue: Queue): SpoolError | undefined {
   if (fs.existsSync(queue.ledger)) return undefined
   const history = historyOf(queue.root)
-  return history === undefined ? undefined : newLedgerRefusal(queue.ledger, "absent", history)
+  // Looked at again after the history, as SqliteLedger.open does: a first consume may have made
+  // the ledger (and then its binding record) in between.
+  return history === undefined || fs.existsSync(queue.ledger)
+    ? undefined
+    : newLedgerRefusal(queue.ledger, "absent", history)
 }
 
 /**
@@ -187,11 +191,7 @@ export async function rebindRoot(
 ): Promise<{ readonly before: Binding | undefined; readonly after: Binding }> {
   const before = readBinding(queue.root)?.binding
   let after: Binding = { backend: "sqlite" }
-  if (url === undefined) {
-    // Made (or migrated) before the record names it: a root's SQLite binding record is the sign
-    // that its ledger exists, which a later open takes for history when ledger.db is gone.
-    await SqliteLedger.open(queue.ledger, { isNewLedgerAllowed: true }).close()
-  } else {
+  if (url !== undefined) {
     const ledger = await PostgresLedger.open(url, () => rootId(queue))
     try {
       after = { backend: "postgres", ledgerId: await ledger.ledgerId(), where: redact(url) }

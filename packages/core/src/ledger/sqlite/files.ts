@@ -50,8 +50,9 @@ export function refuseLinks(path: string): void {
 
 /**
  * What shows that a queue root was consumed before: a file in done/ or error/ or archived by
- * compact, its PostgreSQL binding, or the record of its binding to a SQLite ledger, which is
- * written only once that ledger exists (so it outlives the files a retention job removes).
+ * compact, its PostgreSQL binding, or the record of its binding to a SQLite ledger, which a
+ * writer makes only once that ledger exists (so it outlives the files a retention job removes),
+ * and `setup --rebind` on purpose, after which the first consume says --new-ledger.
  */
 type History =
   | { readonly kind: "files"; readonly dir: "done" | "error" | "archive"; readonly name: string }
@@ -86,11 +87,11 @@ export function newLedgerRefusal(path: string, state: "absent" | "empty" | "unmi
     )
   const evidence =
     history.kind === "bound"
-      ? `${bindingFile(root)} records that this root's SQLite ledger was made`
+      ? `${bindingFile(root)} records that this root is bound to its SQLite ledger (made by an earlier run, or bound by setup --rebind)`
       : `${join(root, history.dir)}/ holds files (${JSON.stringify(history.name)} among them)`
   return new SpoolError(
     "unsafe-ledger",
-    `refusing to start a new ledger: ${path} ${what}, but ${evidence}, so an earlier ledger recorded this queue's messages, and a new one would have none of its deduplication keys: a redelivery of a message already processed would be processed again. Nothing was created or changed. Restore ${basename(path)} from a backup, with no consumer running; or, if starting over with an empty ledger is intended, ${override}`,
+    `refusing to start a new ledger: ${path} ${what}, but ${evidence}, so an earlier ledger ${history.kind === "bound" ? "may have recorded" : "recorded"} this queue's messages, and a new one would have none of its deduplication keys: a redelivery of a message already processed would be processed again. Nothing was created or changed. Restore ${basename(path)} from a backup, with no consumer running; or, if starting over with an empty ledger is intended, ${override}`,
   )
 }
 
@@ -126,9 +127,13 @@ export function describeAccess(path: string): string | undefined {
   return undefined
 }
 
-/** Whether the ledger's -wal file is there before it is opened: its last connection did not close cleanly, or one is open now. */
+/**
+ * Whether the ledger's -wal file holds anything before it is opened: its last writer did not
+ * close cleanly, or one is open now. An empty -wal is what a read-only connection leaves (it may
+ * not delete it): nothing was written there, and it calls for no check.
+ */
 export function isLeftOpen(path: string): boolean {
-  return lstatOrUndefined(`${path}-wal`) !== undefined
+  return (lstatOrUndefined(`${path}-wal`)?.size ?? 0) > 0
 }
 
 /** Runs `PRAGMA quick_check` (every page, not index against table) and throws when it reports damage. */
