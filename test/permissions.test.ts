@@ -109,4 +109,53 @@ describe.skipIf(!canSwitchUser)("a message file the consumer may not read", () =
     },
     slow,
   )
+
+  it(
+    "is poison, known by its identity, when the consumer died with it in hand at every attempt",
+    async () => {
+      await using d = await tempDir()
+      fs.chmodSync(d.path, 0o755)
+      Bun.spawnSync(["chown", "65534:65534", d.path])
+      const root = join(d.path, "q")
+      const asNobody = (args: readonly string[], env: Record<string, string> = {}) =>
+        run(
+          [
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "bun",
+            join(repoRoot, "packages/consumer/bin/consume.ts"),
+            "--root",
+            root,
+            ...args,
+          ],
+          { env: { ...process.env, ...env } },
+        )
+      expect(
+        (
+          await run([
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "bun",
+            join(repoRoot, "packages/consumer/bin/setup.ts"),
+            "--root",
+            root,
+          ])
+        ).exitCode,
+      ).toBe(0)
+      fs.writeFileSync(join(root, "inbox", "a.json"), JSON.stringify({ msg_id: "a", order_no: "o", seq: 1, amount: 1 }))
+      fs.chmodSync(join(root, "inbox", "a.json"), 0o600)
+      for (const fault of ["after-claim", "in-commit", "in-commit"])
+        expect((await asNobody([], { SPOOL_FAULT: fault })).exitCode).not.toBe(0)
+      const r = await asNobody([])
+      expect(r.stderr).not.toContain("unexpected failure")
+      expect(r.exitCode, r.stderr).toBe(0)
+      expect(fs.readdirSync(join(root, "error"))).toEqual(["a.json"])
+      expect(fs.readdirSync(join(root, "processing"))).toEqual([])
+    },
+    slow,
+  )
 })

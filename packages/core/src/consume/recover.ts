@@ -1,6 +1,7 @@
 import fs from "node:fs"
 import { join } from "node:path"
 import { fault } from "../_fault.ts"
+import { errnoOf } from "../errors.ts"
 import type { Claim, ClaimRow } from "../ledger/model.ts"
 import { renameNoReplaceAt } from "../queue/files.ts"
 import { fileIdentity, hashFile, isFileIdentity } from "../queue/hash-file.ts"
@@ -161,7 +162,7 @@ async function retryAlone(c: Context, items: Item[]): Promise<void> {
         item,
         "poison",
         `no commit in ${item.attempts} attempts; the consumer died with it alone in hand on the last`,
-        hashFile(c.dirs.processing, item.name) ?? null,
+        hashOrUnread(c, item.name),
       )
     else {
       const read = c.decider.read(item)
@@ -294,6 +295,16 @@ function isCommittedFile(c: Context, row: ClaimRow): boolean {
   // No regular file: gone meanwhile (its owner moved it after all; moveOut below finds it
   // missing), or an entry of another kind, which the committed file was not.
   return hash === undefined ? !exists(join(c.queue.processing, row.name)) : hash === row.payloadHash
+}
+
+/** A file's hash, or null when it cannot be read (this process may not: then it is known by its identity). */
+function hashOrUnread(c: Context, name: string): string | null {
+  try {
+    return hashFile(c.dirs.processing, name) ?? null
+  } catch (error) {
+    if (errnoOf(error) === "EACCES" || errnoOf(error) === "EPERM") return null
+    throw error
+  }
 }
 
 function isOwnerAlive(c: Context, row: ClaimRow): boolean {

@@ -256,7 +256,8 @@ export function readMessageFile(
     if (code === "ELOOP") return symlink
     if (code === "ENXIO") return { ok: false, reason: "not-regular", detail: "a socket" }
     if (code === "ENOENT") return vanished
-    if (code === "EACCES" || code === "EPERM") return unreadable(path, code)
+    const denied = code === "EACCES" ? unreadable(path) : undefined
+    if (denied !== undefined) return denied
     throw new SpoolError("io", `cannot open ${quoteName(path)}: ${String(error)}`, { cause: error })
   }
   try {
@@ -290,21 +291,36 @@ export function readMessageFile(
 }
 
 /**
- * A file this process may not open (a producer running as another user wrote it with mode 0600):
- * the bytes may be fine, so it goes to error/ saying whose it is and what to do, and the
- * queue goes on; after a chmod or chown it is replayed as it is.
+ * A file whose owner and mode deny this process reading it (a producer running as another user
+ * wrote it with mode 0600): the bytes may be fine, so it goes to error/ saying whose it is and
+ * what to do, and the queue goes on; after a chmod or chown it is replayed as it is. Undefined
+ * when its mode would allow reading: then something else refused (an ACL, a security module, an
+ * on-access scanner, maybe for a moment), and the run stops on it as on any I/O error.
  */
-function unreadable(path: string, code: string): FileRead {
-  let whose = ""
+function unreadable(path: string): FileRead | undefined {
+  let st: fs.Stats
   try {
-    whose = `, ${ownerOf(fs.statSync(path))}`
-  } catch {}
+    st = fs.statSync(path)
+  } catch {
+    return undefined
+  }
+  if (!isDeniedByMode(st)) return undefined
   const me = accountOf(process.getuid?.() ?? -1)
   return {
     ok: false,
     reason: "unreadable",
-    detail: `${code}: the consumer, running as ${me.text}, may not read it${whose}; make it readable (chmod o+r or chown ${me.chown}, or have the producer write it so), then replay it`,
+    detail: `EACCES: the consumer, running as ${me.text}, may not read it, ${ownerOf(st)}; make it readable (chmod o+r or chown ${me.chown}, or have the producer write it so), then replay it`,
   }
+}
+
+/** Whether a file's owner, group and mode bits alone deny this process reading it. */
+function isDeniedByMode(st: fs.Stats): boolean {
+  const uid = process.getuid?.()
+  if (uid === undefined || uid === 0) return false
+  if (st.uid === uid) return (st.mode & 0o400) === 0
+  const groups = new Set([process.getgid?.(), ...(process.getgroups?.() ?? [])])
+  if (groups.has(st.gid)) return (st.mode & 0o040) === 0
+  return (st.mode & 0o004) === 0
 }
 
 const symlink: FileRead = { ok: false, reason: "symlink", detail: "a symbolic link; its target was not touched" }
