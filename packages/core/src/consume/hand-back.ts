@@ -87,7 +87,8 @@ async function handBackOne(
   // Where the I/O thread left a file it had not reported on when the run failed (its claim was
   // made, its rename maybe not): the I/O thread has stopped, so processing/ says. One that never
   // got there is in inbox/ (or gone): its claim is given up and nothing of it waits.
-  if (item.inProcessing === undefined) item.inProcessing = fs.existsSync(join(c.queue.processing, item.name))
+  if (item.inProcessing === undefined)
+    item.inProcessing = fs.lstatSync(join(c.queue.processing, item.name), { throwIfNoEntry: false }) !== undefined
   if (!item.inProcessing) {
     try {
       await c.ledger.release(c.owner.ownerId, [item])
