@@ -172,4 +172,20 @@ describe("the console's login", () => {
     expect(right.headers.get("set-cookie")).toBe(`spool_token=${session}; Path=/; HttpOnly; SameSite=Strict`)
     expect(right.headers.get("set-cookie")).not.toContain(token)
   })
+
+  it("names its cookie after the console's port, so that consoles of two roots on one host keep their own sessions", async () => {
+    const [sqlite] = await ledgerBackends()
+    if (sqlite === undefined) throw new Error("no SQLite backend")
+    await using q = await sqlite.queue()
+    const app = consoleOf(q)
+    const login = await app.request(
+      "http://127.0.0.1:8787/login",
+      post([["token", token]], { Origin: "http://127.0.0.1:8787" }),
+    )
+    expect(login.headers.get("set-cookie")).toStartWith(`spool_token_8787=${session};`)
+    const page = (port: number) =>
+      app.request(`http://127.0.0.1:${port}/failures`, { headers: { Cookie: `spool_token_8787=${session}` } })
+    expect(await (await page(8787)).text()).toContain("Replay selected")
+    expect(await (await page(8788)).text()).not.toContain("Replay selected")
+  })
 })

@@ -6,8 +6,16 @@ import { timingSafeEqual } from "node:crypto"
 import type { Context } from "hono"
 import { getCookie } from "hono/cookie"
 
-/** The cookie that carries the operator's session after /login: sessionOf(token), not the token. */
-export const tokenCookie = "spool_token"
+/**
+ * The cookie that carries the operator's session after /login: sessionOf(token), not the token.
+ * Named after the port the console is reached on (`spool_token_8787`; `spool_token` on the
+ * scheme's own port): browsers keep cookies by host, not port, so consoles of two roots on one
+ * host would otherwise log each other out, and each would be sent the other's session.
+ */
+export function tokenCookieOf(c: Context): string {
+  const port = new URL(c.req.url).port
+  return port === "" ? "spool_token" : `spool_token_${port}`
+}
 
 /** The form field that carries the CSRF token. */
 export const csrfField = "csrf"
@@ -40,7 +48,7 @@ export function isSameSecret(given: string | undefined, expected: string): boole
 export function isOperator(c: Context, token: string | undefined): boolean {
   if (token === undefined) return false
   const bearer = /^Bearer (.+)$/.exec(c.req.header("Authorization") ?? "")?.[1]
-  return isSameSecret(getCookie(c, tokenCookie), sessionOf(token)) || isSameSecret(bearer, token)
+  return isSameSecret(getCookie(c, tokenCookieOf(c)), sessionOf(token)) || isSameSecret(bearer, token)
 }
 
 /**

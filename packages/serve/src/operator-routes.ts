@@ -5,7 +5,7 @@ import { SpoolError } from "@spool/core/engine"
 import type { Context, Hono } from "hono"
 import { getConnInfo } from "hono/bun"
 import { setCookie } from "hono/cookie"
-import { csrfField, isSameSecret, originRefusal, readOnly, refusalOf, sessionOf, tokenCookie } from "./guard.ts"
+import { csrfField, isSameSecret, originRefusal, readOnly, refusalOf, sessionOf, tokenCookieOf } from "./guard.ts"
 import { operate, operationOf } from "./operate.ts"
 import { loginPage, operatedPage, refusedPage } from "./pages-operate.ts"
 import type { Source } from "./read.ts"
@@ -26,7 +26,7 @@ export function addOperatorRoutes(app: Hono, source: Source, token: string | und
     log(c, "login", why === undefined ? "accepted" : `refused: ${why}`)
     if (why !== undefined || given === undefined) return c.html(refusedPage(source.root, why ?? ""), 403)
     const isHttps = new URL(c.req.url).protocol === "https:" || c.req.header("X-Forwarded-Proto") === "https"
-    setCookie(c, tokenCookie, sessionOf(given), { httpOnly: true, sameSite: "Strict", path: "/", secure: isHttps })
+    setCookie(c, tokenCookieOf(c), sessionOf(given), { httpOnly: true, sameSite: "Strict", path: "/", secure: isHttps })
     return c.redirect("/failures", 303)
   })
   for (const command of ["replay", "delete"] as const)
