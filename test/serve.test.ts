@@ -95,6 +95,7 @@ for (const backend of backends) {
       expect(res.headers.get("content-type")).toStartWith("text/plain; version=0.0.4")
       expect(text).toContain(`spool_messages{root="${q.root}",dir="error"} ${failed}`)
       expect(text).toContain(`spool_processed_total{root="${q.root}"} 2`)
+      expect(text).toContain(`spool_ledger_up{root="${q.root}"} 1`)
       // When its figures were read: a scrape is answered from the latest reading.
       const readAt = Number(/spool_console_read_timestamp_seconds\{root="[^"]*"\} ([\d.]+)/.exec(text)?.[1])
       expect(Math.abs(readAt - Date.now() / 1000)).toBeLessThan(600)
@@ -156,6 +157,26 @@ for (const backend of backends) {
     })
   })
 }
+
+describe("/metrics while the ledger cannot be read", () => {
+  it("still gives the files' series, with spool_ledger_up 0, so that backlog alerts keep working", async () => {
+    await using q = await tempQueue({ seed: { "a.json": { msg_id: "m-1", order_no: "O", seq: 1, amount: 1 } } })
+    const app = createApp({
+      root: q.root,
+      url: "postgres://postgres@127.0.0.1:1/down",
+      windowMs: 86_400_000,
+      windowText: "24h",
+      stalledAfterSeconds: 600,
+    })
+    const res = await app.request("/metrics")
+    const text = await res.text()
+    expect(res.status).toBe(200)
+    expect(text).toContain(`spool_messages{root="${q.root}",dir="inbox"} 1`)
+    expect(text).toContain(`spool_ledger_up{root="${q.root}"} 0`)
+    expect(text).not.toContain("spool_processed_total")
+    expect((await app.request("/healthz")).status).toBe(503)
+  })
+})
 
 describe("spool serve, the process", () => {
   it("answers /healthz with 503 and the reason once the root cannot be read", async () => {

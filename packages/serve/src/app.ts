@@ -11,6 +11,7 @@ import { deferredPage, failuresPage, type Html, layout, messagePage, overviewPag
 import {
   type FailureFilter,
   metricsOf,
+  metricsWithoutLedger,
   type Overview,
   readDeferred,
   readFailures,
@@ -91,9 +92,18 @@ export function createApp(source: Source, options: AppOptions = {}): Hono {
     const problem = await readHealth(source)
     return problem === undefined ? c.text("ok\n") : c.text(`unhealthy: ${problem}\n`, 503)
   })
-  app.get("/metrics", async (c) =>
-    c.body(await overviewAs("metrics", (o) => metricsOf(source, o)), 200, { "Content-Type": prometheusType }),
-  )
+  app.get("/metrics", async (c) => {
+    let text: string
+    try {
+      text = await overviewAs("metrics", (o) => metricsOf(source, o))
+    } catch (error) {
+      // The ledger cannot be read: the files still can, and the scrape says which is which.
+      if (!(error instanceof SpoolError)) throw error
+      process.stderr.write(`serve: GET /metrics: the ledger cannot be read, files only: ${error.message}\n`)
+      text = metricsWithoutLedger(source)
+    }
+    return c.body(text, 200, { "Content-Type": prometheusType })
+  })
   app.get("/api/history", async (c) => c.json(await readings.read("history", () => readHistory(source))))
   for (const [path, file, type] of assets)
     app.get(

@@ -219,13 +219,36 @@ export async function readMessage(source: Source, query: string): Promise<ShowRe
 export function metricsOf(source: Source, o: Overview): string {
   const limits = { threshold: undefined, maxAgeSeconds: undefined, stalledAfterSeconds: source.stalledAfterSeconds }
   const lag = formatPrometheus(o.lag, limits, o.verdict)
-  // A scrape is answered from the latest reading, which may be some seconds old: it says when.
-  const readAt = new Exposition()
+  return (
+    lag + statsMetrics(o.stats, o.root, source.windowText) + sourceMetrics(o.root, o.sources) + consoleMetrics(o, true)
+  )
+}
+
+/**
+ * The metrics of the files alone, for a scrape while the ledger cannot be read (its server down,
+ * a refusal): lag's series, which need no ledger, and spool_ledger_up 0, so that backlog alerts
+ * keep working and the ledger's absence can be alerted on, instead of the whole scrape failing.
+ */
+export function metricsWithoutLedger(source: Source): string {
+  const queue = openQueue(source.root)
+  const lag = measureLag(queue, "full", Date.now(), { histogram: true })
+  const limits = { threshold: undefined, maxAgeSeconds: undefined, stalledAfterSeconds: source.stalledAfterSeconds }
+  const readAt = new Date(wallClock()).toISOString()
+  return formatPrometheus(lag, limits, lagViolations(lag, limits)) + consoleMetrics({ root: queue.root, readAt }, false)
+}
+
+/** Whether the ledger could be read, and when the figures were (a scrape answers from the latest reading). */
+function consoleMetrics(o: { readonly root: string; readonly readAt: string }, isLedgerUp: boolean): string {
+  return new Exposition()
+    .gauge(
+      "spool_ledger_up",
+      "1 when the console read the ledger for this scrape; 0 when it could not (see /healthz).",
+      [[{ root: o.root }, isLedgerUp ? 1 : 0]],
+    )
     .gauge("spool_console_read_timestamp_seconds", "When the console read the figures of this scrape (Unix time).", [
       [{ root: o.root }, Date.parse(o.readAt) / 1000],
     ])
     .text()
-  return lag + statsMetrics(o.stats, o.root, source.windowText) + sourceMetrics(o.root, o.sources) + readAt
 }
 
 /** Each source's backlog as gauges; whether its broker answered, so a missing figure can be alerted on. */
