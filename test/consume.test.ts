@@ -325,4 +325,25 @@ describe("bun run consume refuses what is not a queue", () => {
       }
     },
   )
+
+  it.skipIf(!canMountTmpfs)(
+    "exits 2 when done/ is a bind mount of its own, whose renames fail although the filesystem is the same",
+    async () => {
+      await using q = await tempQueue({ seed: { "a.json": msg("m1", "A", 1) } })
+      const done = join(q.root, "done")
+      const mount = Bun.spawnSync(["mount", "--bind", done, done], { stderr: "pipe" })
+      expect(mount.exitCode).toBe(0)
+      try {
+        const r = await spool("consume", ["--root", q.root])
+        expect(r.stderr).toBe(
+          `consume: ${done} is a mount of its own (a bind mount, or a container volume for one directory): a rename between it and the other queue directories fails even on one filesystem, so mount the queue root as a whole instead\n`,
+        )
+        expect(r.exitCode).toBe(2)
+        expect(list(join(q.root, "inbox"))).toEqual(["a.json"])
+        expect(list(join(q.root, "processing"))).toEqual([])
+      } finally {
+        Bun.spawnSync(["umount", done])
+      }
+    },
+  )
 })

@@ -3,6 +3,7 @@ import { dirname, join, resolve } from "node:path"
 import { errnoOf, SpoolError } from "../errors.ts"
 import { enclosingRoot, insideQueuePhrase } from "./enclosing.ts"
 import { fsyncDirAt, type OpenDir, renameNoReplaceAt } from "./files.ts"
+import { mountPoints } from "./mounts.ts"
 import { alternateName, quoteName } from "./names.ts"
 
 /**
@@ -91,6 +92,14 @@ export function openQueue(root: string): Queue {
     throw new SpoolError(
       "cross-device",
       `the queue directories of ${q.root} are on different filesystems (${list}); a rename between them would not be atomic, so put all five on one filesystem`,
+    )
+  }
+  const mounts = mountPoints()
+  for (const d of queueDirs) {
+    if (!mounts.has(fs.realpathSync(q[d]))) continue
+    throw new SpoolError(
+      "cross-device",
+      `${q[d]} is a mount of its own (a bind mount, or a container volume for one directory): a rename between it and the other queue directories fails even on one filesystem, so mount the queue root as a whole instead`,
     )
   }
   return q
