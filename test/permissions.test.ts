@@ -130,7 +130,7 @@ describe.skipIf(!canSwitchUser)("a message file the consumer may not read", () =
             root,
             ...args,
           ],
-          { env: { ...process.env, ...env } },
+          { env },
         )
       expect(
         (
