@@ -129,6 +129,47 @@ describe("consume --watch", () => {
     expect(list(join(q.root, "done"))).toEqual(["first.json", "late.json"])
   })
 
+  it("stops with exit 2, moving nothing out of the root, once a queue directory is replaced by a link while it runs", async () => {
+    await using q = await tempQueue({ seed: { "first.json": message("first") } })
+    const outside = join(q.path, "outside")
+    fs.mkdirSync(outside)
+    await using w = startWatch(q.root, ["--rescan", "200ms"])
+    await until(() => w.stderr().includes("msg=drained files=1"), "the first drain")
+    fs.renameSync(join(q.root, "error"), join(q.path, "error-before"))
+    fs.symlinkSync(outside, join(q.root, "error"))
+    dropAtomically(q.root, "broken.json", "{ not json")
+    const code = await w.proc.exited
+    expect(w.stderr()).toContain(`is a symbolic link to ${outside}, and spool never follows a link inside a queue root`)
+    expect(code).toBe(2)
+    expect(fs.readdirSync(outside)).toEqual([])
+    expect(list(join(q.root, "inbox"))).toEqual(["broken.json"])
+  })
+
+  it("stops with exit 2 once the root it started on is swapped for another, recording nothing of the other", async () => {
+    await using q = await tempQueue({ seed: { "first.json": message("first") } })
+    await using other = await tempQueue({ seed: { "other.json": message("other") } })
+    await using w = startWatch(q.root, ["--rescan", "200ms"])
+    await until(() => w.stderr().includes("msg=drained files=1"), "the first drain")
+    fs.renameSync(q.root, `${q.root}.orig`)
+    fs.renameSync(other.root, q.root)
+    const code = await w.proc.exited
+    expect(w.stderr()).toContain(`${q.root} changed under this run: the root is another file or directory now`)
+    expect(code).toBe(2)
+    expect(list(join(q.root, "inbox"))).toEqual(["other.json"])
+    fs.renameSync(q.root, other.root)
+    fs.renameSync(`${q.root}.orig`, q.root)
+  })
+
+  it("takes a --rescan past what a timer can wait as the longest wait, not as none", async () => {
+    await using q = await tempQueue()
+    await using w = startWatch(q.root, ["--rescan", "30d", "-v"])
+    await until(() => w.stderr().includes("msg=watching "), "the watcher to start")
+    await Bun.sleep(500)
+    expect(await w.stop()).toBe(0)
+    // A timer past 2^31 ms fires at once: the watcher would drain in a loop, warning each time.
+    expect(w.stderr()).not.toContain("TimeoutOverflowWarning")
+  })
+
   it("recovers a file left in processing/ by a dead consumer on a later drain", async () => {
     await using q = await tempQueue()
     await using w = startWatch(q.root, ["--rescan", "200ms"])

@@ -10,7 +10,7 @@ import { type ConsumeSummary, emptySummary } from "./consume/summary.ts"
 import type { AnyEffect, LedgerPort } from "./ledger/port.ts"
 import type { Log } from "./log.ts"
 import type { Message } from "./message/decode.ts"
-import { isMessageName, type Queue } from "./queue/root.ts"
+import { checkSameQueue, isMessageName, type Queue, queueIdentity } from "./queue/root.ts"
 import { writeReports } from "./report/reports.ts"
 
 /** Settings of a long-running consumer; `E` is its effect's type and `T` its message type, as for consume. */
@@ -67,11 +67,17 @@ export async function watch<E extends AnyEffect = never, T extends Message = Mes
   let isReportDue = false
   let lastReportAt = Number.NEGATIVE_INFINITY
   let woke: Wake = "timer"
+  const identity = queueIdentity(o.queue)
+  let isFirst = true
   try {
     while (!o.signal.aborted) {
       // Forget earlier wake-ups before scanning: an event from now on is for a file this drain
       // may miss, so it must wake the next wait at once.
       wake.reset()
+      // The queue's layout was checked when the run began; it is checked again before each
+      // drain, since each opens the directories by their paths (checkSameQueue says why).
+      if (!isFirst) checkSameQueue(o.queue, identity)
+      isFirst = false
       const drain = await consume<T, E>({ ...o, signal: o.signal })
       if (drain.claimed + drain.recovered > 0) {
         addTo(total, drain)
@@ -113,16 +119,30 @@ function watchInbox(inbox: string, log: Log, onEvent: () => void): fs.FSWatcher 
       else if (isMessageName(String(name)) && fs.existsSync(join(inbox, String(name)))) onEvent()
     })
     watcher.on("error", (error) => {
-      log.warn("watch-failed", { dir: inbox, error, note: "falling back to periodic rescans" })
+      log.warn("watch-failed", { dir: inbox, error, note: watchFailureNote(error) })
       watcher.close()
     })
     return watcher
   } catch (error) {
-    // ENOSPC here means the inotify watch limit (fs.inotify.max_user_watches) is reached.
-    log.warn("watch-failed", { dir: inbox, error, note: "falling back to periodic rescans" })
+    log.warn("watch-failed", { dir: inbox, error, note: watchFailureNote(error) })
     return undefined
   }
 }
+
+/** What a refused inotify watch means: its two limits give errors that read like other things. */
+function watchFailureNote(error: unknown): string {
+  const rescans = "falling back to periodic rescans"
+  const code = (error as NodeJS.ErrnoException | undefined)?.code
+  // ENOSPC is the watch limit (not a full disk), EMFILE the limit of inotify instances.
+  if (code === "ENOSPC")
+    return `${rescans}; the inotify watch limit is reached: raise it (sysctl fs.inotify.max_user_watches=524288)`
+  if (code === "EMFILE")
+    return `${rescans}; the inotify instance limit is reached: raise it (sysctl fs.inotify.max_user_instances=1024)`
+  return rescans
+}
+
+/** The longest a timer waits: a longer one (--rescan 25d) fires at once, over and over. */
+const maxTimerMs = 2 ** 31 - 1
 
 /** A latch that events set and the loop waits on, with a timeout. */
 class Wakeup {
@@ -145,7 +165,7 @@ class Wakeup {
   wait(timeoutMs: number): Promise<Wake> {
     if (this.#fired !== undefined) return Promise.resolve(this.#fired)
     return new Promise((resolve) => {
-      const timer = setTimeout(() => done("timer"), timeoutMs)
+      const timer = setTimeout(() => done("timer"), Math.min(timeoutMs, maxTimerMs))
       const done = (w: Wake) => {
         clearTimeout(timer)
         this.#resolve = undefined
@@ -159,7 +179,7 @@ class Wakeup {
   sleep(ms: number, signal: AbortSignal): Promise<void> {
     if (ms <= 0 || signal.aborted) return Promise.resolve()
     return new Promise((resolve) => {
-      const timer = setTimeout(finish, ms)
+      const timer = setTimeout(finish, Math.min(ms, maxTimerMs))
       function finish() {
         clearTimeout(timer)
         signal.removeEventListener("abort", finish)

@@ -106,6 +106,42 @@ export function openQueue(root: string): Queue {
 }
 
 /**
+ * What a queue root is on disk: the device and inode of the root, of each queue directory and
+ * of ledger.db when there is one. A long run compares it before each drain (checkSameQueue).
+ */
+export function queueIdentity(q: Queue): ReadonlyMap<string, string> {
+  const identity = new Map<string, string>()
+  for (const [name, path] of [
+    ["the root", q.root],
+    ...queueDirs.map((d) => [`${d}/`, q[d]]),
+    ["ledger.db", q.ledger],
+  ]) {
+    const st = fs.lstatSync(path as string, { throwIfNoEntry: false })
+    if (st !== undefined) identity.set(name as string, `${st.dev}:${st.ino}`)
+  }
+  return identity
+}
+
+/**
+ * Refuses (exit 2) to go on with a queue root that is no longer the one a run started on: a
+ * queue directory replaced by a link or another directory, the root moved, swapped or unmounted
+ * (its path now names what was under the mount), ledger.db replaced. Each drain opens the
+ * directories by path, while the ledger stays open on the file it started with: going on would
+ * move files outside the root, or record one queue's messages in another's ledger.
+ */
+export function checkSameQueue(q: Queue, was: ReadonlyMap<string, string>): void {
+  openQueue(q.root)
+  const now = queueIdentity(q)
+  for (const [name, id] of was) {
+    if (now.get(name) === id) continue
+    throw new SpoolError(
+      "not-a-queue",
+      `${q.root} changed under this run: ${name} is ${now.has(name) ? "another file or directory" : "gone"} now, not the one it started on (replaced, moved, or a file system mounted or unmounted over it); nothing more was taken. Find out what changed, put the queue back as it was, and start consume again`,
+    )
+  }
+}
+
+/**
  * Creates deferred/ in a root made before it existed, beside the others (no-op when it is there).
  * Only when inbox/ is there, so a path that is no queue at all is still refused as one; a
  * reader without write access leaves it missing and the check below says so.
