@@ -2,7 +2,7 @@ import { Database } from "bun:sqlite"
 import { describe, expect, it } from "bun:test"
 import fs from "node:fs"
 import { join } from "node:path"
-import { list, repoRoot, spool, tempQueue } from "@spool/test-support"
+import { childPids, list, repoRoot, spool, tempQueue } from "@spool/test-support"
 
 const consumeBin = join(repoRoot, "packages/consumer/bin/consume.ts")
 
@@ -224,6 +224,45 @@ describe("consume --watch", () => {
     expect(list(join(q.root, "processing"))).toEqual([])
     expect(ledgerCount(q.root, "SELECT count(*) AS n FROM processed")).toBe(total)
     expect(ledgerCount(q.root, "SELECT count(*) AS n FROM duplicates")).toBe(0)
+  })
+
+  it("with --concurrency 2, a worker killed while watching is reported at once and the run ends with exit 3", async () => {
+    await using q = await tempQueue({ seed: { "first.json": message("first") } })
+    await using w = startWatch(q.root, ["--concurrency", "2"])
+    await until(
+      () => /msg=watching .*worker=1/.test(w.stderr()) && /msg=watching .*worker=2/.test(w.stderr()),
+      "both workers to watch",
+    )
+    const [victim] = childPids(w.proc.pid)
+    if (victim === undefined) throw new Error("no worker process")
+    process.kill(victim, "SIGKILL")
+    // No signal to the parent: it ends by itself, the other worker stopped, so a supervisor restarts it.
+    const code = await w.proc.exited
+    expect(w.stderr()).toMatch(/msg=worker-failed .*signal=SIGKILL/)
+    expect(code).toBe(3)
+    expect(list(join(q.root, "processing"))).toEqual([])
+    expect(list(join(q.root, "done"))).toEqual(["first.json"])
+  })
+
+  it("with --concurrency 2, the workers stop by themselves once their parent was killed", async () => {
+    await using q = await tempQueue()
+    await using w = startWatch(q.root, ["--concurrency", "2"])
+    await until(
+      () => /msg=watching .*worker=1/.test(w.stderr()) && /msg=watching .*worker=2/.test(w.stderr()),
+      "both workers to watch",
+    )
+    const workers = childPids(w.proc.pid)
+    expect(workers).toHaveLength(2)
+    process.kill(w.proc.pid, "SIGKILL")
+    const alive = (pid: number) => {
+      try {
+        process.kill(pid, 0)
+        return true
+      } catch {
+        return false
+      }
+    }
+    await until(() => !workers.some(alive), "both orphaned workers to stop")
   })
 })
 

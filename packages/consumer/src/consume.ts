@@ -204,6 +204,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       write: (line) => progress.write(line),
       ...(worker && { fields: { worker: Number(worker) } }),
     })
+    if (worker) stopWithParent(log)
     const onStop = () =>
       log.info("stopping", { signal: String(stop.signal.reason), note: "finishing the batches in hand" })
     if (isStopRequested()) onStop()
@@ -216,7 +217,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       // and a new one is created and migrated once.
       await (await openLedger(queue, opening)).close()
       if (isStopRequested()) return stoppedEarly()
-      const workers = await runWorkers(concurrency, argv, log)
+      const workers = await runWorkers(concurrency, argv, log, isWatching)
       const { isAnyKilled } = workers
       // Workers stopped before they began say nothing of the backlog they left.
       const code =
@@ -355,6 +356,22 @@ async function recoverWorkers(queue: Queue, opening: OpenLedgerOptions, log: Log
       note: "the killed worker's files wait in processing/ with their claims; the next consume finishes them",
     })
   }
+}
+
+/**
+ * A --concurrency worker stops, as on SIGTERM, once the process that started it is gone (killed
+ * with SIGKILL, which it cannot pass on): a supervisor restarting that process would otherwise
+ * find the old workers still consuming beside the new ones.
+ */
+function stopWithParent(log: Log): void {
+  const parent = process.ppid
+  const timer = setInterval(() => {
+    if (process.ppid === parent) return
+    clearInterval(timer)
+    log.warn("parent-gone", { parent, note: "the --concurrency process that started this worker ended; stopping" })
+    process.kill(process.pid, "SIGTERM")
+  }, 1000)
+  timer.unref()
 }
 
 /** Files a one-shot run will take: messages in inbox/ plus leftovers in processing/ for recovery. */

@@ -10,12 +10,15 @@ const consumeBin = fileURLToPath(new URL("../bin/consume.ts", import.meta.url))
  * ledger connection, and the ledger's claim transaction already keeps two consumers off one
  * file. SIGINT/SIGTERM/SIGHUP are passed on; the exit code is the worst child's (3 if one was killed).
  * A child that one of those ended before it could handle it (it was still starting) was not
- * killed: it touched nothing.
+ * killed: it touched nothing. Watching, a worker that ends before any stop (killed, a failure)
+ * is reported at once and the others are stopped, so that the run ends with its exit code and
+ * a supervisor restarts the whole pool, instead of going on short of a worker unseen.
  */
 export async function runWorkers(
   n: number,
   argv: readonly string[],
   log: Log,
+  isWatching = false,
 ): Promise<{ readonly code: number; readonly isAnyKilled: boolean }> {
   const childArgv = [...withoutOption(argv, "--concurrency"), "--no-progress"]
   log.info("workers", { count: n })
@@ -31,6 +34,18 @@ export async function runWorkers(
     for (const c of children) if (c.exitCode === null) c.kill(signal)
   }
   for (const s of stopSignals) process.on(s, forward)
+  const reported = new Set<number>()
+  const report = (i: number, c: (typeof children)[number]) => {
+    reported.add(i)
+    log.warn("worker-failed", { worker: i + 1, pid: c.pid, exit_code: c.exitCode, signal: c.signalCode })
+  }
+  if (isWatching)
+    for (const [i, c] of children.entries())
+      void c.exited.then(() => {
+        if (forwarded.size > 0) return
+        report(i, c)
+        forward("SIGTERM")
+      })
   try {
     await Promise.all(children.map((c) => c.exited))
   } finally {
@@ -40,10 +55,11 @@ export async function runWorkers(
   const isStopped = (c: (typeof children)[number]) => typeof c.signalCode === "string" && forwarded.has(c.signalCode)
   const isAnyKilled = children.some((c) => c.signalCode !== null && !isStopped(c))
   for (const [i, c] of children.entries()) {
-    const code = c.exitCode ?? (isStopped(c) ? ExitCode.ok : ExitCode.failure)
-    if (code !== ExitCode.ok)
-      log.warn("worker-failed", { worker: i + 1, pid: c.pid, exit_code: c.exitCode, signal: c.signalCode })
-    worst = Math.max(worst, code)
+    // A watching worker that ended on its own, whatever its code, left the pool short: a failure.
+    const isLost = reported.has(i)
+    const code = c.exitCode ?? (isStopped(c) && !isLost ? ExitCode.ok : ExitCode.failure)
+    if (code !== ExitCode.ok && !isLost) report(i, c)
+    worst = Math.max(worst, isLost && code === ExitCode.ok ? ExitCode.failure : code)
   }
   return { code: worst, isAnyKilled }
 }
