@@ -4,6 +4,7 @@ import { type CommandSpec, dryRun, duration, flag, holdStopRequest, ledger, root
 import {
   alternateName,
   ExitCode,
+  notADirectory,
   openExistingLedger,
   openQueue,
   redact,
@@ -20,17 +21,11 @@ import {
  * a directory: files archived through a link would leave the queue root, on whatever it points at.
  */
 function refuseOutsideRoot(dir: string): void {
-  let st: fs.Stats
-  try {
-    st = fs.lstatSync(dir)
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return
-    throw error
-  }
-  if (st.isDirectory()) return
+  const what = notADirectory(dir)
+  if (what === undefined) return
   throw new SpoolError(
     "usage",
-    `${dir} is ${st.isSymbolicLink() ? "a symbolic link" : "not a directory"}; compact archives done/ files only inside the queue root. Nothing more was archived: replace it with a directory (or remove it), or use --delete`,
+    `${dir} is ${what}; compact archives done/ files only inside the queue root. Nothing more was archived: replace it with a directory (or remove it), or use --delete`,
   )
 }
 

@@ -52,7 +52,15 @@ export { enqueueBytes, messageNameProblem, seedFrom, tooLargeInput } from "./que
 export { renameNoReplace, unlinkDurably } from "./queue/files.ts"
 export { alternateName, quoteName } from "./queue/names.ts"
 export type { Queue, QueueDir } from "./queue/root.ts"
-export { createQueue, isMessageName, judgeEntry, openQueue, queueDirs, resolveRoot } from "./queue/root.ts"
+export {
+  createQueue,
+  isMessageName,
+  judgeEntry,
+  notADirectory,
+  openQueue,
+  queueDirs,
+  resolveRoot,
+} from "./queue/root.ts"
 export { entryName, entryPath, entryShellName, scanDir } from "./queue/scan.ts"
 export { Exposition, escapeLabel, formatNumber, writeTextfile } from "./report/metrics.ts"
 export {

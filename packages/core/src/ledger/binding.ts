@@ -8,6 +8,7 @@ import { join } from "node:path"
 import { SpoolError } from "../errors.ts"
 import { createFileAtomic, writeFileAtomic } from "../queue/atomic-write.ts"
 import { fsyncDirAt } from "../queue/files.ts"
+import { notADirectory } from "../queue/root.ts"
 
 /** The ledger a root is bound to. */
 export type Binding =
@@ -119,14 +120,8 @@ function readRecord(root: string): string | undefined {
 /** Refuses a ROOT/.spool that is there but is not a directory of the root's own (a link, a file). */
 function refuseStrangeSpoolDir(root: string): void {
   const dir = join(root, ".spool")
-  let st: fs.Stats
-  try {
-    st = fs.lstatSync(dir)
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return
-    throw error
-  }
-  if (!st.isDirectory()) throw strange(dir, st.isSymbolicLink() ? "a symbolic link" : "not a directory")
+  const what = notADirectory(dir)
+  if (what !== undefined) throw strange(dir, what)
 }
 
 function strange(path: string, what: string): SpoolError {

@@ -106,6 +106,16 @@ export function openQueue(root: string): Queue {
 }
 
 /**
+ * What the entry at `path` is when it is there but is not a real directory ("a symbolic link",
+ * "not a directory"), never following a link; undefined when it is a directory or absent.
+ */
+export function notADirectory(path: string): string | undefined {
+  const st = fs.lstatSync(path, { throwIfNoEntry: false })
+  if (st === undefined || st.isDirectory()) return undefined
+  return st.isSymbolicLink() ? "a symbolic link" : "not a directory"
+}
+
+/**
  * What a queue root is on disk: the device and inode of the root, of each queue directory and
  * of ledger.db when there is one. A long run compares it before each drain (checkSameQueue).
  */

@@ -15,6 +15,31 @@ import { Backoff, sleep } from "../backoff.ts"
 import { checkNatsGreeting } from "./greeting.ts"
 import type { JetStreamUrl } from "./url.ts"
 
+/** Where, and as whom, a NATS connection logs in. */
+export interface NatsServer {
+  /** `host:port`. */
+  readonly server: string
+  readonly user?: string | undefined
+  readonly pass?: string | undefined
+  readonly token?: string | undefined
+}
+
+/** The options of every spool connection to NATS: the source's, and its keeper's own. */
+export function connectionOptions(to: NatsServer, name: string, timeoutMs: number): Parameters<typeof connect>[0] {
+  return {
+    servers: to.server,
+    name,
+    ...(to.user !== undefined ? { user: to.user } : {}),
+    ...(to.pass !== undefined ? { pass: to.pass } : {}),
+    ...(to.token !== undefined ? { token: to.token } : {}),
+    timeout: timeoutMs,
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 1000,
+    // A connection that died without a FIN is noticed within two missed pings.
+    pingInterval: 10_000,
+  }
+}
+
 /** How the first connection is made and how long it is waited for. */
 export interface FirstConnection {
   readonly name: string
@@ -34,18 +59,7 @@ export async function connectFirst(url: JetStreamUrl, how: FirstConnection): Pro
     try {
       // Not NATS at all (a usage error) or silent (io) is thrown as the SpoolError it is.
       await checkNatsGreeting(url.server, url.describe, how.timeoutMs)
-      return await connect({
-        servers: url.server,
-        name: how.name,
-        ...(url.user !== undefined ? { user: url.user } : {}),
-        ...(url.pass !== undefined ? { pass: url.pass } : {}),
-        ...(url.token !== undefined ? { token: url.token } : {}),
-        timeout: how.timeoutMs,
-        maxReconnectAttempts: -1,
-        reconnectTimeWait: 1000,
-        // A connection that died without a FIN is noticed within two missed pings.
-        pingInterval: 10_000,
-      })
+      return await connect(connectionOptions(url, how.name, how.timeoutMs))
     } catch (error) {
       if (error instanceof SpoolError) throw error
       const because = error instanceof Error ? error.message : String(error)

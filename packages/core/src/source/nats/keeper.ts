@@ -4,13 +4,10 @@
 // acknowledgement from any connection, so the keeper needs nothing of the receiving one.
 import { connect, type NatsConnection } from "@nats-io/transport-node"
 import type { Keeper } from "../port.ts"
+import { connectionOptions, type NatsServer } from "./connect.ts"
 
 /** How the keeper connects: the source's server and credentials. */
-export interface JetStreamKeeperOptions {
-  readonly server: string
-  readonly user?: string
-  readonly pass?: string
-  readonly token?: string
+export interface JetStreamKeeperOptions extends NatsServer {
   readonly name: string
   readonly timeoutMs: number
 }
@@ -18,16 +15,7 @@ export interface JetStreamKeeperOptions {
 /** Opens the keeper's own connection. */
 export async function openKeeper(options: unknown): Promise<Keeper> {
   const o = options as JetStreamKeeperOptions
-  const nc: NatsConnection = await connect({
-    servers: o.server,
-    name: `${o.name} keeper`,
-    ...(o.user !== undefined ? { user: o.user } : {}),
-    ...(o.pass !== undefined ? { pass: o.pass } : {}),
-    ...(o.token !== undefined ? { token: o.token } : {}),
-    timeout: o.timeoutMs,
-    maxReconnectAttempts: -1,
-    reconnectTimeWait: 1000,
-  })
+  const nc: NatsConnection = await connect(connectionOptions(o, `${o.name} keeper`, o.timeoutMs))
   return {
     async keep(tokens) {
       for (const reply of tokens) nc.publish(reply, "+WPI")
