@@ -140,10 +140,12 @@ export function queueIdentity(q: Queue): ReadonlyMap<string, string> {
  * move files outside the root, or record one queue's messages in another's ledger.
  */
 export function checkSameQueue(q: Queue, was: ReadonlyMap<string, string>): void {
-  openQueue(q.root)
   const now = queueIdentity(q)
   for (const [name, id] of was) {
     if (now.get(name) === id) continue
+    // Something changed (a handful of lstat calls found it, on every drain): the root's own
+    // checks name a link or a missing directory in their words, else this says what changed.
+    openQueue(q.root)
     throw new SpoolError(
       "not-a-queue",
       `${q.root} changed under this run: ${name} is ${now.has(name) ? "another file or directory" : "gone"} now, not the one it started on (replaced, moved, or a file system mounted or unmounted over it); nothing more was taken. Find out what changed, put the queue back as it was, and start consume again`,
