@@ -27,6 +27,32 @@ const consume = (root: string, url: string, more: readonly string[], env: Record
   spawnConsume(["--root", root, "--source", url, ...more], env)
 
 rabbit(
+  "a --watch run stops with exit 2, moving nothing out of the root, once done/ is replaced by a link while it runs",
+  async () => {
+    await using amqp = await tempAmqpQueue()
+    await using q = await tempQueue()
+    const outside = join(q.path, "outside")
+    fs.mkdirSync(outside)
+    const body = (i: number) => JSON.stringify({ msg_id: `w-${i}`, order_no: "W", seq: i + 1, amount: 1 })
+    await amqp.publish({ body: body(0), id: "w-0" })
+    const run = consume(q.root, amqp.url, ["--watch"])
+    try {
+      for (const deadline = Date.now() + 30_000; fs.readdirSync(join(q.root, "done")).length === 0; await Bun.sleep(20))
+        if (Date.now() > deadline) throw new Error("the first delivery never reached done/")
+      fs.renameSync(join(q.root, "done"), join(q.path, "done-before"))
+      fs.symlinkSync(outside, join(q.root, "done"))
+      await amqp.publish({ body: body(1), id: "w-1" })
+      const [stderr, code] = await Promise.all([new Response(run.stderr).text(), run.exited])
+      expect(stderr).toContain(`${q.root} changed under this run: done/ is a symbolic link now`)
+      expect(code).toBe(2)
+      expect(fs.readdirSync(outside)).toEqual([])
+    } finally {
+      run.kill("SIGKILL")
+    }
+  },
+)
+
+rabbit(
   "deliveries landed when the commit fails cleanly wait in processing/, not inbox/, and the next run finishes them",
   async () => {
     await using amqp = await tempAmqpQueue()

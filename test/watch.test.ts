@@ -139,7 +139,7 @@ describe("consume --watch", () => {
     fs.symlinkSync(outside, join(q.root, "error"))
     dropAtomically(q.root, "broken.json", "{ not json")
     const code = await w.proc.exited
-    expect(w.stderr()).toContain(`is a symbolic link to ${outside}, and spool never follows a link inside a queue root`)
+    expect(w.stderr()).toContain(`${q.root} changed under this run: error/ is a symbolic link now`)
     expect(code).toBe(2)
     expect(fs.readdirSync(outside)).toEqual([])
     expect(list(join(q.root, "inbox"))).toEqual(["broken.json"])
@@ -153,7 +153,7 @@ describe("consume --watch", () => {
     fs.renameSync(q.root, `${q.root}.orig`)
     fs.renameSync(other.root, q.root)
     const code = await w.proc.exited
-    expect(w.stderr()).toContain(`${q.root} changed under this run: the root is another file or directory now`)
+    expect(w.stderr()).toContain(`${q.root} changed under this run: the root is another directory now`)
     expect(code).toBe(2)
     expect(list(join(q.root, "inbox"))).toEqual(["other.json"])
     fs.renameSync(q.root, other.root)
@@ -242,6 +242,27 @@ describe("consume --watch", () => {
     expect(code).toBe(3)
     expect(list(join(q.root, "processing"))).toEqual([])
     expect(list(join(q.root, "done"))).toEqual(["first.json"])
+  })
+
+  it("with --concurrency 4, a SIGTERM to the whole process group, as systemd and Ctrl-C send it, exits 0", async () => {
+    await using q = await tempQueue()
+    for (let round = 0; round < 3; round++) {
+      const proc = Bun.spawn(["setsid", "-w", "bun", consumeBin, "--root", q.root, "--watch", "--concurrency", "4"], {
+        stdin: "ignore",
+        stdout: "ignore",
+        stderr: "pipe",
+      })
+      let said = ""
+      const reading = (async () => {
+        for await (const chunk of proc.stderr) said += new TextDecoder().decode(chunk)
+      })()
+      await until(() => (said.match(/msg=watching /g) ?? []).length === 4, "four workers to watch")
+      // setsid, not a group leader when spawned, made the command itself the new group's leader.
+      process.kill(-proc.pid, "SIGTERM")
+      const code = await proc.exited
+      await reading
+      expect([round, said.includes("worker-failed"), code]).toEqual([round, false, 0])
+    }
   })
 
   it("with --concurrency 2, the workers stop by themselves once their parent was killed", async () => {

@@ -29,6 +29,20 @@ function tempQueue(count: number): Queue {
 }
 
 describe("createConsumer (SQLite)", () => {
+  it("refuses every drain once its root is no longer the one it opened, however often it is asked", async () => {
+    const q = tempQueue(1)
+    const other = tempQueue(1)
+    const consumer = createConsumer({ root: q.root, durable: false, handle: () => {} })
+    cleanups.push(() => consumer.close())
+    expect((await consumer.drain()).processed).toBe(1)
+    fs.renameSync(q.root, `${q.root}.orig`)
+    fs.renameSync(other.root, q.root)
+    for (let i = 0; i < 2; i++) await expect(consumer.drain()).rejects.toThrow(`${q.root} changed under this run`)
+    expect(fs.readdirSync(q.inbox)).toEqual(["m-1.json"])
+    fs.renameSync(q.root, other.root)
+    fs.renameSync(`${q.root}.orig`, q.root)
+  })
+
   it("waits for the drain in flight when closed during it, and refuses a drain once closed", async () => {
     const q = tempQueue(30)
     const seen: Delivery[] = []

@@ -10,7 +10,7 @@ import { type ConsumeSummary, emptySummary } from "./consume/summary.ts"
 import type { AnyEffect, LedgerPort } from "./ledger/port.ts"
 import type { Log } from "./log.ts"
 import type { Message } from "./message/decode.ts"
-import { checkSameQueue, isMessageName, type Queue, queueIdentity } from "./queue/root.ts"
+import { isMessageName, type Queue } from "./queue/root.ts"
 import { writeReports } from "./report/reports.ts"
 
 /** Settings of a long-running consumer; `E` is its effect's type and `T` its message type, as for consume. */
@@ -67,17 +67,11 @@ export async function watch<E extends AnyEffect = never, T extends Message = Mes
   let isReportDue = false
   let lastReportAt = Number.NEGATIVE_INFINITY
   let woke: Wake = "timer"
-  const identity = queueIdentity(o.queue)
-  let isFirst = true
   try {
     while (!o.signal.aborted) {
       // Forget earlier wake-ups before scanning: an event from now on is for a file this drain
       // may miss, so it must wake the next wait at once.
       wake.reset()
-      // The queue's layout was checked when the run began; it is checked again before each
-      // drain, since each opens the directories by their paths (checkSameQueue says why).
-      if (!isFirst) checkSameQueue(o.queue, identity)
-      isFirst = false
       const drain = await consume<T, E>({ ...o, signal: o.signal })
       if (drain.claimed + drain.recovered > 0) {
         addTo(total, drain)

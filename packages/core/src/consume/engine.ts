@@ -1,6 +1,7 @@
 import type { AnyEffect } from "../ledger/port.ts"
 import type { Message } from "../message/validate.ts"
 import { holdOwner } from "../queue/owner.ts"
+import { checkSameQueue } from "../queue/root.ts"
 import { commit } from "./commit.ts"
 import { Context, now } from "./context.ts"
 import { DirectoryIntake } from "./directory.ts"
@@ -36,6 +37,9 @@ export async function consume<T extends Message = Message, E extends AnyEffect =
 ): Promise<ConsumeSummary> {
   // The pair is checked here, at the API: the effect is one the ledger runs. Inside, the engine
   // only hands that effect back to the ledger it came with.
+  // Every run (each drain of a watch, each library drain) first makes sure its root is still
+  // the one openQueue checked (checkSameQueue says why).
+  checkSameQueue(options.queue)
   const engine = new Engine(options as unknown as ConsumeOptions<T>)
   return engine.run()
 }

@@ -1,5 +1,6 @@
 import { fault } from "../_fault.ts"
 import { type Claim, landingKey } from "../ledger/model.ts"
+import { checkSameQueue } from "../queue/root.ts"
 import type { Delivery, SourcePort } from "../source/port.ts"
 import { type Context, type Item, now } from "./context.ts"
 import { type Batch, dueBatches, type Intake } from "./intake.ts"
@@ -68,6 +69,9 @@ export class SourceIntake implements Intake {
     const idleWaitMs = c.options.idleWaitMs ?? defaults.idleWaitMs
     let aside: Delivery[] = []
     while (!c.isStopping) {
+      // A --source run goes on for as long as the broker has deliveries: its root is checked
+      // before each batch as a watch's is before each drain.
+      checkSameQueue(c.queue)
       await this.#recoverDeadPeers()
       yield* dueBatches(c, now())
       // Deliveries set aside make a batch already: what has arrived meanwhile joins them, and

@@ -25,6 +25,8 @@ export interface Queue {
   /** Where enqueue and setup write files before renaming them into inbox/ (Maildir's tmp/). */
   readonly tmp: string
   readonly ledger: string
+  /** What the root was on disk when openQueue checked it; a long run compares it (checkSameQueue). */
+  readonly identity?: ReadonlyMap<string, string>
 }
 
 /**
@@ -102,7 +104,7 @@ export function openQueue(root: string): Queue {
       `${q[d]} is a mount of its own (a bind mount, or a container volume for one directory): a rename between it and the other queue directories fails even on one filesystem, so mount the queue root as a whole instead`,
     )
   }
-  return q
+  return { ...q, identity: queueIdentity(q) }
 }
 
 /**
@@ -116,39 +118,41 @@ export function notADirectory(path: string): string | undefined {
 }
 
 /**
- * What a queue root is on disk: the device and inode of the root, of each queue directory and
- * of ledger.db when there is one. A long run compares it before each drain (checkSameQueue).
+ * What a queue root is on disk: the inode of the root (through a link to it, so that a link
+ * made again to the same place is the same root) and of each queue directory and tmp/, by
+ * lstat. Inode numbers alone: an NFS or autofs root may come back on another device number.
  */
 export function queueIdentity(q: Queue): ReadonlyMap<string, string> {
   const identity = new Map<string, string>()
-  for (const [name, path] of [
-    ["the root", q.root],
-    ...queueDirs.map((d) => [`${d}/`, q[d]]),
-    ["ledger.db", q.ledger],
-  ]) {
-    const st = fs.lstatSync(path as string, { throwIfNoEntry: false })
-    if (st !== undefined) identity.set(name as string, `${st.dev}:${st.ino}`)
+  const root = fs.statSync(q.root, { throwIfNoEntry: false })
+  if (root !== undefined) identity.set("the root", String(root.ino))
+  for (const d of [...queueDirs, "tmp"] as const) {
+    const st = fs.lstatSync(q[d], { throwIfNoEntry: false })
+    if (st !== undefined) identity.set(`${d}/`, `${st.isDirectory() ? "" : "not a directory "}${st.ino}`)
   }
   return identity
 }
 
 /**
- * Refuses (exit 2) to go on with a queue root that is no longer the one a run started on: a
+ * Refuses (exit 2) to go on with a queue root that is no longer the one openQueue checked: a
  * queue directory replaced by a link or another directory, the root moved, swapped or unmounted
- * (its path now names what was under the mount), ledger.db replaced. Each drain opens the
- * directories by path, while the ledger stays open on the file it started with: going on would
- * move files outside the root, or record one queue's messages in another's ledger.
+ * (its path now names what was under the mount). Each drain opens the directories by path,
+ * while the ledger stays open on the file it started with: going on would move files outside
+ * the root, or record one queue's messages in another's ledger. A queue not opened by openQueue
+ * (no identity) is not checked. Changes nothing, whatever it finds.
  */
-export function checkSameQueue(q: Queue, was: ReadonlyMap<string, string>): void {
+export function checkSameQueue(q: Queue): void {
+  const was = q.identity
+  if (was === undefined) return
   const now = queueIdentity(q)
   for (const [name, id] of was) {
-    if (now.get(name) === id) continue
-    // Something changed (a handful of lstat calls found it, on every drain): the root's own
-    // checks name a link or a missing directory in their words, else this says what changed.
-    openQueue(q.root)
+    // A tmp/ removed (cleaning temporary files) is made again by whoever writes there next.
+    if (now.get(name) === id || (name === "tmp/" && !now.has(name))) continue
+    const path = name === "the root" ? q.root : join(q.root, name.slice(0, -1))
+    const what = now.has(name) ? (notADirectory(path) ?? "another directory") : "gone"
     throw new SpoolError(
       "not-a-queue",
-      `${q.root} changed under this run: ${name} is ${now.has(name) ? "another file or directory" : "gone"} now, not the one it started on (replaced, moved, or a file system mounted or unmounted over it); nothing more was taken. Find out what changed, put the queue back as it was, and start consume again`,
+      `${q.root} changed under this run: ${name} is ${what} now, not the one it started on (replaced, moved, linked elsewhere, or a file system mounted or unmounted over it); nothing more was taken. Find out what changed, put the queue back as it was, and start consume again`,
     )
   }
 }
