@@ -41,7 +41,10 @@ export async function runWorkers(
   }
   if (isWatching)
     for (const [i, c] of children.entries())
-      void c.exited.then(() => {
+      void c.exited.then(async () => {
+        // A stop sent to the whole process group (systemd, Ctrl-C) reaches a worker too, maybe
+        // before this process's own handler has run: give that handler a moment to say so.
+        await Bun.sleep(stopGraceMs)
         if (forwarded.size > 0) return
         report(i, c)
         forward("SIGTERM")
@@ -63,6 +66,9 @@ export async function runWorkers(
   }
   return { code: worst, isAnyKilled }
 }
+
+/** How long a watching worker's exit waits for a stop signal the parent may not have handled yet. */
+const stopGraceMs = 500
 
 /** argv without `--name VALUE` / `--name=VALUE`. */
 export function withoutOption(argv: readonly string[], name: string): string[] {
