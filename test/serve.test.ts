@@ -176,6 +176,23 @@ describe("/metrics while the ledger cannot be read", () => {
     expect(text).not.toContain("spool_processed_total")
     expect((await app.request("/healthz")).status).toBe(503)
   })
+
+  it("answers without the ledger when its server accepts and never answers, before Prometheus's 10 s timeout", async () => {
+    await using q = await tempQueue()
+    // A server that takes the connection and says nothing, as a stopped (SIGSTOP) PostgreSQL.
+    using silent = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } })
+    const app = createApp({
+      root: q.root,
+      url: `postgres://postgres@127.0.0.1:${silent.port}/hung`,
+      windowMs: 86_400_000,
+      windowText: "24h",
+      stalledAfterSeconds: 600,
+    })
+    const started = Date.now()
+    const text = await (await app.request("/metrics")).text()
+    expect(text).toContain(`spool_ledger_up{root="${q.root}"} 0`)
+    expect(Date.now() - started).toBeLessThan(9_000)
+  }, 30_000)
 })
 
 describe("spool serve, the process", () => {

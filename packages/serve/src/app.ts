@@ -95,7 +95,13 @@ export function createApp(source: Source, options: AppOptions = {}): Hono {
   app.get("/metrics", async (c) => {
     let text: string
     try {
-      text = await overviewAs("metrics", (o) => metricsOf(source, o))
+      // A ledger that hangs (its server stopped, not gone) must not hold the scrape past
+      // Prometheus's own timeout (10 s by default): past 5 s it is answered without it.
+      text = await withinMs(
+        overviewAs("metrics", (o) => metricsOf(source, o)),
+        metricsWaitMs,
+        () => new SpoolError("io", `the ledger did not answer within ${metricsWaitMs / 1000} s`),
+      )
     } catch (error) {
       // The ledger cannot be read: the files still can, and the scrape says which is which.
       if (!(error instanceof SpoolError)) throw error
@@ -144,6 +150,19 @@ export function createApp(source: Source, options: AppOptions = {}): Hono {
   app.notFound((c) => c.text("not found: see / for the pages, /metrics, /healthz, /api/overview\n", 404))
   app.onError((error, c) => unavailable(c, error))
   return app
+}
+
+/** How long a scrape waits for the ledger before it is answered with the files alone. */
+const metricsWaitMs = 5000
+
+/** `work`, or a rejection with `late()` once `ms` have passed first (the work goes on, unawaited). */
+function withinMs<T>(work: Promise<T>, ms: number, late: () => Error): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(late()), ms)
+  })
+  work.catch(() => {})
+  return Promise.race([work, timeout]).finally(() => clearTimeout(timer))
 }
 
 const rendered = new WeakMap<object, Map<string, { readonly with: unknown; readonly page: string }>>()
