@@ -46,6 +46,15 @@ const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false })
 /** What a validator says of a parsed JSON object: the message it is, or why it is not one. */
 export type Checked<T> = { readonly ok: true; readonly message: T } | Rejected
 
+/** What a parse error of a file that stops before its JSON does adds: the usual cause, and its cure. */
+const stillWriting =
+  " (the file ends before its JSON does: was its producer still writing it? Producers should write elsewhere and rename each file into inbox/ whole, or run consume with --min-age)"
+
+/** Whether JSON.parse failed at the end of `text`, and the text does not close an object: cut short. */
+function endsEarly(text: string, detail: string): boolean {
+  return /Unexpected EOF|Unterminated|Expected '[}\]]'/.test(detail) && !text.trimEnd().endsWith("}")
+}
+
 /**
  * Decodes one message file's bytes and validates the object with `check`: checkMessage
  * (rules.ts), or an arktype type through validate.ts's decodeMessage. A UTF-8 byte
@@ -67,7 +76,8 @@ export function decodeWith<T extends object>(
   try {
     value = JSON.parse(text)
   } catch (error) {
-    return { ok: false, reason: "parse", detail: error instanceof Error ? error.message : String(error) }
+    const detail = error instanceof Error ? error.message : String(error)
+    return { ok: false, reason: "parse", detail: endsEarly(text, detail) ? `${detail}${stillWriting}` : detail }
   }
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     const kind = value === null ? "null" : Array.isArray(value) ? "an array" : `a ${typeof value}`

@@ -52,6 +52,19 @@ describe.each(validators)("with %s", (_, V) => {
       expect(d.ok).toBe(true)
     })
 
+    it("says of a file cut short that its producer may still have been writing it, and what to do", () => {
+      const whole = JSON.stringify(valid)
+      for (const cut of [whole.slice(0, 20), whole.slice(0, -1), ""]) {
+        const d = decodeMessage(enc(cut), V)
+        expect(d).toMatchObject({ ok: false, reason: "parse" })
+        expect(d.ok ? "" : d.detail).toContain("was its producer still writing it?")
+        expect(d.ok ? "" : d.detail).toContain("--min-age")
+      }
+      // Broken, not cut short: no such guess.
+      const broken = decodeMessage(enc(`${whole.slice(0, -1)},}`), V)
+      expect(broken.ok ? "" : broken.detail).not.toContain("still writing")
+    })
+
     it("rejects bytes that are not UTF-8 as parse", () => {
       const d = decodeMessage(new Uint8Array([0x7b, 0xff, 0xfe, 0x7d]), V)
       expect(d).toMatchObject({ ok: false, reason: "parse" })
