@@ -247,6 +247,12 @@ describe("a root rebound to a SQLite ledger that does not exist", () => {
     expect(refused.exitCode).toBe(2)
     expect(fs.readdirSync(join(q.root, "inbox"))).toEqual(["again.json"])
     expect((await spool("consume", ["--root", q.root, "--new-ledger"])).exitCode).toBe(0)
+    // Rebound to the ledger it is bound to already: said so.
+    const again = await spool("setup", ["--root", q.root, "--rebind"])
+    expect(again.stderr).toBe(
+      `setup: ${q.root} is bound to ${join(q.root, "ledger.db")} already; nothing changed\nsetup: queue ready at ${q.root}\n`,
+    )
+    expect(again.exitCode).toBe(0)
   })
 })
 

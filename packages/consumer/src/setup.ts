@@ -85,6 +85,11 @@ async function rebind(queue: Queue, url: string | undefined, quiet: boolean): Pr
   const { before, after } = await rebindRoot(queue, url)
   const name = (b: Binding | undefined) =>
     b === undefined ? "no ledger" : b.backend === "sqlite" ? join(queue.root, "ledger.db") : (b.where ?? "PostgreSQL")
-  if (!quiet)
-    process.stderr.write(`setup: ${queue.root} is now bound to ${name(after)} (it was bound to ${name(before)})\n`)
+  if (quiet) return
+  const was = name(before)
+  process.stderr.write(
+    was === name(after)
+      ? `setup: ${queue.root} is bound to ${was} already; nothing changed\n`
+      : `setup: ${queue.root} is now bound to ${name(after)} (it was bound to ${was})\n`,
+  )
 }
