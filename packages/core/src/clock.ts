@@ -7,3 +7,20 @@ import { clockOffsetMs } from "./_fault.ts"
 export function wallClock(): number {
   return Date.now() + clockOffsetMs
 }
+
+/**
+ * `work`, or a rejection with `late()` once `ms` have passed without its answer. The work goes
+ * on unawaited; a failure it meets afterwards is nobody's to hear.
+ */
+export function withTimeout<T>(
+  work: Promise<T>,
+  ms: number,
+  late: () => Error = () => new Error(`no answer within ${ms / 1000} s`),
+): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(late()), ms)
+  })
+  work.catch(() => {})
+  return Promise.race([work, timeout]).finally(() => clearTimeout(timer))
+}

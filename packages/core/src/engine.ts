@@ -5,7 +5,7 @@
 // application's type, and meanwhile the I/O thread moves and reads the first batches; it never
 // imports arktype (about 0.4 s and over 40 MB). An application imports "@spool/core".
 
-export { wallClock } from "./clock.ts"
+export { wallClock, withTimeout } from "./clock.ts"
 export { collectGarbageEvery } from "./collect.ts"
 export { loadValidator } from "./consume/decide.ts"
 export { consume } from "./consume/engine.ts"

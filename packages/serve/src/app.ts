@@ -1,7 +1,7 @@
 // The console's reading routes (the state-changing ones are in operator-routes.ts). A request
 // that fails to read answers 503 with the reason, as /healthz does, rather than a stack.
 import { fileURLToPath } from "node:url"
-import { SpoolError } from "@spool/core/engine"
+import { SpoolError, withTimeout } from "@spool/core/engine"
 import { type Context, Hono } from "hono"
 import { html } from "hono/html"
 import { csrfOf, isOperator } from "./guard.ts"
@@ -97,7 +97,7 @@ export function createApp(source: Source, options: AppOptions = {}): Hono {
     try {
       // A ledger that hangs (its server stopped, not gone) must not hold the scrape past
       // Prometheus's own timeout (10 s by default): past 5 s it is answered without it.
-      text = await withinMs(
+      text = await withTimeout(
         overviewAs("metrics", (o) => metricsOf(source, o)),
         metricsWaitMs,
         () => new SpoolError("io", `the ledger did not answer within ${metricsWaitMs / 1000} s`),
@@ -154,16 +154,6 @@ export function createApp(source: Source, options: AppOptions = {}): Hono {
 
 /** How long a scrape waits for the ledger before it is answered with the files alone. */
 const metricsWaitMs = 5000
-
-/** `work`, or a rejection with `late()` once `ms` have passed first (the work goes on, unawaited). */
-function withinMs<T>(work: Promise<T>, ms: number, late: () => Error): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(late()), ms)
-  })
-  work.catch(() => {})
-  return Promise.race([work, timeout]).finally(() => clearTimeout(timer))
-}
 
 const rendered = new WeakMap<object, Map<string, { readonly with: unknown; readonly page: string }>>()
 

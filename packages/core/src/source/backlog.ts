@@ -2,6 +2,7 @@
 // delivered and not yet acknowledged, asked of the broker with a short timeout. The one module
 // that names every adapter's reader, imported only when its scheme is asked for, as open.ts
 // opens sources. Reading never fails: a broker that cannot be asked is an answer too.
+import { withTimeout } from "../clock.ts"
 import { SpoolError } from "../errors.ts"
 
 /** The broker's backlog for one source, or why there is none to show. */
@@ -87,15 +88,6 @@ async function parserOf(url: string): Promise<(url: string) => string> {
     default:
       throw unknownScheme(url)
   }
-}
-
-/** `work`, or a rejection once `ms` have passed without its answer. */
-function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms / 1000} s`)), ms)
-  })
-  return Promise.race([work, timeout]).finally(() => clearTimeout(timer))
 }
 
 function schemeOf(url: string): string | undefined {
