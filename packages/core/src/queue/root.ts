@@ -64,8 +64,9 @@ export function queuePaths(root: string): Queue {
 
 /**
  * Checks that `root` is a queue: the five directories exist, none of them (nor tmp/) is a
- * symbolic link, and they share one filesystem (a rename across filesystems is a copy, not
- * atomic). Throws a SpoolError that says what to do.
+ * symbolic link, and they share one filesystem and one mount (a rename across filesystems is a
+ * copy, not atomic, and one across mounts fails). Throws a SpoolError that says what to do.
+ * The queue it returns keeps what the root was (its identity), for checkSameQueue.
  */
 export function openQueue(root: string): Queue {
   const q = queuePaths(root)
@@ -96,9 +97,11 @@ export function openQueue(root: string): Queue {
       `the queue directories of ${q.root} are on different filesystems (${list}); a rename between them would not be atomic, so put all five on one filesystem`,
     )
   }
+  // No queue directory is a link (refused above): each one's real path is the root's and its name.
   const mounts = mountPoints()
+  const realRoot = fs.realpathSync(q.root)
   for (const d of queueDirs) {
-    if (!mounts.has(fs.realpathSync(q[d]))) continue
+    if (!mounts.has(join(realRoot, d))) continue
     throw new SpoolError(
       "cross-device",
       `${q[d]} is a mount of its own (a bind mount, or a container volume for one directory): a rename between it and the other queue directories fails even on one filesystem, so mount the queue root as a whole instead`,
